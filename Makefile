@@ -1,0 +1,28 @@
+# The README's two commands. Each creates .venv when it is missing.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test bench lint clean
+
+$(STAMP): pyproject.toml
+	test -d $(VENV) || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/tvr models
+
+test: $(STAMP)
+	MPLBACKEND=Agg $(BIN)/pytest -q
+
+bench: $(STAMP)
+	$(BIN)/pytest -q tests/bench --benchmark-only --benchmark-autosave
+
+lint: $(STAMP)
+	$(BIN)/ruff check models harness experiments tests
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .benchmarks

@@ -1,0 +1,1 @@
+"""Suites as Python: each declares its points; harness/ runs them."""

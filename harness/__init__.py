@@ -1,0 +1,1 @@
+"""Measuring, running, tracking and plotting; knows nothing about one model's internals."""

@@ -1,0 +1,13 @@
+"""The networks: the paper's Transformer and LSTM/GRU behind one interface."""
+
+from models.registry import (
+    PRESETS,
+    build,
+    describe,
+    mixer,
+    mixer_kinds,
+    model_config,
+    names,
+)
+
+__all__ = ["PRESETS", "build", "describe", "mixer", "mixer_kinds", "model_config", "names"]

@@ -1,0 +1,298 @@
+"""The building blocks of "Attention is all you need", written from its equations.
+
+Shapes: B batch, n query length, S key length, d d_model, h heads, d_k = d_v = d / h.
+Boolean masks follow F.scaled_dot_product_attention: True means "may attend".
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+ATTN_BACKENDS = ("math", "sdpa")
+NORMS = ("post", "pre")
+POS_ENCODINGS = ("sinusoidal", "learned", "none")
+
+
+def check_choice(what: str, value: object, allowed: tuple) -> None:
+    """Raise ValueError naming the bad value and the valid ones."""
+    if value not in allowed:
+        raise ValueError(f"invalid {what} {value!r}; valid: {', '.join(map(repr, allowed))}")
+
+
+def causal_mask(n: int, s: int, device: torch.device | None = None) -> torch.Tensor:
+    """(n, s) bool, True on and below the diagonal: query i sees keys 0..i."""
+    return torch.ones(n, s, dtype=torch.bool, device=device).tril()
+
+
+def attention(
+    q: torch.Tensor,  # (B, h, n, d_k)
+    k: torch.Tensor,  # (B, h, S, d_k)
+    v: torch.Tensor,  # (B, h, S, d_v)
+    mask: torch.Tensor | None = None,  # bool, broadcastable to (B, h, n, S)
+    causal: bool = False,
+    scale: bool = True,
+    dropout_p: float = 0.0,
+    backend: str = "math",
+) -> torch.Tensor:  # (B, h, n, d_v)
+    """softmax(Q K^T / sqrt(d_k)) V, with the 1/sqrt(d_k) factor optional (attn_scale)."""
+    factor = 1.0 / math.sqrt(q.size(-1)) if scale else 1.0
+    if causal and mask is not None:
+        mask = mask & causal_mask(q.size(-2), k.size(-2), q.device)
+        causal = False
+    if backend == "sdpa":
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal, scale=factor
+        )
+    check_choice("attn_backend", backend, ATTN_BACKENDS)
+    scores = (q @ k.transpose(-2, -1)) * factor  # (B, h, n, S)
+    if causal:
+        mask = causal_mask(q.size(-2), k.size(-2), q.device)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = F.dropout(scores.softmax(dim=-1), dropout_p)  # alpha_ij
+    return weights @ v  # z_i = sum_j alpha_ij v_j
+
+
+class MultiHeadAttention(nn.Module):
+    """Concat(head_1..head_h) W^O with head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
+
+    The h per-head matrices W_i^Q (d x d_k) sit side by side in one (d x h*d_k) matrix, and
+    Q, K, V projections are stacked in one `in_proj` (3*h*d_k x d), the layout of
+    nn.MultiheadAttention: self-attention then costs one matmul instead of three.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        dropout: float = 0.0,
+        attn_scale: bool = True,
+        attn_backend: str = "math",
+        d_head: int | None = None,
+    ) -> None:
+        super().__init__()
+        check_choice("attn_backend", attn_backend, ATTN_BACKENDS)
+        if d_head is None:
+            if d_model % n_heads:
+                raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+            d_head = d_model // n_heads
+        self.n_heads, self.d_head, self.d_inner = n_heads, d_head, n_heads * d_head
+        self.dropout, self.attn_scale, self.attn_backend = dropout, attn_scale, attn_backend
+        self.in_proj = nn.Linear(d_model, 3 * self.d_inner)  # [W^Q; W^K; W^V]
+        self.out_proj = nn.Linear(self.d_inner, d_model)  # W^O
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:  # (B, n, h*d_k) -> (B, h, n, d_k)
+        return x.unflatten(-1, (self.n_heads, self.d_head)).transpose(1, 2)
+
+    def forward(
+        self,
+        x: torch.Tensor,  # (B, n, d) queries
+        memory: torch.Tensor | None = None,  # (B, S, d) keys/values; None = self-attention
+        key_padding_mask: torch.Tensor | None = None,  # (B, S) bool, True = padding
+        causal: bool = False,
+    ) -> torch.Tensor:  # (B, n, d)
+        w, b = self.in_proj.weight, self.in_proj.bias
+        if memory is None:
+            q, k, v = F.linear(x, w, b).chunk(3, dim=-1)  # 3 x (B, n, h*d_k)
+        else:
+            q = F.linear(x, w[: self.d_inner], b[: self.d_inner])
+            k, v = F.linear(memory, w[self.d_inner :], b[self.d_inner :]).chunk(2, dim=-1)
+        mask = None
+        if key_padding_mask is not None:
+            mask = ~key_padding_mask[:, None, None, :]  # (B, 1, 1, S)
+        z = attention(
+            self._heads(q),
+            self._heads(k),
+            self._heads(v),
+            mask=mask,
+            causal=causal,
+            scale=self.attn_scale,
+            dropout_p=self.dropout if self.training else 0.0,
+            backend=self.attn_backend,
+        )  # (B, h, n, d_k)
+        return self.out_proj(z.transpose(1, 2).flatten(2))  # (B, n, d)
+
+
+class PositionwiseFFN(nn.Module):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to every position alike."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, n, d) -> (B, n, d)
+        return self.linear2(self.dropout(F.relu(self.linear1(x))))
+
+
+def sinusoid_table(n: int, d_model: int, offset: int = 0) -> torch.Tensor:
+    """(n, d): PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(same)."""
+    pos = torch.arange(offset, offset + n, dtype=torch.float64)[:, None]  # (n, 1)
+    inv_freq = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    angles = pos * inv_freq  # (n, ceil(d/2))
+    pe = torch.zeros(n, d_model, dtype=torch.float64)
+    pe[:, 0::2] = angles.sin()
+    pe[:, 1::2] = angles.cos()[:, : d_model // 2]
+    return pe.float()
+
+
+class SinusoidalPositions(nn.Module):
+    """Fixed sinusoids; computed past max_len on demand, since they extrapolate by design."""
+
+    def __init__(self, d_model: int, max_len: int) -> None:
+        super().__init__()
+        self.d_model = d_model
+        self.register_buffer("pe", sinusoid_table(max_len, d_model), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, n, d)
+        n = x.size(1)
+        pe = self.pe if n <= self.pe.size(0) else sinusoid_table(n, self.d_model).to(x.device)
+        return x + pe[:n].to(x.dtype)
+
+
+class LearnedPositions(nn.Module):
+    def __init__(self, d_model: int, max_len: int) -> None:
+        super().__init__()
+        self.max_len = max_len
+        self.table = nn.Embedding(max_len, d_model)
+        nn.init.normal_(self.table.weight, std=d_model**-0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, n, d)
+        n = x.size(1)
+        if n > self.max_len:
+            raise ValueError(f"sequence length {n} exceeds learned positions max_len={self.max_len}")
+        return x + self.table.weight[:n]
+
+
+def positional_encoding(kind: str, d_model: int, max_len: int) -> nn.Module:
+    check_choice("pos_encoding", kind, POS_ENCODINGS)
+    if kind == "sinusoidal":
+        return SinusoidalPositions(d_model, max_len)
+    if kind == "learned":
+        return LearnedPositions(d_model, max_len)
+    return nn.Identity()
+
+
+class TokenEmbedding(nn.Module):
+    """Embedding scaled by sqrt(d); init N(0, 1/d) so scaled vectors have unit variance.
+
+    Shared by every model family so that a comparison changes only the sequence mixer.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int) -> None:
+        super().__init__()
+        self.scale = math.sqrt(d_model)
+        self.weight = nn.Parameter(torch.randn(vocab_size, d_model) * d_model**-0.5)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:  # (B, n) -> (B, n, d)
+        return F.embedding(tokens, self.weight) * self.scale
+
+
+class OutputHead(nn.Module):
+    """Optional final LayerNorm (Pre-LN stacks and RNNs need one; a Post-LN stack already
+    ends in one) and the vocabulary projection, optionally tied to the embedding."""
+
+    def __init__(
+        self, embed: TokenEmbedding, vocab_size: int, d_model: int, tie: bool, final_norm: bool
+    ) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model) if final_norm else nn.Identity()
+        self.proj = nn.Linear(d_model, vocab_size, bias=False)
+        if tie:
+            self.proj.weight = embed.weight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, n, d) -> (B, n, V)
+        return self.proj(self.norm(x))
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention and FFN sub-layers, each wrapped in a residual and LayerNorm.
+
+    norm="post": x = LN(x + Dropout(F(x)))   (the paper)
+    norm="pre":  x = x + Dropout(F(LN(x)))   (needs a final LN after the stack)
+    Attribute names follow nn.TransformerEncoderLayer so weights map one to one.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm: str = "post",
+        attn_scale: bool = True,
+        attn_backend: str = "math",
+        causal: bool = False,
+    ) -> None:
+        super().__init__()
+        check_choice("norm", norm, NORMS)
+        self.pre, self.causal = norm == "pre", causal
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, attn_scale, attn_backend)
+        self.ffn = PositionwiseFFN(d_model, d_ff, dropout)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
+
+    def forward(
+        self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:  # (B, n, d) -> (B, n, d)
+        def sa(h: torch.Tensor) -> torch.Tensor:
+            return self.dropout1(self.self_attn(h, None, key_padding_mask, self.causal))
+
+        if self.pre:
+            x = x + sa(self.norm1(x))
+            return x + self.dropout2(self.ffn(self.norm2(x)))
+        x = self.norm1(x + sa(x))
+        return self.norm2(x + self.dropout2(self.ffn(x)))
+
+
+class DecoderLayer(nn.Module):
+    """Causal self-attention, cross-attention over the encoder memory, FFN; names as in
+    nn.TransformerDecoderLayer (self_attn, multihead_attn, norm1..3)."""
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm: str = "post",
+        attn_scale: bool = True,
+        attn_backend: str = "math",
+    ) -> None:
+        super().__init__()
+        check_choice("norm", norm, NORMS)
+        self.pre = norm == "pre"
+        args = (d_model, n_heads, dropout, attn_scale, attn_backend)
+        self.self_attn = MultiHeadAttention(*args)
+        self.multihead_attn = MultiHeadAttention(*args)
+        self.ffn = PositionwiseFFN(d_model, d_ff, dropout)
+        self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d_model) for _ in range(3))
+        self.dropout1, self.dropout2, self.dropout3 = (nn.Dropout(dropout) for _ in range(3))
+
+    def forward(
+        self,
+        x: torch.Tensor,  # (B, T, d)
+        memory: torch.Tensor,  # (B, S, d)
+        memory_key_padding_mask: torch.Tensor | None = None,  # (B, S)
+    ) -> torch.Tensor:  # (B, T, d)
+        def sa(h: torch.Tensor) -> torch.Tensor:
+            return self.dropout1(self.self_attn(h, causal=True))
+
+        def ca(h: torch.Tensor) -> torch.Tensor:
+            return self.dropout2(self.multihead_attn(h, memory, memory_key_padding_mask))
+
+        def ff(h: torch.Tensor) -> torch.Tensor:
+            return self.dropout3(self.ffn(h))
+
+        if self.pre:
+            x = x + sa(self.norm1(x))
+            x = x + ca(self.norm2(x))
+            return x + ff(self.norm3(x))
+        x = self.norm1(x + sa(x))
+        x = self.norm2(x + ca(x))
+        return self.norm3(x + ff(x))
