@@ -1,0 +1,165 @@
+"""results.py: atomic appends, column union and order, resume set, loading many suites."""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness import results
+from harness.errors import BadInput
+from harness.results import (
+    ID_COLUMNS,
+    TAIL_COLUMNS,
+    append_row,
+    done_points,
+    load_results,
+    read_results,
+    results_path,
+    write_atomic,
+)
+
+
+def _row(point_id: str, status: str = "ok", suite: str = "smoke", **metrics: object) -> dict:
+    return {"suite": suite, "point_id": point_id, "mixer": "lstm", "seq_len": 64,
+            "d_model": 32, "batch_size": 2, "device": "cpu", "dtype": "float32", "seed": 0,
+            "status": status, "torch_version": "2.x", "host": "h", **metrics}
+
+
+def test_results_path(tmp_path: Path) -> None:
+    assert results_path(tmp_path, "quick") == tmp_path / "quick" / "results.csv"
+
+
+def test_append_creates_dirs_and_orders_columns(tmp_path: Path) -> None:
+    path = results_path(tmp_path / "deep" / "out", "smoke")
+    append_row(path, {"host": "h", "fwd_ms": 1.5, **_row("a")})
+    append_row(path, _row("b", bwd_ms=2.0, fwd_ms=3.25, message="x, \"quoted\"\nline"))
+    frame = read_results(path)
+    assert list(frame.columns) == [*ID_COLUMNS, "fwd_ms", "bwd_ms", *TAIL_COLUMNS]
+    assert frame["point_id"].tolist() == ["a", "b"]
+    assert frame["fwd_ms"].tolist() == [1.5, 3.25]
+    assert pd.isna(frame.loc[0, "bwd_ms"]) and frame.loc[1, "bwd_ms"] == 2.0
+    assert frame["message"].tolist() == ["", "x, \"quoted\"\nline"]
+    assert frame["seq_len"].dtype.kind == "i"
+
+
+def test_append_keeps_old_rows_verbatim(tmp_path: Path) -> None:
+    path = results_path(tmp_path, "smoke")
+    append_row(path, _row("007", fwd_ms=0.1 + 0.2))
+    first = list(csv.DictReader(path.open()))
+    append_row(path, _row("008", flops=1e12))
+    second = list(csv.DictReader(path.open()))
+    assert second[0]["point_id"] == "007"  # the id stays text, not the number 7
+    assert second[0]["fwd_ms"] == "0.30000000000000004"  # floats survive every rewrite
+    assert {k: second[0][k] for k in first[0]} == first[0]
+    assert second[0]["flops"] == "" and second[1]["flops"] == "1000000000000.0"
+    assert done_points(path) == {"007", "008"}
+
+
+def test_rerun_point_replaces_its_row(tmp_path: Path) -> None:
+    path = results_path(tmp_path, "smoke")
+    append_row(path, _row("a", status="error", message="boom"))
+    append_row(path, _row("b"))
+    append_row(path, _row("a", fwd_ms=1.0))
+    frame = read_results(path)
+    assert frame["point_id"].tolist() == ["b", "a"]
+    assert frame["status"].tolist() == ["ok", "ok"]
+
+
+def test_append_rejects_rows_without_identity(tmp_path: Path) -> None:
+    path = results_path(tmp_path, "smoke")
+    with pytest.raises(ValueError, match="point_id"):
+        append_row(path, {"suite": "smoke", "status": "ok"})
+    with pytest.raises(ValueError, match="status"):
+        append_row(path, _row("a", status="fine"))
+    assert not path.exists()
+
+
+def test_crash_during_replace_keeps_old_file(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    path = results_path(tmp_path, "smoke")
+    append_row(path, _row("a", fwd_ms=1.0))
+    append_row(path, _row("b", fwd_ms=2.0))
+    before = path.read_bytes()
+
+    def crash(src: object, dst: object) -> None:
+        raise OSError("disk pulled out mid-write")
+
+    monkeypatch.setattr(results.os, "replace", crash)
+    with pytest.raises(OSError, match="mid-write"):
+        append_row(path, _row("c", fwd_ms=3.0, extra=1))
+    assert path.read_bytes() == before
+    assert read_results(path)["point_id"].tolist() == ["a", "b"]
+    assert sorted(os.listdir(path.parent)) == ["results.csv"]  # no temp file left behind
+
+
+def test_crash_during_write_leaves_no_file(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    def crash(fd: int) -> None:
+        raise OSError("fsync failed")
+
+    monkeypatch.setattr(results.os, "fsync", crash)
+    with pytest.raises(OSError, match="fsync"):
+        write_atomic(tmp_path / "t" / "report.md", "# hello\n")
+    assert os.listdir(tmp_path / "t") == []
+
+
+def test_write_atomic_text_bytes_and_mode(tmp_path: Path) -> None:
+    write_atomic(tmp_path / "a.md", "héllo\n")
+    write_atomic(tmp_path / "a.png", b"\x89PNG")
+    assert (tmp_path / "a.md").read_text(encoding="utf-8") == "héllo\n"
+    assert (tmp_path / "a.png").read_bytes() == b"\x89PNG"
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "a.md").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_done_points_only_ok(tmp_path: Path) -> None:
+    path = results_path(tmp_path, "smoke")
+    assert done_points(path) == set()
+    for pid, status in [("a", "ok"), ("b", "oom"), ("c", "error"), ("d", "skipped"), ("e", "ok")]:
+        append_row(path, _row(pid, status=status))
+    assert done_points(path) == {"a", "e"}
+
+
+def test_read_missing_is_empty_with_columns(tmp_path: Path) -> None:
+    frame = read_results(tmp_path / "nope" / "results.csv")
+    assert frame.empty
+    assert list(frame.columns)[: len(ID_COLUMNS)] == ID_COLUMNS
+
+
+def test_unreadable_file_is_bad_input_and_untouched(tmp_path: Path) -> None:
+    path = results_path(tmp_path, "smoke")
+    path.parent.mkdir()
+    path.write_text("not,a\nresults,file\n")
+    with pytest.raises(BadInput, match="not a results file"):
+        append_row(path, _row("a"))
+    with pytest.raises(BadInput, match=str(path)):
+        read_results(path)
+    assert path.read_text() == "not,a\nresults,file\n"
+
+
+def test_load_results_two_suites(tmp_path: Path) -> None:
+    append_row(results_path(tmp_path, "smoke"), _row("s1", fwd_ms=1.0))
+    append_row(results_path(tmp_path, "quick"), _row("q1", suite="quick", flops=10.0))
+    append_row(results_path(tmp_path, "quick"), _row("q2", suite="quick", flops=20.0))
+    (tmp_path / "figures").mkdir()  # other folders under out/ are not suites
+    frame = load_results(tmp_path)
+    assert sorted(frame["point_id"]) == ["q1", "q2", "s1"]
+    assert list(frame.columns) == [*ID_COLUMNS, "flops", "fwd_ms", *TAIL_COLUMNS]
+    only = load_results(tmp_path, ["smoke"])
+    assert only["suite"].tolist() == ["smoke"]
+
+
+def test_load_results_names_missing_suites(tmp_path: Path) -> None:
+    append_row(results_path(tmp_path, "smoke"), _row("s1"))
+    with pytest.raises(BadInput) as err:
+        load_results(tmp_path, ["smoke", "complexity", "quick"])
+    msg = str(err.value)
+    assert "complexity, quick" in msg
+    assert f"`tvr run complexity --out {tmp_path}`" in msg and "`tvr run smoke" not in msg
+    with pytest.raises(BadInput, match="tvr run SUITE"):
+        load_results(tmp_path / "empty")
