@@ -151,7 +151,7 @@ def load_results(out_dir: Path, suites: list[str] | None = None) -> pd.DataFrame
                            "(`tvr suites` lists the suites)")
     else:
         paths = [results_path(out_dir, s) for s in suites]
-        missing = [s for s, p in zip(suites, paths) if not p.exists()]
+        missing = [s for s in suites if not results_path(out_dir, s).exists()]
         if missing:
             runs = "; ".join(f"`tvr run {s}{out_flag}`" for s in missing)
             raise BadInput(f"no results for suite(s) {', '.join(missing)} under {out_dir}: "
