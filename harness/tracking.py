@@ -1,0 +1,326 @@
+"""MLflow tracking: one experiment per suite, a parent run per invocation, a nested run per point.
+
+Everything goes through one `MlflowClient` per Tracker (never the fluent API and its global
+active run), so two trackers, or two tests, share no state. `mlflow` is imported lazily: it
+costs about a second, which `tvr --help` should not pay.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from importlib.metadata import version
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import BadInput
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+DISABLED = "none"
+PROBE_TIMEOUT_S = 3.0
+CTRL_C_GRACE_S = 5.0  # the UI server needs ~1 s to shut down after SIGINT
+_DATABASES = ("sqlite", "postgresql", "mysql", "mssql")  # MLflow's SQLAlchemy stores
+_SERVERS = ("http", "https")
+_ALLOWED = "sqlite:///PATH, postgresql://..., mysql://..., mssql://..., http(s)://HOST:PORT, " \
+           "databricks, or 'none'"
+
+
+def _scheme(uri: str) -> str:
+    """'postgresql+psycopg2://...' -> 'postgresql'; a bare path -> ''."""
+    head, sep, _ = uri.partition(":")
+    return head.split("+")[0].lower() if sep else ""
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a sqlite:/// URI (None for other URIs and in-memory databases)."""
+    if _scheme(uri) != "sqlite":
+        return None
+    rest = uri.split("://", 1)[-1].split("?", 1)[0]
+    path = rest[1:] if rest.startswith("/") else rest  # sqlite:///rel.db, sqlite:////abs.db
+    return None if path in ("", ":memory:") else Path(path)
+
+
+def resolve_tracking_uri(out_dir: Path, uri: str | None) -> str | None:
+    """The tracking URI to use, validated; None means tracking is off ("none").
+
+    Precedence: `uri` (--tracking-uri), then $MLFLOW_TRACKING_URI, then a SQLite file
+    `<out>/mlflow.db`. Raises BadInput for an unknown scheme, an unreachable server or a
+    SQLite file that cannot be created.
+    """
+    chosen = uri or os.environ.get("MLFLOW_TRACKING_URI") or \
+        f"sqlite:///{Path(out_dir).resolve().as_posix()}/mlflow.db"
+    if chosen.strip().lower() == DISABLED:
+        return None
+    scheme = _scheme(chosen)
+    if scheme in ("", "file"):
+        # MLflow 3 refuses the file store ("maintenance mode") unless explicitly allowed.
+        if os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() not in ("1", "true"):
+            raise BadInput(f"tracking URI {chosen!r} is a file store, which MLflow refuses: "
+                           f"use sqlite:///PATH/mlflow.db (allowed: {_ALLOWED})")
+    elif scheme in _SERVERS:
+        _probe(chosen)
+    elif scheme == "sqlite":
+        chosen = _check_sqlite(chosen)
+    elif scheme not in _DATABASES and scheme != "databricks":
+        raise BadInput(f"unknown tracking URI scheme {scheme!r} in {chosen!r}; "
+                       f"allowed: {_ALLOWED}")
+    return chosen
+
+
+def _probe(uri: str) -> None:
+    """Fail fast on a server that does not answer: MLflow's own client retries for minutes."""
+    url = uri.rstrip("/") + "/health"
+    try:
+        with urllib.request.urlopen(url, timeout=PROBE_TIMEOUT_S):
+            pass
+    except urllib.error.HTTPError:
+        return  # it answered; a 404/401 here is the server's business, not unreachability
+    except ValueError as e:  # urllib's InvalidURL and urlparse's errors are ValueErrors
+        raise BadInput(f"tracking URI {uri!r} is malformed ({e})") from e
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise BadInput(f"tracking URI {uri} is unreachable ({reason}); start the server, "
+                       "pass another --tracking-uri, or 'none' to turn tracking off") from e
+
+
+def _check_sqlite(uri: str) -> str:
+    """Check the database file can be created; return the URI with an absolute path.
+
+    The absolute path keeps `tvr ui` and a later run on the same file whatever their cwd.
+    """
+    path = sqlite_path(uri)
+    if path is None:
+        return uri
+    path = path.resolve()
+    existing = path.parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise BadInput(f"tracking URI {uri}: {existing} is not a directory")
+    target = path if path.exists() else existing
+    if not os.access(target, os.W_OK):
+        raise BadInput(f"tracking URI {uri}: {target} is not writable")
+    query = uri.partition("?")[2]
+    return f"sqlite:///{path.as_posix()}" + (f"?{query}" if query else "")
+
+
+def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """{"a": {"b": 1}} -> {"a.b": "1"}; MLflow params are flat strings."""
+    flat: dict[str, str] = {}
+    for key, value in params.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = str(value)
+    return flat
+
+
+def _finite(key: str, value: Any) -> float | None:
+    """The metric as a float, or None when it is missing or not finite (MLflow plots NaN badly)."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"metric {key!r} is not a number: {value!r}") from e
+    return number if math.isfinite(number) else None
+
+
+class Tracker:
+    """Context manager that records one invocation of a suite in MLflow.
+
+    With `uri=None` ("--tracking-uri none") every method does nothing, by design.
+    """
+
+    def __init__(self, uri: str | None, suite: str, out_dir: Path,
+                 params: Mapping[str, Any] | None = None) -> None:
+        self.uri = uri
+        self.suite = suite
+        self.out_dir = Path(out_dir)
+        self.params = dict(params or {})
+        self.experiment_id: str | None = None
+        self.parent_run_id: str | None = None
+        self._client: MlflowClient | None = None
+
+    @property
+    def enabled(self) -> bool:
+        """False in the documented no-tracking mode."""
+        return self.uri is not None
+
+    def __enter__(self) -> Tracker:
+        if self.uri is None:
+            return self
+        from mlflow import MlflowClient
+
+        db = sqlite_path(self.uri)
+        if db is not None:
+            db.parent.mkdir(parents=True, exist_ok=True)  # SQLite makes the file, not the dir
+        self._client = MlflowClient(tracking_uri=self.uri)
+        self.experiment_id = self._experiment()
+        run = self._client.create_run(
+            self.experiment_id, run_name=f"{self.suite}-{time.strftime('%Y%m%d-%H%M%S')}",
+            tags={"suite": self.suite, "host": socket.gethostname(),
+                  "torch_version": version("torch")})
+        self.parent_run_id = run.info.run_id
+        self._log_batch(self.parent_run_id, params=flatten(self.params))
+        return self
+
+    def _experiment(self) -> str:
+        """The suite's experiment id, created (with artifacts under <out>/mlartifacts) if new."""
+        from mlflow.exceptions import MlflowException
+
+        assert self._client is not None
+        found = self._client.get_experiment_by_name(self.suite)
+        if found is None:
+            # A tracking server stores artifacts itself; a database store needs a local root.
+            local = _scheme(self.uri or "") not in _SERVERS
+            root = (self.out_dir / "mlartifacts" / self.suite).resolve().as_uri() if local \
+                else None
+            try:
+                return self._client.create_experiment(self.suite, artifact_location=root)
+            except MlflowException as e:
+                if e.error_code != "RESOURCE_ALREADY_EXISTS":
+                    raise
+                found = self._client.get_experiment_by_name(self.suite)  # created concurrently
+                assert found is not None
+        if found.lifecycle_stage == "deleted":
+            # Deleted in the UI but still holding the name: bring it back rather than fail.
+            self._client.restore_experiment(found.experiment_id)
+        return found.experiment_id
+
+    def _log_batch(self, run_id: str, params: Mapping[str, str] | None = None,
+                   metrics: Mapping[str, float] | None = None,
+                   series: Mapping[str, list[tuple[int, float]]] | None = None,
+                   tags: Mapping[str, str] | None = None) -> None:
+        """One log_batch call; MlflowClient.log_batch splits it at MLflow's per-request limits
+        (100 params/tags, 1000 metrics), so large series need no chunking here."""
+        from mlflow.entities import Metric, Param, RunTag
+        from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH, MAX_TAG_VAL_LENGTH
+
+        assert self._client is not None
+        now = int(time.time() * 1000)
+        batch = [Metric(k, v, now, 0) for k, v in (metrics or {}).items()]
+        for key, points in (series or {}).items():
+            for step, value in points:
+                number = _finite(key, value)
+                if number is not None:
+                    batch.append(Metric(key, number, now, int(step)))
+        self._client.log_batch(
+            run_id, metrics=batch,
+            params=[Param(k, v[:MAX_PARAM_VAL_LENGTH]) for k, v in (params or {}).items()],
+            tags=[RunTag(k, v[:MAX_TAG_VAL_LENGTH]) for k, v in (tags or {}).items()])
+
+    def log_point(self, point_id: str, params: Mapping[str, Any],
+                  metrics: Mapping[str, Any], status: str, message: str = "",
+                  series: Mapping[str, list[tuple[int, float]]] | None = None) -> None:
+        """Record one point as a nested run: FINISHED when status is "ok", FAILED otherwise."""
+        if self._client is None:
+            return
+        assert self.parent_run_id is not None and self.experiment_id is not None
+        tags = {"mlflow.parentRunId": self.parent_run_id, "suite": self.suite,
+                "point_id": point_id, "status": status}
+        run_id = self._client.create_run(self.experiment_id, run_name=point_id,
+                                         tags=tags).info.run_id
+        finite = {k: v for k, v in ((k, _finite(k, v)) for k, v in metrics.items())
+                  if v is not None}
+        try:
+            self._log_batch(run_id, params=flatten(params), metrics=finite, series=series,
+                            tags={"message": message} if message else None)
+        except BaseException:
+            self._client.set_terminated(run_id, "FAILED")  # never leave a run RUNNING
+            raise
+        self._client.set_terminated(run_id, "FINISHED" if status == "ok" else "FAILED")
+
+    def log_artifact(self, path: Path) -> None:
+        """Attach a file (the results CSV, a table) to the parent run."""
+        if self._client is None:
+            return
+        assert self.parent_run_id is not None
+        self._client.log_artifact(self.parent_run_id, str(path))
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._client is None or self.parent_run_id is None:
+            return
+        if exc_type is None:
+            status = "FINISHED"
+        elif issubclass(exc_type, KeyboardInterrupt):
+            status = "KILLED"
+        else:
+            status = "FAILED"
+        self._client.set_terminated(self.parent_run_id, status)
+
+
+def _free(port: int) -> bool:
+    """Whether 127.0.0.1:port can be bound right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def ui_command(uri: str, out_dir: Path, port: int) -> tuple[list[str], dict[str, str]]:
+    """argv and full environment for an MLflow server on 127.0.0.1 over the same store."""
+    if _scheme(uri) in _SERVERS:
+        raise BadInput(f"tracking URI {uri} is a server already: open it in a browser")
+    argv = [sys.executable, "-m", "mlflow", "server",
+            "--backend-store-uri", uri,
+            "--default-artifact-root", (Path(out_dir) / "mlartifacts").resolve().as_uri(),
+            # Experiments keep file:// artifact locations; the proxy would only add an
+            # ./mlartifacts folder in the cwd.
+            "--no-serve-artifacts",
+            "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    # Job execution starts extra worker processes: the UI answers in ~4 s instead of 8-11 s
+    # without it, and Ctrl-C stops everything.
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    return argv, env
+
+
+def serve_ui(uri: str | None, out_dir: Path, port: int) -> int:
+    """Run the MLflow UI in the foreground until Ctrl-C; return its exit code (0 on Ctrl-C)."""
+    if uri is None:
+        raise BadInput("tracking is off (--tracking-uri none): there is no store to browse")
+    if _scheme(uri) in _SERVERS:
+        print(f"MLflow tracking server: {uri}", flush=True)
+        return 0
+    db = sqlite_path(uri)
+    if db is not None and not db.exists():
+        raise BadInput(f"no MLflow store at {db}: run `tvr run SUITE` first")
+    if not 1 <= port <= 65535:
+        raise BadInput(f"port {port} is not in 1..65535")
+    if not _free(port):
+        raise BadInput(f"port {port} on 127.0.0.1 is in use: pick another with --port")
+    argv, env = ui_command(uri, out_dir, port)
+    print(f"MLflow UI: http://127.0.0.1:{port}  (store {uri}; Ctrl-C stops it)", flush=True)
+    proc = subprocess.Popen(argv, env=env)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        _stop(proc)
+        return 0
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop the server after Ctrl-C: a terminal sent it the SIGINT too, so give it a moment to
+    exit on its own (a second signal would cut its shutdown short); then SIGTERM, then SIGKILL."""
+    for signal_it, wait_s in ((None, CTRL_C_GRACE_S), (proc.terminate, 10.0), (proc.kill, None)):
+        if signal_it is not None:
+            signal_it()
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
