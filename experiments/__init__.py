@@ -1,1 +1,30 @@
-"""Suites as Python: each declares its points; harness/ runs them."""
+"""Suites as Python: each returns its list of point specs; harness/ runs them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from experiments import complexity
+from experiments.spec import Point
+
+SUITES: dict[str, Callable[[], list[Point]]] = {
+    "smoke": complexity.smoke,
+    "quick": complexity.quick,
+    "complexity": complexity.complexity,
+}
+
+
+def suite_names() -> list[str]:
+    return list(SUITES)
+
+
+def points(name: str) -> list[Point]:
+    """The points of suite `name`; ValueError naming the valid suites if unknown."""
+    if name not in SUITES:
+        raise ValueError(f"unknown suite {name!r}; valid: {', '.join(SUITES)}")
+    return SUITES[name]()
+
+
+def describe(name: str) -> str:
+    doc = SUITES[name].__doc__ or ""
+    return " ".join(doc.split())

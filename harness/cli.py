@@ -1,20 +1,75 @@
-"""The `tvr` command: one thin subcommand per verb."""
+"""The `tvr` command: one thin subcommand per verb.
+
+Exit codes (DESIGN.md): 0 done; 2 bad input, one line naming the value, no traceback; 1 else.
+"""
 
 from __future__ import annotations
 
-import sys
+import re
 from importlib.metadata import version
+from pathlib import Path
 
 import click
 
+import experiments
 import models
+from harness.errors import BadInput
+
+OUT_HELP = "Results directory (suite CSVs, tables, figures, MLflow store)."
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _BadInputError(click.ClickException):
+    exit_code = 2
+
+
+class _Group(click.Group):
+    """Turns BadInput raised anywhere below a command into exit code 2 and one line."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except BadInput as exc:
+            raise _BadInputError(str(exc)) from None
+
+
+class _Bytes(click.ParamType):
+    """A byte count: 123, 512MB, 8GiB, 1.5G."""
+
+    name = "BYTES"
+    _UNITS = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12,
+              "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
+
+    def convert(self, value, param, ctx) -> int:
+        if isinstance(value, int):
+            return value
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt]i?)?b?\s*", str(value), re.I)
+        if not m:
+            self.fail(f"{value!r} is not a byte count (e.g. 4000000000, 512MB, 8GiB)", param, ctx)
+        return int(float(m.group(1)) * self._UNITS[(m.group(2) or "").lower()])
+
+
+def _out_dir(out: str) -> Path:
+    """The output directory, created if needed; unwritable -> bad input before any work."""
+    path = Path(out)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".tvr-write-probe"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise BadInput(f"--out {out}: cannot write there ({exc.strerror})") from None
+    return path
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(version("tvr-bench"), prog_name="tvr")
 def cli() -> None:
     """tvr-bench: measure what "Attention is all you need" claims about self-attention
-    versus recurrence (LSTM, GRU), on the same work."""
+    versus recurrence (LSTM, GRU), on the same work.
+
+    \b
+    Start with:  tvr suites;  tvr run quick;  tvr table;  tvr plot;  tvr ui
+    """
 
 
 @cli.command("models")
@@ -33,6 +88,113 @@ def models_cmd(preset: str) -> None:
         click.echo(f"  {kind:<20} {n:>10,d}")
 
 
+@cli.command("suites")
+def suites_cmd() -> None:
+    """List the suites with their point counts."""
+    for name in experiments.suite_names():
+        click.echo(f"{name:<14} {len(experiments.points(name)):>5} points  "
+                   f"{experiments.describe(name)}")
+
+
+@cli.command("run")
+@click.argument("suite", type=click.Choice(experiments.suite_names()))
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
+              show_default=True, help="auto = cuda when available, else cpu.")
+@click.option("--out", default="results", show_default=True, help=OUT_HELP)
+@click.option("--tracking-uri", default=None,
+              help="MLflow store; default $MLFLOW_TRACKING_URI, else sqlite:///<out>/mlflow.db; "
+                   "'none' disables tracking.")
+@click.option("--resume/--no-resume", default=True, show_default=True,
+              help="Skip points already ok in <out>/<suite>/results.csv.")
+@click.option("--dry-run", is_flag=True, help="List the points and exit without measuring.")
+@click.option("--max-memory", type=_Bytes(), default=None,
+              help="Skip points whose predicted footprint exceeds this (e.g. 8GiB).")
+@click.option("--min-run-time", type=click.FloatRange(min=0.01), default=0.2,
+              show_default=True, help="Seconds of timed calls per measurement.")
+def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume: bool,
+            dry_run: bool, max_memory: int | None, min_run_time: float) -> None:
+    """Measure every point of SUITE; one results row and one MLflow run per point."""
+    from harness import sweep, tracking
+
+    points = experiments.points(suite)
+    if dry_run:
+        for p in points:
+            click.echo(p.point_id)
+        click.echo(f"{len(points)} points in suite {suite!r} (dry run: nothing measured)")
+        return
+    dev = sweep.resolve_device(device)
+    out_dir = _out_dir(out)
+    uri = tracking.resolve_tracking_uri(out_dir, tracking_uri)
+    summary = sweep.run_suite(suite, points, dev, out_dir, uri, resume, max_memory, min_run_time)
+    click.echo(summary.line())
+    if uri:
+        click.echo(f"MLflow: {uri} (browse with `tvr ui --out {out}`)")
+
+
+def _load(out: str, suite: str):
+    from harness.results import load_results
+
+    return load_results(Path(out), [suite])
+
+
+@cli.command("table")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "csv", "latex"]),
+              default="markdown", show_default=True)
+@click.option("--out", default="results", show_default=True, help=OUT_HELP)
+@click.option("--suite", default="quick", show_default=True, help="Suite whose results to use.")
+@click.option("--crossover", is_flag=True, help="The n-versus-d crossover table instead.")
+def table_cmd(fmt: str, out: str, suite: str, crossover: bool) -> None:
+    """The complexity table (fitted exponents beside the paper's O()) or the crossover."""
+    from harness import tables
+
+    df = _load(out, suite)
+    table = tables.crossover_table(df) if crossover else tables.complexity_table(df)
+    click.echo(tables.render(table, fmt), nl=False)
+
+
+@cli.command("plot")
+@click.argument("name", default="all")
+@click.option("--out", default="results", show_default=True, help=OUT_HELP)
+@click.option("--suite", default="quick", show_default=True, help="Suite whose results to use.")
+def plot_cmd(name: str, out: str, suite: str) -> None:
+    """Draw figure NAME (or all) from stored results into <out>/<suite>/NAME.png."""
+    from harness import plots
+    from harness.results import write_atomic
+
+    valid = ["all", *plots.FIGURES]
+    if name not in valid:
+        raise BadInput(f"unknown figure {name!r}; valid: {', '.join(valid)}")
+    df = _load(out, suite)
+    for fig_name in (plots.FIGURES if name == "all" else [name]):
+        path = Path(out) / suite / f"{fig_name}.png"
+        write_atomic(path, plots.png_bytes(plots.FIGURES[fig_name](df)))
+        click.echo(str(path))
+
+
+@cli.command("report")
+@click.option("--out", default="results", show_default=True, help=OUT_HELP)
+@click.option("--suite", default="quick", show_default=True, help="Suite whose results to use.")
+def report_cmd(out: str, suite: str) -> None:
+    """Write <out>/REPORT.md: the tables and figures of SUITE with the machine they ran on."""
+    from harness import report
+
+    click.echo(str(report.write_report(Path(out), suite)))
+
+
+@cli.command("ui")
+@click.option("--port", type=click.IntRange(1, 65535), default=5000, show_default=True)
+@click.option("--out", default="results", show_default=True, help=OUT_HELP)
+@click.option("--tracking-uri", default=None, help="As for `tvr run`.")
+def ui_cmd(port: int, out: str, tracking_uri: str | None) -> None:
+    """Browse the runs: start the MLflow UI on 127.0.0.1 with the same store."""
+    from harness import tracking
+
+    out_dir = _out_dir(out)
+    uri = tracking.resolve_tracking_uri(out_dir, tracking_uri)
+    if uri is None:
+        raise BadInput("--tracking-uri none: there is no store to browse")
+    raise SystemExit(tracking.serve_ui(uri, out_dir, port))
+
+
 def main() -> None:
-    """Console entry point: bad input exits 2 with one line; see DESIGN.md exit codes."""
-    sys.exit(cli.main(standalone_mode=True))
+    cli.main(prog_name="tvr")

@@ -1,0 +1,56 @@
+"""Typed point specs and the product-grid helper every suite uses."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measurement. `measure` names the harness runner; `knobs` are mixer/model config."""
+
+    suite: str
+    measure: str  # "layer" (time/FLOPs/memory of one mixer), ...
+    mixer: str
+    seq_len: int
+    d_model: int
+    batch_size: int
+    dtype: str = "float32"
+    seed: int = 0
+    knobs: tuple[tuple[str, Any], ...] = field(default=())  # sorted (key, value) pairs
+
+    @property
+    def point_id(self) -> str:
+        """Deterministic name from the fields, so reruns and --resume find the same point."""
+        knobs = "".join(f"-{k}={v}" for k, v in self.knobs)
+        return (f"{self.measure}-{self.mixer}{knobs}-n{self.seq_len}-d{self.d_model}"
+                f"-b{self.batch_size}-{self.dtype}-s{self.seed}")
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return dict(self.knobs)
+
+
+def product(**axes: Iterable[Any]) -> list[dict[str, Any]]:
+    """Every combination of the axes, in order: product(a=[1, 2], b="xy") -> 4 dicts."""
+    keys = list(axes)
+    return [dict(zip(keys, values, strict=True))
+            for values in itertools.product(*(list(v) for v in axes.values()))]
+
+
+def knobs(config: Mapping[str, Any] | None = None) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted((config or {}).items()))
+
+
+def batch_for(seq_len: int, tokens: int, max_batch: int = 64) -> int:
+    """A batch size keeping B * n near `tokens`, so every point has a similar memory footprint."""
+    return max(1, min(max_batch, tokens // seq_len))
+
+
+def powers_of_two(lo: int, hi: int) -> list[int]:
+    return [2**k for k in range(lo.bit_length() - 1, hi.bit_length()) if lo <= 2**k <= hi]

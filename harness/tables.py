@@ -1,0 +1,125 @@
+"""The complexity table and the crossover table, computed from stored layer results.
+
+Every number comes from results.csv rows with status "ok"; the paper's O() strings sit beside
+the measured log-log exponents, with the range each fit used.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from harness.errors import BadInput
+
+PAPER = {  # Table 1 of the paper: complexity per layer
+    "self-attention": "O(n^2 d)",
+    "lstm": "O(n d^2)",
+    "gru": "O(n d^2)",
+}
+# Forward matmul FLOPs per sequence, closed form, for the crossover: attention with its
+# projections 8nd^2 + 4n^2d; LSTM 16nd^2 (4 gates x input and recurrent products); GRU 12nd^2.
+RECURRENT_FLOP_COEF = {"lstm": 16, "gru": 12}
+FORMATS = ("markdown", "csv", "latex")
+
+
+def loglog_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Slope and R^2 of log y against log x (the exponent k of y ~ x^k)."""
+    lx, ly = np.log(np.asarray(x, float)), np.log(np.asarray(y, float))
+    slope, intercept = np.polyfit(lx, ly, 1)
+    resid = ly - (slope * lx + intercept)
+    total = ((ly - ly.mean()) ** 2).sum()
+    r2 = 1.0 - (resid**2).sum() / total if total > 0 else 1.0
+    return float(slope), float(r2)
+
+
+def layer_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """Ok layer points with per-sequence cost columns (a batch divides evenly into sequences)."""
+    ok = df[(df["status"] == "ok") & (df["flops_fwd"].notna())].copy()
+    if ok.empty:
+        raise BadInput("no successful layer measurements in these results; run `tvr run quick`")
+    for col in ("seq_len", "d_model", "batch_size"):
+        ok[col] = ok[col].astype(int)
+    ok["gflop_per_seq"] = ok["flops_fwd"] / ok["batch_size"] / 1e9
+    ok["ms_per_seq"] = ok["fwd_ms"] / ok["batch_size"]
+    ok["ms_per_seq_train"] = ok["fwdbwd_ms"] / ok["batch_size"]
+    return ok
+
+
+def _fit_rows(ok: pd.DataFrame) -> list[dict]:
+    rows = []
+    for mixer, g in ok.groupby("mixer", sort=False):
+        d_fix, n_fix = g["d_model"].min(), g["seq_len"].max()
+        by_n = g[g["d_model"] == d_fix].sort_values("seq_len")
+        ns = sorted(by_n["seq_len"].unique())
+        by_n = by_n[by_n["seq_len"] >= ns[max(0, len(ns) - max(3, len(ns) // 2))]]  # large n
+        by_d = g[g["seq_len"] == n_fix].sort_values("d_model")
+        row = {"layer": mixer, "complexity": PAPER.get(mixer, "")}
+        for metric, col in (("flops", "gflop_per_seq"), ("time", "ms_per_seq")):
+            for axis, part, key in (("n", by_n, "seq_len"), ("d", by_d, "d_model")):
+                if part[key].nunique() >= 2:
+                    k, r2 = loglog_fit(part[key], part[col])
+                    row[f"{metric}_{axis}_exp"], row[f"{metric}_{axis}_r2"] = k, r2
+        row["n_fit"] = f"n={by_n['seq_len'].min()}..{by_n['seq_len'].max()} at d={d_fix}"
+        row["d_fit"] = f"d={by_d['d_model'].min()}..{by_d['d_model'].max()} at n={n_fix}"
+        rows.append(row)
+    return rows
+
+
+def complexity_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per layer type: the paper's O() beside fitted exponents in n and in d."""
+    return pd.DataFrame(_fit_rows(layer_frame(df)))
+
+
+def _crossing(ns: np.ndarray, ratio: np.ndarray) -> tuple[float | None, str]:
+    """n where attention/recurrent cost ratio crosses 1, log-log interpolated between grid
+    points; or None with where it lies relative to the grid."""
+    logr = np.log(ratio)
+    for i in range(len(ns) - 1):
+        if logr[i] <= 0 < logr[i + 1]:
+            t = -logr[i] / (logr[i + 1] - logr[i])
+            return float(np.exp(np.log(ns[i]) + t * (np.log(ns[i + 1]) - np.log(ns[i])))), ""
+    if (logr > 0).all():
+        return None, f"attention costlier at every n >= {ns.min()}"
+    return None, f"attention cheaper at every n <= {ns.max()}"
+
+
+def crossover_table(df: pd.DataFrame) -> pd.DataFrame:
+    """For each d and recurrent kind: the measured n* where self-attention's cost equals the
+    recurrent layer's, in counted FLOPs and in forward time, beside closed forms."""
+    ok = layer_frame(df)
+    attn = ok[ok["mixer"] == "self-attention"]
+    rows = []
+    for rnn, coef in RECURRENT_FLOP_COEF.items():
+        rec = ok[ok["mixer"] == rnn]
+        if attn.empty or rec.empty:
+            continue
+        for d, a in attn.groupby("d_model"):
+            both = a.merge(rec[rec["d_model"] == d], on="seq_len", suffixes=("_a", "_r"))
+            if len(both) < 2:
+                continue
+            both = both.sort_values("seq_len")
+            ns = both["seq_len"].to_numpy()
+            row = {"recurrent": rnn, "d_model": int(d),
+                   # 8nd^2 + 4n^2d = c n d^2  <=>  n = (c - 8) d / 4
+                   "n_star_closed_form": (coef - 8) * int(d) / 4, "n_paper": int(d)}
+            for metric, col in (("flops", "gflop_per_seq"), ("time", "ms_per_seq")):
+                n_star, note = _crossing(ns, (both[f"{col}_a"] / both[f"{col}_r"]).to_numpy())
+                row[f"n_star_{metric}"] = n_star
+                row[f"{metric}_note"] = note
+            row["n_range"] = f"{ns.min()}..{ns.max()}"
+            rows.append(row)
+    if not rows:
+        raise BadInput("crossover needs self-attention and lstm/gru points at the same n and d")
+    return pd.DataFrame(rows)
+
+
+def render(table: pd.DataFrame, fmt: str, floatfmt: str = ".3g") -> str:
+    """Markdown (default), CSV or LaTeX text for a table."""
+    if fmt == "csv":
+        return table.to_csv(index=False)
+    if fmt == "latex":
+        return table.style.hide(axis="index").format(precision=3, na_rep="").to_latex() + "\n"
+    if fmt == "markdown":
+        table = table.astype(object).where(table.notna(), None)  # blank cells, not "nan"
+        return table.to_markdown(index=False, floatfmt=floatfmt, missingval="") + "\n"
+    raise BadInput(f"unknown format {fmt!r}; valid: {', '.join(FORMATS)}")

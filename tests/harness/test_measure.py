@@ -1,0 +1,99 @@
+import pytest
+import torch
+from torch import nn
+
+import models
+from harness.measure import (
+    count_flops,
+    kernels_used,
+    layer_calls,
+    measure_layer,
+    saved_tensor_bytes,
+    time_fn,
+)
+
+B, N, D = 2, 24, 16  # n != d so n and d terms cannot be confused
+
+
+def _forward_flops(kind: str, **cfg) -> int:
+    module = models.mixer(kind, D, **cfg)
+    return count_flops(lambda: module(torch.randn(B, N, D)))
+
+
+@pytest.mark.parametrize("backend", ["math", "sdpa"])
+def test_attention_flops_match_closed_form(backend):
+    # projections Q, K, V, O: 4 x 2nd^2; scores and values: 2 x 2n^2d
+    expected = B * (8 * N * D**2 + 4 * N**2 * D)
+    assert _forward_flops("self-attention", n_heads=4, attn_backend=backend) == expected
+
+
+@pytest.mark.parametrize("impl", ["fused", "cell"])
+@pytest.mark.parametrize("kind,gates", [("lstm", 4), ("gru", 3)])
+def test_rnn_flops_match_closed_form(kind, gates, impl):
+    # input and recurrent product of every gate: 2 * G * (nd^2 + nd^2) = 4G nd^2
+    expected = B * 4 * gates * N * D**2
+    assert _forward_flops(kind, rnn_impl=impl) == expected
+
+
+def test_forward_backward_flops_do_not_depend_on_attention_kernel():
+    counts = {}
+    for backend in ("math", "sdpa"):
+        module = models.mixer("self-attention", D, n_heads=4, attn_backend=backend)
+        counts[backend] = count_flops(layer_calls(module, torch.randn(B, N, D))[1])
+    assert counts["math"] == counts["sdpa"] == 3 * B * (8 * N * D**2 + 4 * N**2 * D)
+
+
+def test_fused_lstm_backward_counts_like_cells_but_initial_state_grad():
+    counts = {}
+    for impl in ("fused", "cell"):
+        module = models.mixer("lstm", D, rnn_impl=impl)
+        counts[impl] = count_flops(layer_calls(module, torch.randn(B, N, D))[1])
+    # the fused kernel also forms dL/dh0 (one (B, 4d) x (4d, d) product) that cells skip
+    assert counts["fused"] - counts["cell"] == 2 * B * 4 * D * D
+
+
+def test_saved_bytes_hand_computed_for_linear_relu():
+    # Linear saves its input (B*n*d floats); ReLU saves its output (B*n*2d floats);
+    # the weight is a parameter and not counted.
+    module = nn.Sequential(nn.Linear(D, 2 * D), nn.ReLU())
+    x = torch.randn(B, N, D, requires_grad=True)
+    saved = saved_tensor_bytes(lambda: module(x), module.parameters())
+    assert saved == 4 * (B * N * D + B * N * 2 * D)
+
+
+def test_saved_bytes_deduplicate_one_storage_saved_twice():
+    x = torch.randn(B, N, D, requires_grad=True)
+    assert saved_tensor_bytes(lambda: x * x) == 4 * B * N * D
+
+
+def test_attention_memory_has_quadratic_term_only_in_math_backend():
+    def saved(backend: str, n: int) -> int:
+        module = models.mixer("self-attention", D, n_heads=2, attn_backend=backend)
+        x = torch.randn(1, n, D, requires_grad=True)
+        return saved_tensor_bytes(lambda: module(x), module.parameters())
+
+    # second differences in n vanish for a linear footprint, not for a quadratic one
+    for backend, quadratic in (("math", True), ("sdpa", False)):
+        a, b, c = (saved(backend, n) for n in (32, 64, 96))
+        assert ((c - b) - (b - a) != 0) == quadratic, backend
+
+
+def test_kernels_used_names_the_path_that_ran():
+    x = torch.randn(B, N, D)
+    assert kernels_used(lambda: models.mixer("self-attention", D, attn_backend="math")(x)) == "math"
+    assert kernels_used(lambda: models.mixer("self-attention", D)(x)).startswith("sdpa")
+    assert kernels_used(lambda: models.mixer("lstm", D, rnn_impl="cell")(x)) == "aten-loop"
+
+
+def test_time_fn_reports_median_iqr_and_runs():
+    t = time_fn(lambda: torch.randn(64, 64) @ torch.randn(64, 64), torch.device("cpu"),
+                min_run_time=0.02)
+    assert t.median_ms > 0 and t.iqr_ms >= 0 and t.runs >= 1
+
+
+def test_measure_layer_row_is_complete():
+    row = measure_layer(models.mixer("gru", D), torch.randn(B, N, D), min_run_time=0.01)
+    for key in ("kernel", "flops_fwd", "flops_fwdbwd", "saved_bytes", "fwd_ms", "fwd_iqr_ms",
+                "fwd_runs", "fwdbwd_ms", "fwdbwd_tokens_per_s"):
+        assert key in row
+    assert row["fwdbwd_tokens_per_s"] == pytest.approx(B * N / (row["fwdbwd_ms"] / 1e3))
