@@ -9,6 +9,7 @@ from typing import Any
 from torch import nn
 
 from models.blocks import ATTN_BACKENDS, NORMS, POS_ENCODINGS, EncoderLayer, check_choice
+from models.local import PADDINGS, ConvMixer, RestrictedAttention
 from models.mixers import RecurrentMixer, SelfAttention
 from models.rnn import RNN_IMPLS, RNNLM, RNNSeq2Seq
 from models.transformer import Transformer, TransformerLM
@@ -115,6 +116,29 @@ class RecurrentMixerConfig:
         check_choice("rnn_impl", self.rnn_impl, RNN_IMPLS)
 
 
+@dataclass(frozen=True)
+class ConvMixerConfig:
+    kernel_size: int = 3  # the paper's k; 3 is the smallest centred kernel
+    n_layers: int = 1  # one convolution per mixer, as one attention per self-attention mixer
+    dilation: int = 1  # contiguous kernel; with dilated=True, the first layer's dilation
+    dilated: bool = False  # True doubles the dilation per layer (WaveNet): path O(log n)
+    padding: str = "centred"  # non-causal like the self-attention mixer; "causal" pads left
+
+    def __post_init__(self) -> None:
+        _positive(self, "kernel_size", "n_layers", "dilation")
+        _flag("dilated", self.dilated)
+        check_choice("padding", self.padding, PADDINGS)
+
+
+@dataclass(frozen=True)
+class RestrictedAttentionConfig(AttentionMixerConfig):
+    window: int = 16  # the paper's r: keys per query, r << n in the regime it speaks of
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _positive(self, "window")
+
+
 # Presets apply the keys their config has: an RNN ignores n_heads and d_ff.
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": dict(vocab_size=64, d_model=64, n_layers=2, n_heads=4, d_ff=256, dropout=0.0,
@@ -167,6 +191,12 @@ def _attention(d: int, c: AttentionMixerConfig) -> nn.Module:
     return SelfAttention(d, c.n_heads, c.dropout, c.attn_scale, c.attn_backend, c.causal)
 
 
+def _restricted(d: int, c: RestrictedAttentionConfig) -> nn.Module:
+    _heads(d, c.n_heads)
+    return RestrictedAttention(d, c.n_heads, c.window, c.dropout, c.attn_scale, c.attn_backend,
+                               c.causal)
+
+
 _MIXERS: dict[str, _Entry] = {
     "self-attention": _Entry(AttentionMixerConfig, _attention, "multi-head self-attention"),
     "lstm": _Entry(RecurrentMixerConfig, lambda d, c: RecurrentMixer("lstm", d, c.rnn_impl),
@@ -174,6 +204,10 @@ _MIXERS: dict[str, _Entry] = {
     "gru": _Entry(RecurrentMixerConfig, lambda d, c: RecurrentMixer("gru", d, c.rnn_impl),
                   "one GRU layer"),
     "transformer-layer": _Entry(LayerMixerConfig, _layer, "attention + FFN + residuals + norms"),
+    "convolutional": _Entry(ConvMixerConfig, lambda d, c: ConvMixer(d, **_flat(c)),
+                            "1-D convolution over positions, kernel k"),
+    "restricted-attention": _Entry(RestrictedAttentionConfig, _restricted,
+                                   "self-attention within a window of r positions"),
 }
 
 
