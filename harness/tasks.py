@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 
@@ -103,6 +104,16 @@ def distance_k_targets(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Ten
 
 
 # Task specs: how to draw a raw problem of size n and how to frame it.
+
+class _Spec(Protocol):
+    def extra_vocab(self, v: int) -> int: ...  # token ids the data needs for alphabet size v
+
+    def check(self, n: int, v: int) -> None: ...  # ValueError if (n, v) is not a valid size
+
+    def sample(self, gen: torch.Generator, batch: int, n: int, v: int) -> torch.Tensor: ...
+
+    def frame(self, raw: torch.Tensor, n: int, framing: str, v: int) -> Batch: ...
+
 
 @dataclass(frozen=True)
 class _Sequence:
@@ -202,7 +213,7 @@ class _DistanceK:
 
 
 # name -> (spec factory, the keywords it takes)
-_SPECS: dict[str, tuple[Callable[..., object], tuple[str, ...]]] = {
+_SPECS: dict[str, tuple[Callable[..., _Spec], tuple[str, ...]]] = {
     "copy": (lambda: _Sequence(copy_answers), ()),
     "reverse": (lambda: _Sequence(reverse_answers), ()),
     "sort": (lambda: _Sequence(sort_answers), ()),
@@ -227,13 +238,13 @@ class SyntheticTask:
     n_symbols: int  # data alphabet size V (the `vocab_size` given to make_task)
     framing: str
     seed: int
-    spec: object = field(repr=False)
+    spec: _Spec = field(repr=False)
     reports_bpc: bool = False  # synthetic tokens are not characters
 
     @property
     def vocab_size(self) -> int:
         """Token ids a batch can hold: specials + data symbols (+ marked digits)."""
-        return N_SPECIAL + self.spec.extra_vocab(self.n_symbols)  # type: ignore[attr-defined]
+        return N_SPECIAL + self.spec.extra_vocab(self.n_symbols)
 
     def _draw(self, gen: torch.Generator, batch_size: int, n: int, want_held: bool) -> Batch:
         """Rejection-sample raw problems from the train or held-out region, then frame."""
@@ -241,13 +252,13 @@ class SyntheticTask:
         kept: list[torch.Tensor] = []
         have = 0
         for _ in range(_MAX_DRAWS):
-            raw = spec.sample(gen, chunk, n, self.n_symbols)  # type: ignore[attr-defined]
+            raw = spec.sample(gen, chunk, n, self.n_symbols)
             raw = raw[held_out(raw) == want_held]
             kept.append(raw)
             have += raw.size(0)
             if have >= batch_size:
                 raw = torch.cat(kept)[:batch_size]
-                return spec.frame(raw, n, self.framing, self.n_symbols)  # type: ignore[attr-defined]
+                return spec.frame(raw, n, self.framing, self.n_symbols)
         raise ValueError(f"{self.name} at seq_len={n}, vocab_size={self.n_symbols} has too "
                          "few distinct problems to hold out an evaluation set; make it larger")
 
@@ -262,7 +273,7 @@ class SyntheticTask:
         """The fixed held-out set at `seq_len` (default: the training length; pass 2n, 4n
         for length generalisation). Same arguments -> same tensors."""
         n = self.seq_len if seq_len is None else seq_len
-        self.spec.check(n, self.n_symbols)  # type: ignore[attr-defined]
+        self.spec.check(n, self.n_symbols)
         check_int("batch_size", batch_size, 1)
         check_int("n_batches", n_batches, 1)
         return [self._draw(seed_generator(self.seed, _EVAL, n, i), batch_size, n, True)
@@ -294,5 +305,5 @@ def make_task(name: str, seq_len: int, vocab_size: int | None = None, framing: s
     if vocab_size is None:
         raise ValueError(f"task {name!r} needs vocab_size (the data alphabet size)")
     spec = factory(**kw)
-    spec.check(seq_len, vocab_size)  # type: ignore[attr-defined]
+    spec.check(seq_len, vocab_size)
     return SyntheticTask(name, seq_len, vocab_size, framing, seed, spec)
