@@ -12,8 +12,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+# The quick complexity sweep, its tables and figures, under results/ (a few minutes on 2 cores).
 run: $(STAMP)
-	$(BIN)/tvr models
+	$(BIN)/tvr run quick
+	$(BIN)/tvr report --suite quick
 
 test: $(STAMP)
 	MPLBACKEND=Agg $(BIN)/pytest -q

@@ -12,10 +12,11 @@ DTYPES = ("float32", "bfloat16", "float16")
 
 @dataclass(frozen=True)
 class Point:
-    """One measurement. `measure` names the harness runner; `knobs` are mixer/model config."""
+    """One measurement. `measure` names the harness runner (sweep.RUNNERS); a point is about
+    a `mixer` kind (layer-level) or a `model` name (whole network); `knobs` are its config."""
 
     suite: str
-    measure: str  # "layer" (time/FLOPs/memory of one mixer), ...
+    measure: str  # "layer" (time/FLOPs/memory of one mixer), "train", ...
     mixer: str
     seq_len: int
     d_model: int
@@ -23,13 +24,16 @@ class Point:
     dtype: str = "float32"
     seed: int = 0
     knobs: tuple[tuple[str, Any], ...] = field(default=())  # sorted (key, value) pairs
+    compile: bool = False  # time torch.compile'd modules (`tvr run --compile`)
+    model: str = ""  # a models.names() entry, for whole-network points
 
     @property
     def point_id(self) -> str:
         """Deterministic name from the fields, so reruns and --resume find the same point."""
         knobs = "".join(f"-{k}={v}" for k, v in self.knobs)
-        return (f"{self.measure}-{self.mixer}{knobs}-n{self.seq_len}-d{self.d_model}"
-                f"-b{self.batch_size}-{self.dtype}-s{self.seed}")
+        compiled = "-compiled" if self.compile else ""  # eager ids stay as they always were
+        return (f"{self.measure}-{self.model or self.mixer}{knobs}-n{self.seq_len}"
+                f"-d{self.d_model}-b{self.batch_size}-{self.dtype}-s{self.seed}{compiled}")
 
     @property
     def config(self) -> dict[str, Any]:

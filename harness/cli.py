@@ -157,17 +157,14 @@ def table_cmd(fmt: str, out: str, suite: str, crossover: bool) -> None:
 @click.option("--out", default="results", show_default=True, help=OUT_HELP)
 @click.option("--suite", default="quick", show_default=True, help="Suite whose results to use.")
 def plot_cmd(name: str, out: str, suite: str) -> None:
-    """Draw figure NAME (or all) from stored results into <out>/<suite>/NAME.png."""
+    """Draw figure NAME (or all that suit SUITE's results) into <out>/<suite>/NAME.png.
+    Figures read stored results only; nothing is re-measured or retrained."""
     from harness import plots
-    from harness.results import write_atomic
 
     valid = ["all", *plots.FIGURES]
     if name not in valid:
         raise BadInput(f"unknown figure {name!r}; valid: {', '.join(valid)}")
-    df = _load(out, suite)
-    for fig_name in (plots.FIGURES if name == "all" else [name]):
-        path = Path(out) / suite / f"{fig_name}.png"
-        write_atomic(path, plots.png_bytes(plots.FIGURES[fig_name](df)))
+    for path in plots.draw(Path(out), suite, None if name == "all" else name):
         click.echo(str(path))
 
 

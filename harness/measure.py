@@ -9,18 +9,24 @@ independent, deduplicated by storage) and, on CUDA, the allocator's peak.
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
 import socket
 import statistics
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.utils import benchmark
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
+
+# torch.utils.benchmark imports cpp_extension, which warns "No CUDA runtime is found" on
+# CPU-only machines with a CUDA build of torch; that is expected here and not the user's concern.
+logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+from torch.utils import benchmark  # noqa: E402
 
 aten = torch.ops.aten
 
@@ -230,10 +236,30 @@ def layer_calls(
     return forward, forward_backward
 
 
+def compiled_calls(
+    module: nn.Module, x: torch.Tensor
+) -> tuple[Callable[[], torch.Tensor], Callable[[], None], float]:
+    """layer_calls of torch.compile(module), and the wall seconds of the first calls that
+    compile the forward and backward graphs (one run of each included), kept out of timing."""
+    started = time.perf_counter()
+    forward, forward_backward = layer_calls(torch.compile(module), x)  # compiles forward
+    forward_backward()  # compiles backward
+    forward()
+    if x.device.type == "cuda":
+        torch.cuda.synchronize(x.device)
+    return forward, forward_backward, time.perf_counter() - started
+
+
 def measure_layer(
-    module: nn.Module, x: torch.Tensor, min_run_time: float = 0.2, time_it: bool = True
+    module: nn.Module, x: torch.Tensor, min_run_time: float = 0.2, time_it: bool = True,
+    compile: bool = False,
 ) -> dict[str, float | int | str]:
-    """Every per-point metric for one (B, n, d) input: time, throughput, FLOPs, memory, kernel."""
+    """Every per-point metric for one (B, n, d) input: time, throughput, FLOPs, memory, kernel.
+
+    With compile=True the timing (and CUDA peak memory) is of torch.compile(module), with the
+    compile time in "compile_s"; FLOPs, kernel and saved bytes stay those of the eager module,
+    which the dispatch-level counters can see.
+    """
     device = x.device
     forward, forward_backward = layer_calls(module, x)
     tokens = x.shape[0] * x.shape[1]
@@ -241,6 +267,8 @@ def measure_layer(
     row["flops_fwd"] = count_flops(forward)
     row["flops_fwdbwd"] = count_flops(forward_backward)
     row["saved_bytes"] = saved_tensor_bytes(forward, module.parameters())
+    if compile:
+        forward, forward_backward, row["compile_s"] = compiled_calls(module, x)
     if device.type == "cuda":
         row["peak_mem_bytes"] = cuda_peak_bytes(forward_backward, device)
     if time_it:
@@ -274,6 +302,8 @@ def machine_facts(device: torch.device) -> dict[str, str | int | bool]:
         "torch_version": torch.__version__,
         "host": socket.gethostname(),
         "device_name": _cpu_model(),
+        # "highest" = true fp32 matmuls; "high"/"medium" let TF32 or bf16 in (CUDA, oneDNN)
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
     }
     if device.type == "cuda":
         facts["device_name"] = torch.cuda.get_device_name(device)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import matplotlib
 
@@ -12,6 +15,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from harness.errors import BadInput  # noqa: E402
+from harness.results import load_results, write_atomic  # noqa: E402
 from harness.tables import crossover_table, layer_frame  # noqa: E402
 
 PALETTE = {"self-attention": "#1f77b4", "lstm": "#d62728", "gru": "#2ca02c",
@@ -64,4 +69,32 @@ def png_bytes(fig: plt.Figure) -> bytes:
     return buf.getvalue()
 
 
-FIGURES = {"crossover": crossover, "throughput": throughput}
+@dataclass(frozen=True)
+class Figure:
+    draw: Callable[[Path, str], plt.Figure]  # (out_dir, suite) -> figure
+    measure: str  # the Point.measure whose rows it needs; `plot all` draws what applies
+
+
+def _layer(fn: Callable[[pd.DataFrame], plt.Figure]) -> Callable[[Path, str], plt.Figure]:
+    return lambda out_dir, suite: fn(load_results(out_dir, [suite]))
+
+
+FIGURES: dict[str, Figure] = {
+    "crossover": Figure(_layer(crossover), "layer"),
+    "throughput": Figure(_layer(throughput), "layer"),
+}
+
+
+def draw(out_dir: Path, suite: str, name: str | None = None) -> list[Path]:
+    """Write figure `name` (or every figure whose measure the suite has) as
+    <out>/<suite>/<name>.png, atomically; returns the paths written."""
+    measures = set(load_results(out_dir, [suite]).get("measure", pd.Series(dtype=str)))
+    names = [name] if name else [n for n, f in FIGURES.items() if f.measure in measures]
+    if not names:
+        raise BadInput(f"no figure applies to suite {suite!r} (measures: {sorted(measures)})")
+    paths = []
+    for fig_name in names:
+        path = out_dir / suite / f"{fig_name}.png"
+        write_atomic(path, png_bytes(FIGURES[fig_name].draw(out_dir, suite)))
+        paths.append(path)
+    return paths

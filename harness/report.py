@@ -21,11 +21,11 @@ def write_report(out_dir: Path, suite: str) -> Path:
     """Regenerate every figure of `suite` and write <out>/REPORT.md; returns its path."""
     df = load_results(out_dir, [suite])
     counts = df["status"].value_counts().to_dict()
-    figures = []
-    for name, draw in plots.FIGURES.items():
-        write_atomic(out_dir / suite / f"{name}.png", plots.png_bytes(draw(df)))
-        figures.append(f"![{name}]({suite}/{name}.png)")
-    cross = tables.crossover_table(df)
+    figures = [f"![{p.stem}]({suite}/{p.name})" for p in plots.draw(out_dir, suite)]
+    complexity, cross = tables.complexity_table(df), tables.crossover_table(df)
+    for name, table in (("complexity", complexity), ("crossover", cross)):
+        write_atomic(out_dir / suite / f"{name}.md", tables.render(table, "markdown"))
+        write_atomic(out_dir / suite / f"{name}.csv", tables.render(table, "csv"))
     text = "\n".join([
         f"# tvr-bench report: suite `{suite}`",
         "",
@@ -38,7 +38,7 @@ def write_report(out_dir: Path, suite: str) -> Path:
         "Per-sequence forward cost; `flops` counted by torch.utils.flop_counter, `time` the "
         "measured median. Each fit's range is in `n_fit` / `d_fit`.",
         "",
-        tables.render(tables.complexity_table(df), "markdown"),
+        tables.render(complexity, "markdown"),
         "## Crossover: where self-attention stops being cheaper",
         "",
         "`n_star_*` is the measured n where attention's per-sequence cost equals the recurrent "

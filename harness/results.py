@@ -21,6 +21,7 @@ ID_COLUMNS = ["suite", "point_id", "model", "mixer", "seq_len", "d_model", "batc
 TAIL_COLUMNS = ["message", "torch_version", "host"]
 STATUSES = ("ok", "oom", "diverged", "error", "skipped")
 RESULTS_FILE = "results.csv"
+SERIES_FILE = "series.csv"
 
 _FIXED = frozenset(ID_COLUMNS) | frozenset(TAIL_COLUMNS)
 # Read as text so ids such as "0007" or "1e3" never turn into numbers.
@@ -118,6 +119,34 @@ def append_row(path: Path, row: Mapping[str, Any]) -> None:
     columns = order_columns([*old.columns, *new.columns])
     table = table.reindex(columns=columns, fill_value="")
     write_atomic(path, table.to_csv(index=False, lineterminator="\n"))
+
+
+def series_path(out_dir: Path, suite: str) -> Path:
+    """Per-step curves of a suite's points (training metrics): `<out>/<suite>/series.csv`."""
+    return Path(out_dir) / suite / SERIES_FILE
+
+
+def append_series(path: Path, point_id: str, series: Mapping[str, Iterable[tuple[int, float]]]
+                  ) -> None:
+    """Store one point's curves as tidy rows (point_id, metric, step, value), atomically,
+    replacing any curves an earlier run of the same point left."""
+    path = Path(path)
+    old = pd.read_csv(path, dtype={"point_id": str}) if path.exists() else None
+    new = pd.DataFrame([(point_id, name, int(step), float(value))
+                        for name, points in series.items() for step, value in points],
+                       columns=["point_id", "metric", "step", "value"])
+    if old is not None:
+        new = pd.concat([old[old["point_id"] != point_id], new], ignore_index=True)
+    write_atomic(path, new.to_csv(index=False, lineterminator="\n"))
+
+
+def read_series(out_dir: Path, suite: str) -> pd.DataFrame:
+    """A suite's curves; BadInput naming the command if it has none."""
+    path = series_path(out_dir, suite)
+    if not path.exists():
+        raise BadInput(f"no training curves for suite {suite!r} under {out_dir}: "
+                       f"run `tvr run {suite}` first")
+    return pd.read_csv(path, dtype={"point_id": str})
 
 
 def read_results(path: Path) -> pd.DataFrame:

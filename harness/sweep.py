@@ -18,13 +18,14 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 import models
 from experiments.spec import Point
 from harness.errors import BadInput
+from harness.compare import run_compare
 from harness.measure import machine_facts, measure_layer, saved_tensor_bytes
-from harness.results import append_row, done_points, results_path
+from harness.progress import progress_bar
+from harness.results import append_row, append_series, done_points, results_path, series_path
 from harness.tracking import Tracker
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -71,11 +72,17 @@ def predict_layer_bytes(point: Point, device: torch.device) -> int:
 def run_layer(point: Point, device: torch.device, min_run_time: float) -> dict[str, Any]:
     module = _build_mixer(point, device)
     x = _layer_input(point, device, point.batch_size, point.seq_len)
-    return measure_layer(module, x, min_run_time=min_run_time)
+    return measure_layer(module, x, min_run_time=min_run_time, compile=point.compile)
 
 
-RUNNERS: dict[str, Callable[[Point, torch.device, float], dict[str, Any]]] = {
+# A runner returns the point's metrics. Two optional keys are not metrics: "status" (e.g.
+# "diverged", for a run that ended without an exception but did not succeed, with "message")
+# and "series" ({name: [(step, value), ...]}, logged to MLflow with step= and stored in
+# <out>/<suite>/series.csv).
+Runner = Callable[[Point, torch.device, float], dict[str, Any]]
+RUNNERS: dict[str, Runner] = {
     "layer": run_layer,
+    "compare": run_compare,  # ours vs PyTorch's layer, interleaved (tvr bench)
 }
 PREDICTORS: dict[str, Callable[[Point, torch.device], int]] = {
     "layer": predict_layer_bytes,
@@ -109,7 +116,8 @@ def _is_oom(exc: BaseException) -> bool:
 def run_point(
     point: Point, device: torch.device, max_memory: int | None, min_run_time: float
 ) -> tuple[str, str, dict[str, Any]]:
-    """(status, message, metrics) for one point; never raises except KeyboardInterrupt."""
+    """(status, message, metrics) for one point; never raises except KeyboardInterrupt.
+    metrics may hold "series" (see RUNNERS)."""
     metrics: dict[str, Any] = {}
     try:
         if max_memory is not None and point.measure in PREDICTORS:
@@ -120,7 +128,7 @@ def run_point(
         started = time.perf_counter()
         metrics |= RUNNERS[point.measure](point, device, min_run_time)
         metrics["wall_s"] = time.perf_counter() - started
-        return "ok", "", metrics
+        return metrics.pop("status", "ok"), metrics.pop("message", ""), metrics
     except Exception as exc:  # a failed point is a row, never a crashed sweep
         status = "oom" if _is_oom(exc) else "error"
         return status, f"{type(exc).__name__}: {exc}".splitlines()[0][:500], metrics
@@ -151,20 +159,23 @@ def run_suite(
     params = {"suite": suite, "device": str(device), "points": len(points),
               "min_run_time": min_run_time, "max_memory": max_memory, **facts}
     with Tracker(tracking_uri, suite, out_dir, params) as tracker:
-        bar = tqdm(todo, desc=suite, unit="pt", file=sys.stderr, disable=not progress,
-                   dynamic_ncols=True)
+        bar = progress_bar(todo, suite, enabled=progress)
         for point in bar:
             bar.set_postfix_str(point.point_id, refresh=True)
             status, message, metrics = run_point(point, device, max_memory, min_run_time)
+            series = metrics.pop("series", None)
             fields = asdict(point)
             del fields["knobs"]
-            row = {**fields, "point_id": point.point_id, "model": "", "device": device.type,
+            row = {**fields, "point_id": point.point_id, "device": device.type,
                    "status": status, **point.config, **metrics, **facts, "message": message}
+            if series:  # before the row: a row marked done always has its curves
+                append_series(series_path(out_dir, suite), point.point_id, series)
             append_row(path, row)
-            numbers = {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
+            numbers = {k: v for k, v in metrics.items()
+                       if isinstance(v, (int, float)) and not isinstance(v, bool)}
             texts = {k: v for k, v in metrics.items() if k not in numbers}
             tracker.log_point(point.point_id, {**fields, **point.config, **texts}, numbers,
-                              status, message)
+                              status, message, series)
             summary.statuses[status] += 1
         bar.close()
         summary.wall_s = time.perf_counter() - started

@@ -7,6 +7,7 @@ costs about a second, which `tvr --help` should not pay.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import socket
@@ -163,6 +164,9 @@ class Tracker:
             return self
         from mlflow import MlflowClient
 
+        # MLflow announces schema creation/migration at INFO on stderr, between progress bars.
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
+        logging.getLogger("alembic").setLevel(logging.WARNING)
         db = sqlite_path(self.uri)
         if db is not None:
             db.parent.mkdir(parents=True, exist_ok=True)  # SQLite makes the file, not the dir
