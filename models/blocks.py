@@ -53,7 +53,10 @@ def attention(
         mask = causal_mask(q.size(-2), k.size(-2), q.device)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    weights = F.dropout(scores.softmax(dim=-1), dropout_p)  # alpha_ij
+    weights = scores.softmax(dim=-1)  # alpha_ij
+    if mask is not None:  # a query that may see no key gets zeros, as sdpa gives, not 0/0 = NaN
+        weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+    weights = F.dropout(weights, dropout_p)
     return weights @ v  # z_i = sum_j alpha_ij v_j
 
 
@@ -165,7 +168,9 @@ class LearnedPositions(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, n, d)
         n = x.size(1)
         if n > self.max_len:
-            raise ValueError(f"sequence length {n} exceeds learned positions max_len={self.max_len}")
+            raise ValueError(
+                f"sequence length {n} exceeds learned positions max_len={self.max_len}"
+            )
         return x + self.table.weight[:n]
 
 
