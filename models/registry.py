@@ -34,7 +34,10 @@ def _flag(name: str, value: object) -> None:
 
 def _heads(d_model: int, n_heads: int) -> None:
     if d_model % n_heads:
-        raise ValueError(f"invalid n_heads {n_heads}: d_model={d_model} is not divisible by it")
+        valid = ", ".join(str(h) for h in range(1, d_model + 1) if d_model % h == 0)
+        raise ValueError(
+            f"invalid n_heads {n_heads}: d_model={d_model} is not divisible by it; valid: {valid}"
+        )
 
 
 @dataclass(frozen=True)
@@ -249,7 +252,8 @@ def model_config(name: str, preset: str | None = None, **config: Any) -> Any:
 
 def build(name: str, preset: str | None = None, **config: Any) -> nn.Module:
     """models.build("transformer", preset="tiny", norm="pre") -> nn.Module."""
-    return _MODELS[name].make(model_config(name, preset, **config))
+    cfg = model_config(name, preset, **config)  # validates name first: ValueError, not KeyError
+    return _MODELS[name].make(cfg)
 
 
 def mixer(kind: str, d_model: int, **config: Any) -> nn.Module:
