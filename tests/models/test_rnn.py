@@ -1,0 +1,169 @@
+"""models/rnn.py: the explicit LSTM/GRU cells against nn.LSTM / nn.GRU, and causality."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import models
+from models.rnn import Recurrent, gru_layer, lstm_layer
+
+F64 = dict(atol=1e-10, rtol=1e-10)  # float64 parity: rounding only
+B, N, D = 3, 6, 5
+SMALL = dict(vocab_size=16, d_model=8, n_layers=2, dropout=0.0, max_len=32)
+
+
+def rand(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+
+
+def initial_state(kind: str, layers: int) -> tuple[torch.Tensor, ...]:
+    n_states = 2 if kind == "lstm" else 1
+    return tuple(rand(layers, B, D) for _ in range(n_states))
+
+
+def as_state(kind: str, states: tuple[torch.Tensor, ...]) -> object:
+    return states if kind == "lstm" else states[0]
+
+
+def final_states(kind: str, state: object) -> tuple[torch.Tensor, ...]:
+    return tuple(state) if kind == "lstm" else (state,)
+
+
+def run(module: nn.Module, kind: str, x: torch.Tensor, states: tuple | None) -> tuple:
+    """Outputs, final states, and the gradients of a fixed random loss."""
+    y, state = module(x, as_state(kind, states) if states else None)
+    outs = (y, *final_states(kind, state))
+    g = torch.Generator().manual_seed(1)
+    loss = sum((o * torch.randn(o.shape, generator=g, dtype=o.dtype)).sum() for o in outs)
+    wrt = [x, *(states or ()), *module.parameters()]
+    return outs, torch.autograd.grad(loss, wrt)
+
+
+def recurrent_pair(kind: str, layers: int) -> tuple[Recurrent, Recurrent]:
+    fused = Recurrent(kind, D, layers, impl="fused").double()
+    cell = Recurrent(kind, D, layers, impl="cell").double()
+    cell.load_state_dict(fused.state_dict())
+    return fused, cell
+
+
+@pytest.mark.parametrize("with_state", [False, True])
+@pytest.mark.parametrize("layers", [1, 3])
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_cell_matches_fused(kind: str, layers: int, with_state: bool) -> None:
+    fused, cell = recurrent_pair(kind, layers)
+    x = rand(B, N, D)
+    states = initial_state(kind, layers) if with_state else None
+    (outs_f, grads_f), (outs_c, grads_c) = run(fused, kind, x, states), run(cell, kind, x, states)
+    torch.testing.assert_close(outs_c, outs_f, **F64)
+    torch.testing.assert_close(grads_c, grads_f, **F64)
+
+
+@pytest.mark.parametrize("with_state", [False, True])
+@pytest.mark.parametrize("layers", [1, 3])
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_cell_matches_fresh_torch_rnn(kind: str, layers: int, with_state: bool) -> None:
+    cell = Recurrent(kind, D, layers, impl="cell").double()
+    cls = nn.LSTM if kind == "lstm" else nn.GRU
+    ref = cls(D, D, layers, batch_first=True).double()
+    with torch.no_grad():
+        for name, p in ref.named_parameters():
+            p.copy_(getattr(cell.rnn, name))
+    assert len(list(ref.parameters())) == len(list(cell.parameters())) == 4 * layers
+    x = rand(B, N, D)
+    states = initial_state(kind, layers) if with_state else None
+    (outs_r, grads_r), (outs_c, grads_c) = run(ref, kind, x, states), run(cell, kind, x, states)
+    torch.testing.assert_close(outs_c, outs_r, **F64)
+    torch.testing.assert_close(grads_c, grads_r, **F64)
+
+
+def test_lstm_layer_matches_lstm_cell() -> None:
+    """One layer of the loop against nn.LSTMCell stepped by hand: a second reference."""
+    ref = nn.LSTMCell(D, D).double()
+    x, h, c = rand(B, N, D), rand(B, D), rand(B, D)
+    ys, h_n, c_n = lstm_layer(x, h, c, ref.weight_ih, ref.weight_hh, ref.bias_ih, ref.bias_hh)
+    for t in range(N):
+        h, c = ref(x[:, t], (h, c))
+        torch.testing.assert_close(ys[:, t], h, **F64)
+    torch.testing.assert_close((h_n, c_n), (h, c), **F64)
+
+
+def test_gru_layer_matches_gru_cell() -> None:
+    ref = nn.GRUCell(D, D).double()
+    x, h = rand(B, N, D), rand(B, D)
+    ys, h_n = gru_layer(x, h, ref.weight_ih, ref.weight_hh, ref.bias_ih, ref.bias_hh)
+    for t in range(N):
+        h = ref(x[:, t], h)
+        torch.testing.assert_close(ys[:, t], h, **F64)
+    torch.testing.assert_close(h_n, h, **F64)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_dropout_between_layers_is_off_in_eval(kind: str) -> None:
+    fused = Recurrent(kind, D, 2, impl="fused", dropout=0.5).double().eval()
+    cell = Recurrent(kind, D, 2, impl="cell", dropout=0.5).double().eval()
+    cell.load_state_dict(fused.state_dict())
+    x = rand(B, N, D)
+    with torch.no_grad():
+        torch.testing.assert_close(cell(x)[0], fused(x)[0], **F64)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_recurrent_rejects_unknown_impl(kind: str) -> None:
+    with pytest.raises(ValueError, match=r"'y'.*'fused', 'cell'"):
+        Recurrent(kind, D, impl="y")
+
+
+# --- whole models ----------------------------------------------------------------------------
+
+
+def build(name: str, impl: str) -> nn.Module:
+    return models.build(name, rnn_impl=impl, **SMALL).double().eval()
+
+
+def tokens(*shape: int) -> torch.Tensor:
+    return torch.randint(0, SMALL["vocab_size"], shape)
+
+
+def change_from(x: torch.Tensor, t: int) -> torch.Tensor:
+    """A copy of x whose tokens at positions t.. all differ from the original."""
+    v = SMALL["vocab_size"]
+    y = x.clone()
+    y[:, t:] = (x[:, t:] + torch.randint_like(x[:, t:], 1, v)) % v
+    return y
+
+
+@pytest.mark.parametrize("impl", ["fused", "cell"])
+@pytest.mark.parametrize("name", ["lstm-lm", "gru-lm"])
+@pytest.mark.parametrize("t", [1, 5])
+def test_rnn_lm_is_causal(name: str, impl: str, t: int) -> None:
+    model = build(name, impl)
+    x = tokens(2, 8)
+    with torch.no_grad():
+        before, after = model(x), model(change_from(x, t))
+    torch.testing.assert_close(after[:, :t], before[:, :t], **F64)
+    assert (after[:, t] - before[:, t]).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("impl", ["fused", "cell"])
+@pytest.mark.parametrize("name", ["lstm", "gru"])
+@pytest.mark.parametrize("t", [1, 5])
+def test_rnn_decoder_is_causal_and_reads_the_source(name: str, impl: str, t: int) -> None:
+    model = build(name, impl)
+    src, tgt = tokens(2, 7), tokens(2, 8)
+    with torch.no_grad():
+        before, after = model(src, tgt), model(src, change_from(tgt, t))
+        other_src = model(change_from(src, 0), tgt)
+    torch.testing.assert_close(after[:, :t], before[:, :t], **F64)
+    assert (after[:, t] - before[:, t]).abs().max() > 1e-3
+    assert (other_src[:, 0] - before[:, 0]).abs().max() > 1e-3  # encoder state reaches step 0
+
+
+@pytest.mark.parametrize("name", ["lstm", "gru", "lstm-lm", "gru-lm"])
+def test_rnn_impls_give_the_same_model(name: str) -> None:
+    fused, cell = build(name, "fused"), build(name, "cell")
+    cell.load_state_dict(fused.state_dict())
+    args = (tokens(2, 7), tokens(2, 5)) if name in ("lstm", "gru") else (tokens(2, 7),)
+    with torch.no_grad():
+        torch.testing.assert_close(cell(*args), fused(*args), **F64)
