@@ -132,10 +132,23 @@ def kernels_used(fn: Callable[[], object]) -> str:
     "math" (explicit softmax(QK^T)V), "aten-loop" (a recurrence as per-step ATen ops)."""
     with _OpRecorder() as rec:
         fn()
-    found = sorted({name for op, name in _KERNEL_OPS.items() if op in rec.ops})
-    if not found and "aten._softmax" in rec.ops:
+    return _kernel_name(rec.ops)
+
+
+def flops_and_kernels(fn: Callable[[], object]) -> tuple[int, str]:
+    """count_flops and kernels_used from one call: dispatch-mode passes are costly on long
+    recurrent loops (thousands of Python-level dispatches each)."""
+    with FlopCounterMode(display=False, custom_mapping=FLOP_FORMULAS) as counter, \
+            _OpRecorder() as rec:
+        fn()
+    return int(counter.get_total_flops()), _kernel_name(rec.ops)
+
+
+def _kernel_name(ops: set[str]) -> str:
+    found = sorted({name for op, name in _KERNEL_OPS.items() if op in ops})
+    if not found and "aten._softmax" in ops:
         found = ["math"]
-    if not found and {"aten.sigmoid", "aten.sigmoid_"} & rec.ops:
+    if not found and {"aten.sigmoid", "aten.sigmoid_"} & ops:
         found = ["aten-loop"]
     return "+".join(found) or "none"
 
@@ -263,8 +276,8 @@ def measure_layer(
     device = x.device
     forward, forward_backward = layer_calls(module, x)
     tokens = x.shape[0] * x.shape[1]
-    row: dict[str, float | int | str] = {"kernel": kernels_used(forward)}
-    row["flops_fwd"] = count_flops(forward)
+    flops_fwd, kernel = flops_and_kernels(forward)
+    row: dict[str, float | int | str] = {"kernel": kernel, "flops_fwd": flops_fwd}
     row["flops_fwdbwd"] = count_flops(forward_backward)
     row["saved_bytes"] = saved_tensor_bytes(forward, module.parameters())
     if compile:
