@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from experiments import complexity
+from experiments import bench, complexity, gpu
 from experiments.spec import Point
 
 SUITES: dict[str, Callable[[], list[Point]]] = {
     "smoke": complexity.smoke,
     "quick": complexity.quick,
     "complexity": complexity.complexity,
+    "bench": bench.bench,
+    "complexity-gpu": gpu.complexity_gpu,
+    "complexity-gpu-quick": gpu.complexity_gpu_quick,
+    "bench-gpu": bench.bench_gpu,
 }
 
 

@@ -8,7 +8,6 @@ at most the point in flight, and --resume skips the points already "ok".
 
 from __future__ import annotations
 
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -21,8 +20,8 @@ import torch
 
 import models
 from experiments.spec import Point
-from harness.errors import BadInput
 from harness.compare import run_compare
+from harness.errors import BadInput
 from harness.measure import machine_facts, measure_layer, saved_tensor_bytes
 from harness.progress import progress_bar
 from harness.results import append_row, append_series, done_points, results_path, series_path

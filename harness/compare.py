@@ -1,0 +1,132 @@
+"""Ours versus PyTorch's own layer, timed interleaved in one process.
+
+A comparison point (measure "compare") times our mixer and its reference (models.reference)
+on one input, forward+backward in train mode, and reports the ratio of their times. Machine
+noise (other processes on shared cores, clock changes) drifts over seconds, so the two are
+measured in alternation: each repetition times every contestant once, in a rotated order,
+and the ratio is of the medians of the per-repetition medians. The same rotation includes a
+large matmul, whose rate is this machine's peak for MFU, under the same noise.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+import models
+from experiments.spec import Point
+from harness.measure import compiled_calls, count_flops, kernels_used, layer_calls, time_fn
+from models.reference import torch_reference
+
+# Targets (ours / reference time) from issue 6. A target of None means "reported only".
+TARGETS: dict[str, float] = {"transformer-layer/sdpa": 0.9, "lstm/fused": 1.02,
+                             "gru/fused": 1.02, "harness-timer": 1.03}
+MFU_TARGET_CPU = 0.5  # transformer layer at n = d = 512, fp32 (issue 6)
+# Peak matmul edge per device: large enough that the GEMM runs at its best rate.
+PEAK_N = {"cpu": 2048, "cuda": 8192}
+# Outputs must agree before timing means anything; bf16/fp16 round at ~1e-2 relative.
+TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-7, torch.bfloat16: 6e-2,
+             torch.float16: 1e-2}
+_OWN_KNOBS = ("versus", "reps", "peak_n")  # read here; the rest is the mixer's config
+
+
+def variant(point: Point) -> str:
+    """"transformer-layer/sdpa", "lstm/cell", "harness-timer": what a row compares."""
+    cfg = point.config
+    if cfg.get("versus") == "timer":
+        return "harness-timer"
+    return f"{point.mixer}/{cfg.get('attn_backend') or cfg.get('rnn_impl') or 'default'}"
+
+
+def interleaved(measures: dict[str, Callable[[], float]], reps: int) -> dict[str, list[float]]:
+    """Call every measure once per repetition, rotating who goes first, so that each one meets
+    the machine in every phase of its drift; returns each one's per-repetition results."""
+    names = list(measures)
+    out: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(reps):
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            out[name].append(measures[name]())
+    return out
+
+
+def peak_matmul(device: torch.device, dtype: torch.dtype, n: int) -> tuple[Callable[[], None],
+                                                                             int]:
+    """A square (n x n) @ (n x n) product into a preallocated output, and its FLOPs."""
+    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
+    c = torch.empty(n, n, device=device, dtype=dtype)
+    return (lambda: torch.mm(a, b, out=c)), 2 * n**3
+
+
+def bare_timer_ms(fn: Callable[[], object], min_run_time: float) -> float:
+    """Median ms from a plain torch.utils.benchmark.Timer: the yardstick for our time_fn.
+    num_threads is the process's (Timer's default of 1 would time another configuration)."""
+    from torch.utils import benchmark
+
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+    return timer.blocked_autorange(min_run_time=min_run_time).median * 1e3
+
+
+def _split(point: Point) -> tuple[dict[str, Any], dict[str, Any]]:
+    own = {k: v for k, v in point.config.items() if k in _OWN_KNOBS}
+    return own, {k: v for k, v in point.config.items() if k not in _OWN_KNOBS}
+
+
+def run_compare(point: Point, device: torch.device, min_run_time: float) -> dict[str, Any]:
+    """The metrics of one comparison point (see the module docstring)."""
+    own, cfg = _split(point)
+    dtype = getattr(torch, point.dtype)
+    reps = int(own.get("reps", 5))
+    torch.manual_seed(point.seed)
+    ours = models.mixer(point.mixer, point.d_model, **cfg).to(device=device, dtype=dtype).train()
+    x = torch.randn(point.batch_size, point.seq_len, point.d_model, device=device, dtype=dtype)
+    fwd, fwdbwd = layer_calls(ours, x)
+    row: dict[str, Any] = {"variant": variant(point), "kernel": kernels_used(fwd),
+                           "flops_fwdbwd": count_flops(fwdbwd), "reps": reps}
+    if own.get("versus") == "timer":
+        timed = interleaved({"ours": lambda: time_fn(fwdbwd, device, min_run_time, 0).median_ms,
+                             "ref": lambda: bare_timer_ms(fwdbwd, min_run_time)}, reps)
+        row["reference"] = "torch.utils.benchmark.Timer"
+    else:
+        ref = torch_reference(point.mixer, ours)
+        ref_fwd, ref_fwdbwd = layer_calls(ref, x)
+        with torch.no_grad():
+            diff = (ours(x).float() - ref(x).float()).abs().max().item()
+        tol = TOLERANCE[dtype]
+        if not diff <= tol:  # also catches NaN
+            raise AssertionError(f"ours and the reference disagree: max |diff| {diff:.3g} > {tol}")
+        row |= {"reference": type(getattr(ref, "rnn", ref)).__name__,
+                "ref_kernel": kernels_used(ref_fwd), "max_abs_diff": diff}
+        if point.compile:
+            _, fwdbwd, row["compile_s"] = compiled_calls(ours, x)
+            _, ref_fwdbwd, row["ref_compile_s"] = compiled_calls(ref, x)
+        matmul, matmul_flops = peak_matmul(device, dtype, int(own.get("peak_n",
+                                                                      PEAK_N[device.type])))
+        for fn in (fwdbwd, ref_fwdbwd, matmul) * 2:  # warm-up: caches, allocator, threads
+            fn()
+        timed = interleaved({
+            "ours": lambda: time_fn(fwdbwd, device, min_run_time, 0).median_ms,
+            "ref": lambda: time_fn(ref_fwdbwd, device, min_run_time, 0).median_ms,
+            "peak": lambda: time_fn(matmul, device, min_run_time, 0).median_ms}, reps)
+        peak_ms = statistics.median(timed["peak"])
+        row["peak_flops_per_s"] = matmul_flops / (peak_ms / 1e3)
+        row["peak_dtype"] = point.dtype
+    ours_ms, ref_ms = statistics.median(timed["ours"]), statistics.median(timed["ref"])
+    per_rep = [a / b for a, b in zip(timed["ours"], timed["ref"], strict=True)]
+    row |= {"ours_ms": ours_ms, "ref_ms": ref_ms, "ratio": ours_ms / ref_ms,
+            "ratio_min": min(per_rep), "ratio_max": max(per_rep),
+            "tokens_per_s": point.batch_size * point.seq_len / (ours_ms / 1e3)}
+    if "peak_flops_per_s" in row:
+        row["mfu"] = row["flops_fwdbwd"] / (ours_ms / 1e3) / row["peak_flops_per_s"]
+        row["ref_mfu"] = row["flops_fwdbwd"] / (ref_ms / 1e3) / row["peak_flops_per_s"]
+    target = TARGETS.get(row["variant"])
+    row["target"] = target
+    if target is not None:
+        # the timer comparison is two-sided: the harness must neither add nor hide time
+        ratio = row["ratio"]
+        row["meets_target"] = (abs(ratio - 1) <= target - 1 if row["variant"] == "harness-timer"
+                               else ratio <= target)
+    return row
