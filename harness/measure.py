@@ -135,13 +135,27 @@ def kernels_used(fn: Callable[[], object]) -> str:
     return _kernel_name(rec.ops)
 
 
-def flops_and_kernels(fn: Callable[[], object]) -> tuple[int, str]:
-    """count_flops and kernels_used from one call: dispatch-mode passes are costly on long
-    recurrent loops (thousands of Python-level dispatches each)."""
+# Ops that multiply sequence positions with each other (Q K^T, A V): where attention's
+# O(n^2 d) (or restricted attention's O(r n d)) lives. Projections run as addmm/mm, which
+# are position-wise (O(n d^2)) and so not in this set.
+SEQUENCE_PRODUCT_OPS = frozenset({
+    "aten.bmm", "aten.baddbmm",
+    "aten._scaled_dot_product_flash_attention_for_cpu",
+    "aten._scaled_dot_product_flash_attention",
+    "aten._scaled_dot_product_efficient_attention",
+    "aten._scaled_dot_product_cudnn_attention",
+})
+
+
+def flops_and_kernels(fn: Callable[[], object]) -> tuple[int, int, str]:
+    """(all FLOPs, FLOPs in SEQUENCE_PRODUCT_OPS, kernels_used) from one call: dispatch-mode
+    passes are costly on long recurrent loops (thousands of Python-level dispatches each)."""
     with FlopCounterMode(display=False, custom_mapping=FLOP_FORMULAS) as counter, \
             _OpRecorder() as rec:
         fn()
-    return int(counter.get_total_flops()), _kernel_name(rec.ops)
+    by_op = counter.get_flop_counts().get("Global", {})
+    attn = sum(v for op, v in by_op.items() if str(op) in SEQUENCE_PRODUCT_OPS)
+    return int(counter.get_total_flops()), int(attn), _kernel_name(rec.ops)
 
 
 def _kernel_name(ops: set[str]) -> str:
@@ -276,8 +290,9 @@ def measure_layer(
     device = x.device
     forward, forward_backward = layer_calls(module, x)
     tokens = x.shape[0] * x.shape[1]
-    flops_fwd, kernel = flops_and_kernels(forward)
-    row: dict[str, float | int | str] = {"kernel": kernel, "flops_fwd": flops_fwd}
+    flops_fwd, flops_attn, kernel = flops_and_kernels(forward)
+    row: dict[str, float | int | str] = {"kernel": kernel, "flops_fwd": flops_fwd,
+                                         "flops_fwd_attn": flops_attn}
     row["flops_fwdbwd"] = count_flops(forward_backward)
     row["saved_bytes"] = saved_tensor_bytes(forward, module.parameters())
     if compile:

@@ -7,7 +7,7 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from models.blocks import EncoderLayer, MultiHeadAttention
+from models.blocks import MultiHeadAttention, attention
 from models.rnn import Recurrent
 
 
@@ -26,6 +26,22 @@ class SelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.attn(x, causal=self.causal)
+
+
+class AttentionCore(nn.Module):
+    """softmax(Q K^T / sqrt(d_k)) V with Q = K = V = the input split into heads: attention
+    without its projections, the part the paper's O(n^2 d) per layer describes."""
+
+    def __init__(self, n_heads: int, attn_scale: bool, attn_backend: str, causal: bool) -> None:
+        super().__init__()
+        self.n_heads, self.attn_scale, self.attn_backend, self.causal = (
+            n_heads, attn_scale, attn_backend, causal)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, n, d) -> (B, n, d)
+        h = x.unflatten(-1, (self.n_heads, -1)).transpose(1, 2)  # (B, h, n, d_k)
+        z = attention(h, h, h, causal=self.causal, scale=self.attn_scale,
+                      backend=self.attn_backend)  # (B, h, n, d_k)
+        return z.transpose(1, 2).flatten(2)
 
 
 class RecurrentMixer(nn.Module):

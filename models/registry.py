@@ -10,7 +10,7 @@ from torch import nn
 
 from models.blocks import ATTN_BACKENDS, NORMS, POS_ENCODINGS, EncoderLayer, check_choice
 from models.local import PADDINGS, ConvMixer, RestrictedAttention
-from models.mixers import RecurrentMixer, SelfAttention
+from models.mixers import AttentionCore, RecurrentMixer, SelfAttention
 from models.rnn import RNN_IMPLS, RNNLM, RNNSeq2Seq
 from models.transformer import Transformer, TransformerLM
 
@@ -194,6 +194,13 @@ def _attention(d: int, c: AttentionMixerConfig) -> nn.Module:
     return SelfAttention(d, c.n_heads, c.dropout, c.attn_scale, c.attn_backend, c.causal)
 
 
+def _core(d: int, c: AttentionMixerConfig) -> nn.Module:
+    _heads(d, c.n_heads)
+    if c.dropout:
+        raise ValueError(f"invalid dropout {c.dropout!r} for 'attention-core'; valid: 0")
+    return AttentionCore(c.n_heads, c.attn_scale, c.attn_backend, c.causal)
+
+
 def _restricted(d: int, c: RestrictedAttentionConfig) -> nn.Module:
     _heads(d, c.n_heads)
     return RestrictedAttention(d, c.n_heads, c.window, c.dropout, c.attn_scale, c.attn_backend,
@@ -202,6 +209,8 @@ def _restricted(d: int, c: RestrictedAttentionConfig) -> nn.Module:
 
 _MIXERS: dict[str, _Entry] = {
     "self-attention": _Entry(AttentionMixerConfig, _attention, "multi-head self-attention"),
+    "attention-core": _Entry(AttentionMixerConfig, _core,
+                             "softmax(QK^T/sqrt(d_k))V alone, no projections"),
     "lstm": _Entry(RecurrentMixerConfig, lambda d, c: RecurrentMixer("lstm", d, c.rnn_impl),
                    "one LSTM layer"),
     "gru": _Entry(RecurrentMixerConfig, lambda d, c: RecurrentMixer("gru", d, c.rnn_impl),

@@ -102,7 +102,8 @@ class TransformerLM(nn.Module):
         self.pos = positional_encoding(pos_encoding, d_model, max_len)
         self.drop = nn.Dropout(dropout)
         self.layers = nn.ModuleList(
-            EncoderLayer(d_model, n_heads, d_ff, dropout, norm, attn_scale, attn_backend, causal=True)
+            EncoderLayer(d_model, n_heads, d_ff, dropout, norm, attn_scale, attn_backend,
+                         causal=True)
             for _ in range(n_layers)
         )
         _xavier_init(self)

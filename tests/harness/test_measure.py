@@ -5,6 +5,7 @@ from torch import nn
 import models
 from harness.measure import (
     count_flops,
+    flops_and_kernels,
     kernels_used,
     layer_calls,
     measure_layer,
@@ -97,3 +98,12 @@ def test_measure_layer_row_is_complete():
                 "fwd_runs", "fwdbwd_ms", "fwdbwd_tokens_per_s"):
         assert key in row
     assert row["fwdbwd_tokens_per_s"] == pytest.approx(B * N / (row["fwdbwd_ms"] / 1e3))
+
+
+@pytest.mark.parametrize("backend", ["math", "sdpa"])
+def test_attention_products_are_split_from_projections(backend):
+    module = models.mixer("self-attention", D, n_heads=4, attn_backend=backend)
+    total, attn, _ = flops_and_kernels(lambda: module(torch.randn(B, N, D)))
+    assert attn == B * 4 * N**2 * D and total - attn == B * 8 * N * D**2
+    lstm = models.mixer("lstm", D, rnn_impl="cell")
+    assert flops_and_kernels(lambda: lstm(torch.randn(B, N, D)))[1] == 0

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import models
 from models.blocks import (
     DecoderLayer,
     EncoderLayer,
@@ -380,3 +381,12 @@ def test_positional_encoding_kinds() -> None:
     assert isinstance(positional_encoding("learned", 8, 16), LearnedPositions)
     with pytest.raises(ValueError, match=r"'rope'.*'sinusoidal', 'learned', 'none'"):
         positional_encoding("rope", 8, 16)
+
+
+def test_attention_core_mixer_is_sdpa_without_projections():
+    x = torch.randn(2, 9, 16, dtype=torch.float64)
+    core = models.mixer("attention-core", 16, n_heads=4, attn_backend="math", causal=True)
+    h = x.unflatten(-1, (4, 4)).transpose(1, 2)
+    expected = F.scaled_dot_product_attention(h, h, h, is_causal=True).transpose(1, 2).flatten(2)
+    torch.testing.assert_close(core(x), expected, atol=1e-12, rtol=1e-12)
+    assert sum(p.numel() for p in core.parameters()) == 0
