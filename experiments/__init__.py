@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from experiments import bench, complexity, gpu
+from experiments import bench, complexity, gpu, table1
 from experiments.spec import Point
 
 SUITES: dict[str, Callable[[], list[Point]]] = {
     "smoke": complexity.smoke,
     "quick": complexity.quick,
     "complexity": complexity.complexity,
+    "table1": table1.table1,
     "bench": bench.bench,
     "complexity-gpu": gpu.complexity_gpu,
     "complexity-gpu-quick": gpu.complexity_gpu_quick,

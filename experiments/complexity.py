@@ -11,10 +11,11 @@ from experiments.spec import Point, batch_for, powers_of_two, product
 MIXERS = ("self-attention", "lstm", "gru")
 
 
-def _grid(suite: str, ns: list[int], ds: list[int], tokens: int) -> list[Point]:
+def _grid(suite: str, ns: list[int], ds: list[int], tokens: int,
+          mixers: tuple[str, ...] = MIXERS) -> list[Point]:
     return [
         Point(suite, "layer", p["mixer"], p["n"], p["d"], batch_for(p["n"], tokens))
-        for p in product(d=ds, mixer=MIXERS, n=ns)
+        for p in product(d=ds, mixer=mixers, n=ns)
     ]
 
 
@@ -25,10 +26,13 @@ def smoke() -> list[Point]:
 
 def quick() -> list[Point]:
     """What `make run` runs: the complexity grid trimmed to a few minutes on 2 cores, wide
-    enough in n to cross the closed-form crossover n* = 2d for each d."""
-    return _grid("quick", powers_of_two(32, 1024), [64, 128, 256], tokens=4096)
+    enough in n to cross the closed-form crossovers (n* = 2d for the whole attention layer
+    against an LSTM, 4d for the attention core alone) for each d."""
+    return _grid("quick", powers_of_two(32, 1024), [64, 128, 256], tokens=4096,
+                 mixers=(*MIXERS, "attention-core"))
 
 
 def complexity() -> list[Point]:
     """The full grid: n = 32..4096 and d = 32..1024, powers of two (an hour or more on CPU)."""
-    return _grid("complexity", powers_of_two(32, 4096), powers_of_two(32, 1024), tokens=8192)
+    return _grid("complexity", powers_of_two(32, 4096), powers_of_two(32, 1024), tokens=8192,
+                 mixers=(*MIXERS, "attention-core"))

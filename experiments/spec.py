@@ -26,13 +26,15 @@ class Point:
     knobs: tuple[tuple[str, Any], ...] = field(default=())  # sorted (key, value) pairs
     compile: bool = False  # time torch.compile'd modules (`tvr run --compile`)
     model: str = ""  # a models.names() entry, for whole-network points
+    role: str = ""  # what the suite measures this point for (e.g. the "n" grid of a fit)
 
     @property
     def point_id(self) -> str:
         """Deterministic name from the fields, so reruns and --resume find the same point."""
         knobs = "".join(f"-{k}={v}" for k, v in self.knobs)
         compiled = "-compiled" if self.compile else ""  # eager ids stay as they always were
-        return (f"{self.measure}-{self.model or self.mixer}{knobs}-n{self.seq_len}"
+        role = f"{self.role}-" if self.role else ""
+        return (f"{role}{self.measure}-{self.model or self.mixer}{knobs}-n{self.seq_len}"
                 f"-d{self.d_model}-b{self.batch_size}-{self.dtype}-s{self.seed}{compiled}")
 
     @property

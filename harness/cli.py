@@ -5,8 +5,10 @@ Exit codes (DESIGN.md): 0 done; 2 bad input, one line naming the value, no trace
 
 from __future__ import annotations
 
+import importlib.util
 import re
-from importlib.metadata import version
+from dataclasses import replace
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import click
@@ -61,8 +63,30 @@ def _out_dir(out: str) -> Path:
     return path
 
 
+def _version() -> str:
+    """The installed version; a checkout run with PYTHONPATH=. (scripts/gpu-check) has none."""
+    try:
+        return version("tvr-bench")
+    except PackageNotFoundError:
+        return "(not installed; run from a source checkout)"
+
+
+def _tracking_uri(out_dir: Path, tracking_uri: str | None) -> str | None:
+    """resolve_tracking_uri, plus bad input (not a traceback later) when MLflow is missing."""
+    from harness import tracking
+
+    uri = tracking.resolve_tracking_uri(out_dir, tracking_uri)
+    if uri is not None and importlib.util.find_spec("mlflow") is None:
+        raise BadInput(f"tracking URI {uri}: MLflow is not installed here; install it or "
+                       "pass --tracking-uri none")
+    return uri
+
+
+DTYPE_CHOICE = click.Choice(["float32", "bfloat16", "float16"])
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(version("tvr-bench"), prog_name="tvr")
+@click.version_option(_version(), prog_name="tvr")
 def cli() -> None:
     """tvr-bench: measure what "Attention is all you need" claims about self-attention
     versus recurrence (LSTM, GRU), on the same work.
@@ -111,12 +135,20 @@ def suites_cmd() -> None:
               help="Skip points whose predicted footprint exceeds this (e.g. 8GiB).")
 @click.option("--min-run-time", type=click.FloatRange(min=0.01), default=0.2,
               show_default=True, help="Seconds of timed calls per measurement.")
+@click.option("--dtype", type=DTYPE_CHOICE, default=None,
+              help="Run every point in this dtype instead of the suite's (layers are cast to it; "
+                   "bfloat16/float16 are native, not autocast).")
+@click.option("--compile", "compile_", is_flag=True,
+              help="Time torch.compile'd modules; compile time goes in column compile_s.")
 def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume: bool,
-            dry_run: bool, max_memory: int | None, min_run_time: float) -> None:
+            dry_run: bool, max_memory: int | None, min_run_time: float, dtype: str | None,
+            compile_: bool) -> None:
     """Measure every point of SUITE; one results row and one MLflow run per point."""
-    from harness import sweep, tracking
+    from harness import sweep
 
     points = experiments.points(suite)
+    if dtype is not None or compile_:  # new fields, new point_ids: never resumed as the old
+        points = [replace(p, dtype=dtype or p.dtype, compile=compile_) for p in points]
     if dry_run:
         for p in points:
             click.echo(p.point_id)
@@ -124,11 +156,42 @@ def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume:
         return
     dev = sweep.resolve_device(device)
     out_dir = _out_dir(out)
-    uri = tracking.resolve_tracking_uri(out_dir, tracking_uri)
+    uri = _tracking_uri(out_dir, tracking_uri)
     summary = sweep.run_suite(suite, points, dev, out_dir, uri, resume, max_memory, min_run_time)
     click.echo(summary.line())
     if uri:
         click.echo(f"MLflow: {uri} (browse with `tvr ui --out {out}`)")
+
+
+@cli.command("bench")
+@click.option("--out", default="results", show_default=True, help=OUT_HELP)
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
+              show_default=True, help="auto = cuda when available, else cpu.")
+@click.option("--dtype", type=click.Choice(["auto", *DTYPE_CHOICE.choices]), default="auto",
+              show_default=True, help="auto = float32 on CPU, bfloat16 on CUDA.")
+@click.option("--tracking-uri", default=None, help="As for `tvr run`.")
+@click.option("--quick", is_flag=True, help="Only the headline sizes, 3 repetitions.")
+@click.option("--tiny", is_flag=True,
+              help="Toy sizes that test the plumbing in seconds; their numbers mean nothing.")
+@click.option("--min-run-time", type=click.FloatRange(min=0.01), default=0.2,
+              show_default=True, help="Seconds of timed calls per contestant and repetition.")
+def bench_cmd(out: str, device: str, dtype: str, tracking_uri: str | None, quick: bool,
+              tiny: bool, min_run_time: float) -> None:
+    """Our transformer layer, LSTM and GRU against PyTorch's own layers (weights copied,
+    outputs checked), forward+backward, timed interleaved; prints ratios, MFU and the
+    harness-timer check, writes <out>/bench/results.csv and table.md."""
+    from harness import bench, sweep
+
+    if quick and tiny:
+        raise BadInput("--quick and --tiny: choose one")
+    dev = sweep.resolve_device(device)
+    out_dir = _out_dir(out)
+    uri = _tracking_uri(out_dir, tracking_uri)
+    grid = "tiny" if tiny else "quick" if quick else "full"
+    result = bench.run_bench(dev, dtype, grid, out_dir, uri, min_run_time)
+    click.echo(result.markdown, nl=False)
+    click.echo(result.summary.line())
+    click.echo(f"table: {result.table_path}")
 
 
 def _load(out: str, suite: str):
@@ -141,15 +204,26 @@ def _load(out: str, suite: str):
 @click.option("--format", "fmt", type=click.Choice(["markdown", "csv", "latex"]),
               default="markdown", show_default=True)
 @click.option("--out", default="results", show_default=True, help=OUT_HELP)
-@click.option("--suite", default="quick", show_default=True, help="Suite whose results to use.")
+@click.option("--suite", default=None,
+              help="Suite whose results to use [default: table1, or quick with --crossover].")
 @click.option("--crossover", is_flag=True, help="The n-versus-d crossover table instead.")
-def table_cmd(fmt: str, out: str, suite: str, crossover: bool) -> None:
-    """The complexity table (fitted exponents beside the paper's O()) or the crossover."""
+def table_cmd(fmt: str, out: str, suite: str | None, crossover: bool) -> None:
+    """Table 1 of the paper beside what was measured (from `tvr run table1`); with --suite
+    a layer sweep's fitted exponents; with --crossover where attention stops being cheaper."""
     from harness import tables
+    from harness.table1 import is_table1, table1
 
+    suite = suite or ("quick" if crossover else "table1")
     df = _load(out, suite)
-    table = tables.crossover_table(df) if crossover else tables.complexity_table(df)
-    click.echo(tables.render(table, fmt), nl=False)
+    if crossover:
+        click.echo(tables.render(tables.crossover_table(df), fmt), nl=False)
+    elif is_table1(df):
+        table, notes = table1(df)
+        click.echo(tables.render(table, fmt), nl=False)
+        if fmt == "markdown":
+            click.echo("\n" + "\n".join(f"- {n}" for n in notes))
+    else:
+        click.echo(tables.render(tables.complexity_table(df), fmt), nl=False)
 
 
 @cli.command("plot")
@@ -170,9 +244,9 @@ def plot_cmd(name: str, out: str, suite: str) -> None:
 
 @cli.command("report")
 @click.option("--out", default="results", show_default=True, help=OUT_HELP)
-@click.option("--suite", default="quick", show_default=True, help="Suite whose results to use.")
-def report_cmd(out: str, suite: str) -> None:
-    """Write <out>/REPORT.md: the tables and figures of SUITE with the machine they ran on."""
+@click.option("--suite", default=None, help="Only this suite [default: every suite in --out].")
+def report_cmd(out: str, suite: str | None) -> None:
+    """Write <out>/REPORT.md: every suite's tables and figures, with the machine they ran on."""
     from harness import report
 
     click.echo(str(report.write_report(Path(out), suite)))
@@ -195,3 +269,7 @@ def ui_cmd(port: int, out: str, tracking_uri: str | None) -> None:
 
 def main() -> None:
     cli.main(prog_name="tvr")
+
+
+if __name__ == "__main__":  # `python3 -m harness.cli` from a checkout (scripts/gpu-check)
+    main()

@@ -19,15 +19,17 @@ from harness.errors import BadInput  # noqa: E402
 from harness.results import load_results, write_atomic  # noqa: E402
 from harness.tables import crossover_table, layer_frame  # noqa: E402
 
-PALETTE = {"self-attention": "#1f77b4", "lstm": "#d62728", "gru": "#2ca02c",
-           "transformer-layer": "#9467bd", "convolutional": "#8c564b",
+PALETTE = {"self-attention": "#1f77b4", "attention-core": "#ff7f0e", "lstm": "#d62728",
+           "gru": "#2ca02c", "transformer-layer": "#9467bd", "convolutional": "#8c564b",
            "restricted-attention": "#17becf"}
 
 
 def crossover(df: pd.DataFrame) -> plt.Figure:
     """Cost per sequence vs n, one column per d: counted FLOPs (top) and measured forward time
-    (bottom). Dashed: measured n* against the LSTM; dotted: the paper's n = d."""
+    (bottom). Vertical lines: measured n* of the whole attention layer (dashed) and of the
+    attention core (dash-dot) against the LSTM, and the paper's n = d (dotted)."""
     ok = layer_frame(df)
+    ok = ok[ok["mixer"].isin(["self-attention", "attention-core", "lstm", "gru"])]
     long = ok.melt(id_vars=["mixer", "seq_len", "d_model"],
                    value_vars=["gflop_per_seq", "ms_per_seq"], var_name="cost")
     long["cost"] = long["cost"].map({"gflop_per_seq": "GFLOP / sequence (counted)",
@@ -38,15 +40,18 @@ def crossover(df: pd.DataFrame) -> plt.Figure:
     g.set(xscale="log", yscale="log")
     g.set_axis_labels("sequence length n", "")
     cross = crossover_table(df)
-    cross = cross[cross["recurrent"] == "lstm"].set_index("d_model")
+    cross = cross[cross["recurrent"] == "lstm"]
     for (cost, d), ax in g.axes_dict.items():
         ax.axvline(d, color="grey", ls=":", lw=1)
         col = "n_star_flops" if cost.startswith("GFLOP") else "n_star_time"
-        if d in cross.index and pd.notna(cross.loc[d, col]):
-            ax.axvline(cross.loc[d, col], color="black", ls="--", lw=1)
+        for variant, style in (("layer", "--"), ("core", "-.")):
+            hit = cross[(cross["attention"] == variant) & (cross["d_model"] == d)][col].dropna()
+            if len(hit):
+                ax.axvline(hit.iloc[0], color="black", ls=style, lw=1)
     g.set_titles(row_template="{row_name}", col_template="d = {col_name}")
-    g.figure.suptitle("Where self-attention stops being cheaper than recurrence "
-                      "(dashed: measured n* vs LSTM; dotted: n = d)", y=1.02)
+    g.figure.suptitle("Where self-attention stops being cheaper than recurrence: measured n* "
+                      "vs LSTM for the layer (--) and the core (-.); the paper's n = d (:)",
+                      y=1.03)
     return g.figure
 
 
@@ -61,6 +66,57 @@ def throughput(df: pd.DataFrame) -> plt.Figure:
     return g.figure
 
 
+def _by_role(df: pd.DataFrame, role: str) -> pd.DataFrame:
+    ok = df[(df["status"] == "ok") & (df["role"] == role)].copy()
+    if ok.empty:
+        raise BadInput(f"no ok points with role {role!r}; run `tvr run table1`")
+    return ok
+
+
+def _label(df: pd.DataFrame) -> pd.Series:
+    """Layer names for the legend: a dilated convolution is its own line."""
+    dilated = df.get("dilated", pd.Series(False, index=df.index)).astype(str) == "True"
+    return df["mixer"].where(~dilated, "convolutional (dilated)")
+
+
+def _lines(df: pd.DataFrame, y: str, ylabel: str, title: str, logy: bool = True) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    sns.lineplot(data=df.assign(layer=_label(df)), x="seq_len", y=y, hue="layer", marker="o",
+                 ax=ax, palette=PALETTE | {"convolutional (dilated)": "#e377c2"})
+    ax.set(xscale="log", yscale="log" if logy else "linear", xlabel="sequence length n",
+           ylabel=ylabel, title=title)
+    ax.legend(title=None, fontsize=8)
+    return fig
+
+
+def sequential_ops(df: pd.DataFrame) -> plt.Figure:
+    """Longest chain of dependent ops in one layer's forward vs n (recurrence: cell loop)."""
+    return _lines(_by_role(df, "seq-ops"), "seq_ops", "sequential ops (autograd depth)",
+                  "Sequential operations per layer")
+
+
+def path_length(df: pd.DataFrame) -> plt.Figure:
+    """Fewest sequential applications linking x[0] to y[n-1] (recurrence: steps)."""
+    return _lines(_by_role(df, "path"), "path_length", "layers (recurrent: time steps)",
+                  "Maximum path length, measured from gradients")
+
+
+def memory(df: pd.DataFrame) -> plt.Figure:
+    """Bytes saved for backward per sequence vs n (attention: explicit scores, math)."""
+    ok = _by_role(df, "memory")
+    ok["MiB_per_seq"] = ok["saved_bytes"] / ok["batch_size"] / 2**20
+    return _lines(ok, "MiB_per_seq", "MiB saved for backward / sequence",
+                  f"Activation memory vs n (d = {ok['d_model'].iloc[0]})")
+
+
+def fixed_tokens(df: pd.DataFrame) -> plt.Figure:
+    """Forward+backward time per layer at a fixed B*n as n grows."""
+    ok = _by_role(df, "fixed-tokens")
+    tokens = int((ok["batch_size"] * ok["seq_len"]).iloc[0])
+    return _lines(ok, "fwdbwd_ms", "ms per fwd+bwd (B*n fixed)",
+                  f"Time at {tokens} tokens per batch (d = {ok['d_model'].iloc[0]})")
+
+
 def png_bytes(fig: plt.Figure) -> bytes:
     """Render and close a figure; the caller writes the bytes atomically."""
     buf = io.BytesIO()
@@ -73,6 +129,13 @@ def png_bytes(fig: plt.Figure) -> bytes:
 class Figure:
     draw: Callable[[Path, str], plt.Figure]  # (out_dir, suite) -> figure
     measure: str  # the Point.measure whose rows it needs; `plot all` draws what applies
+    role: str | None = None  # also needs rows of this Point.role; "" = a suite without roles
+
+    def applies(self, df: pd.DataFrame) -> bool:
+        roles = set(df["role"].dropna()) - {""} if "role" in df else set()
+        if self.measure not in set(df.get("measure", ())):
+            return False
+        return self.role is None or (self.role in roles if self.role else not roles)
 
 
 def _layer(fn: Callable[[pd.DataFrame], plt.Figure]) -> Callable[[Path, str], plt.Figure]:
@@ -80,18 +143,23 @@ def _layer(fn: Callable[[pd.DataFrame], plt.Figure]) -> Callable[[Path, str], pl
 
 
 FIGURES: dict[str, Figure] = {
-    "crossover": Figure(_layer(crossover), "layer"),
-    "throughput": Figure(_layer(throughput), "layer"),
+    "crossover": Figure(_layer(crossover), "layer", role=""),
+    "throughput": Figure(_layer(throughput), "layer", role=""),
+    "sequential-ops": Figure(_layer(sequential_ops), "seq-ops", role="seq-ops"),
+    "path-length": Figure(_layer(path_length), "path", role="path"),
+    "memory": Figure(_layer(memory), "layer", role="memory"),
+    "fixed-tokens": Figure(_layer(fixed_tokens), "layer", role="fixed-tokens"),
 }
 
 
 def draw(out_dir: Path, suite: str, name: str | None = None) -> list[Path]:
     """Write figure `name` (or every figure whose measure the suite has) as
     <out>/<suite>/<name>.png, atomically; returns the paths written."""
-    measures = set(load_results(out_dir, [suite]).get("measure", pd.Series(dtype=str)))
-    names = [name] if name else [n for n, f in FIGURES.items() if f.measure in measures]
+    df = load_results(out_dir, [suite])
+    names = [name] if name else [n for n, f in FIGURES.items() if f.applies(df)]
     if not names:
-        raise BadInput(f"no figure applies to suite {suite!r} (measures: {sorted(measures)})")
+        measures = sorted(set(df.get("measure", ())))
+        raise BadInput(f"no figure applies to suite {suite!r} (measures: {measures})")
     paths = []
     for fig_name in names:
         path = out_dir / suite / f"{fig_name}.png"

@@ -25,6 +25,7 @@ from harness.errors import BadInput
 from harness.measure import machine_facts, measure_layer, saved_tensor_bytes
 from harness.progress import progress_bar
 from harness.results import append_row, append_series, done_points, results_path, series_path
+from harness.table1 import run_path, run_seq_ops
 from harness.tracking import Tracker
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -80,6 +81,8 @@ def run_layer(point: Point, device: torch.device, min_run_time: float) -> dict[s
 # <out>/<suite>/series.csv).
 Runner = Callable[[Point, torch.device, float], dict[str, Any]]
 RUNNERS: dict[str, Runner] = {
+    "seq-ops": run_seq_ops,  # Table 1's sequential operations (autograd graph depth)
+    "path": run_path,  # Table 1's maximum path length
     "layer": run_layer,
     "compare": run_compare,  # ours vs PyTorch's layer, interleaved (tvr bench)
 }

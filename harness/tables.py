@@ -83,33 +83,39 @@ def _crossing(ns: np.ndarray, ratio: np.ndarray) -> tuple[float | None, str]:
     return None, f"attention cheaper at every n <= {ns.max()}"
 
 
+ATTENTION_KINDS = {  # attention mixer -> (what it is, FLOP coefficient of its n d^2 term)
+    "self-attention": ("layer", 8),  # with its Q, K, V, O projections: 8nd^2 + 4n^2d
+    "attention-core": ("core", 0),  # softmax(QK^T)V alone: 4n^2d
+}
+
+
 def crossover_table(df: pd.DataFrame) -> pd.DataFrame:
-    """For each d and recurrent kind: the measured n* where self-attention's cost equals the
-    recurrent layer's, in counted FLOPs and in forward time, beside closed forms."""
+    """For each d, recurrent kind and attention variant (whole layer, or the core alone): the
+    measured n* where attention's per-sequence cost equals the recurrent layer's, in counted
+    FLOPs and in forward time, beside the closed form and the paper's rule of thumb n = d."""
     ok = layer_frame(df)
-    attn = ok[ok["mixer"] == "self-attention"]
     rows = []
-    for rnn, coef in RECURRENT_FLOP_COEF.items():
-        rec = ok[ok["mixer"] == rnn]
-        if attn.empty or rec.empty:
-            continue
-        for d, a in attn.groupby("d_model"):
-            both = a.merge(rec[rec["d_model"] == d], on="seq_len", suffixes=("_a", "_r"))
-            if len(both) < 2:
-                continue
-            both = both.sort_values("seq_len")
-            ns = both["seq_len"].to_numpy()
-            row = {"recurrent": rnn, "d_model": int(d),
-                   # 8nd^2 + 4n^2d = c n d^2  <=>  n = (c - 8) d / 4
-                   "n_star_closed_form": (coef - 8) * int(d) / 4, "n_paper": int(d)}
-            for metric, col in (("flops", "gflop_per_seq"), ("time", "ms_per_seq")):
-                n_star, note = _crossing(ns, (both[f"{col}_a"] / both[f"{col}_r"]).to_numpy())
-                row[f"n_star_{metric}"] = n_star
-                row[f"{metric}_note"] = note
-            row["n_range"] = f"{ns.min()}..{ns.max()}"
-            rows.append(row)
+    for attn_kind, (variant, proj) in ATTENTION_KINDS.items():
+        attn = ok[ok["mixer"] == attn_kind]
+        for rnn, coef in RECURRENT_FLOP_COEF.items():
+            rec = ok[ok["mixer"] == rnn]
+            for d, a in attn.groupby("d_model"):
+                both = a.merge(rec[rec["d_model"] == d], on="seq_len", suffixes=("_a", "_r"))
+                if len(both) < 2:
+                    continue
+                both = both.sort_values("seq_len")
+                ns = both["seq_len"].to_numpy()
+                row = {"attention": variant, "recurrent": rnn, "d_model": int(d),
+                       # proj n d^2 + 4 n^2 d = coef n d^2  <=>  n = (coef - proj) d / 4
+                       "n_star_closed_form": (coef - proj) * int(d) / 4, "n_paper": int(d)}
+                for metric, col in (("flops", "gflop_per_seq"), ("time", "ms_per_seq")):
+                    ratio = (both[f"{col}_a"] / both[f"{col}_r"]).to_numpy()
+                    row[f"n_star_{metric}"], row[f"{metric}_note"] = _crossing(ns, ratio)
+                row["n_range"] = f"{ns.min()}..{ns.max()}"
+                rows.append(row)
     if not rows:
-        raise BadInput("crossover needs self-attention and lstm/gru points at the same n and d")
+        raise BadInput("crossover needs self-attention (or attention-core) and lstm/gru points "
+                       "at the same n and d; run `tvr run quick`")
     return pd.DataFrame(rows)
 
 

@@ -1,0 +1,62 @@
+"""Everything Table 1 needs, for four layer types: counted FLOPs and time over n and d (and
+kernel k, window r), sequential ops and path length over n, saved memory over n, and time at
+a fixed token count. Under 3 minutes on 2 cores."""
+
+from __future__ import annotations
+
+from experiments.spec import Point, knobs
+
+LAYERS = {  # mixer kind -> config used in every row of that layer type
+    "self-attention": {"n_heads": 4},
+    "lstm": {},
+    "convolutional": {"kernel_size": 3},
+    "restricted-attention": {"n_heads": 4, "window": 16},
+}
+B = 2  # fixed batch for the fits, so time per sequence is comparable across n and d
+
+
+def table1_points(suite: str, ns: tuple[int, ...], ds: tuple[int, ...], kr_n: int,
+                  structure_ns: tuple[int, ...], path_ns: tuple[int, ...],
+                  tokens: int) -> list[Point]:
+    """The Table 1 grid at given sizes: `ns` at d = 32 (and the d fit at n = kr_n over `ds`),
+    kernel/window sweeps at n = kr_n, structural points over `structure_ns` / `path_ns`,
+    time at `tokens` tokens per batch over the n of `structure_ns` scaled up."""
+
+    def layer(role: str, mixer: str, n: int, d: int, batch: int = B, **extra) -> Point:
+        return Point(suite, "layer", mixer, n, d, batch, knobs=knobs(LAYERS[mixer] | extra),
+                     role=role)
+
+    pts = []
+    for mixer in LAYERS:
+        pts += [layer("n", mixer, n, 32) for n in ns]
+        pts += [layer("d", mixer, kr_n, d) for d in ds]
+    pts += [layer("kr", "convolutional", kr_n, 32, kernel_size=k) for k in (3, 5, 9, 17)]
+    pts += [layer("kr", "restricted-attention", kr_n, 32, window=r) for r in (16, 32, 64, 128)]
+    # explicit scores (math backend): the formulation whose memory the paper's n^2 describes
+    pts += [layer("memory", "self-attention", n, 32, attn_backend="math") for n in ns]
+    pts += [layer("memory", m, n, 32) for m in LAYERS if m != "self-attention" for n in ns]
+    # wall-clock evidence for sequential ops: B * n = tokens at every n
+    pts += [layer("fixed-tokens", m, n, 64, batch=tokens // n)
+            for m in ("self-attention", "lstm") for n in (2 * s for s in structure_ns)]
+    cell = {"lstm": {"rnn_impl": "cell"}}
+    for mixer in LAYERS:
+        cfg = LAYERS[mixer] | cell.get(mixer, {})
+        pts += [Point(suite, "seq-ops", mixer, n, 16, 1, knobs=knobs(cfg), role="seq-ops")
+                for n in structure_ns]
+        path_cfgs = [cfg | {"dilated": False}]
+        if mixer == "convolutional":  # causal, as WaveNet: a centred dilated stack would
+            # need positions outside the sequence to link its two ends
+            path_cfgs = [cfg | {"dilated": dil, "padding": "causal"} for dil in (False, True)]
+        if mixer == "restricted-attention":
+            path_cfgs = [cfg | {"dilated": False, "window": 4}]  # small r: several layers
+        pts += [Point(suite, "path", mixer, n, 8, 1, knobs=knobs(c), role="path")
+                for c in path_cfgs for n in path_ns]
+    return pts
+
+
+def table1() -> list[Point]:
+    """Table 1: complexity (FLOPs, time), sequential ops, path length and memory of
+    self-attention, LSTM, convolution and restricted attention (about 3 minutes on 2 cores)."""
+    return table1_points("table1", ns=(256, 512, 1024, 2048), ds=(16, 32, 64, 128), kr_n=1024,
+                         structure_ns=(16, 32, 64, 128, 256), path_ns=(8, 16, 32, 64),
+                         tokens=4096)
