@@ -38,7 +38,9 @@ def _layer(point: Point, index: int = 0) -> nn.Module:
     dilation by k per layer, so L layers see k^L positions: the paper's O(log_k n) stack."""
     config = dict(point.config)
     if config.pop("dilated", False):
-        config["dilation"] = config.get("kernel_size", 3) ** index
+        # past n a dilation only adds padding (no position is that far): cap it, or a deep
+        # search would allocate k^L zeros
+        config["dilation"] = min(config.get("kernel_size", 3) ** index, point.seq_len)
     torch.manual_seed(point.seed + index)
     return models.mixer(point.mixer, point.d_model, **config)
 
