@@ -140,13 +140,22 @@ def suites_cmd() -> None:
                    "bfloat16/float16 are native, not autocast).")
 @click.option("--compile", "compile_", is_flag=True,
               help="Time torch.compile'd modules; compile time goes in column compile_s.")
+@click.option("--only", multiple=True, metavar="NAME",
+              help="Only the points of this mixer or model (repeatable), e.g. --only lstm.")
 def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume: bool,
             dry_run: bool, max_memory: int | None, min_run_time: float, dtype: str | None,
-            compile_: bool) -> None:
+            compile_: bool, only: tuple[str, ...]) -> None:
     """Measure every point of SUITE; one results row and one MLflow run per point."""
     from harness import sweep
 
     points = experiments.points(suite)
+    if only:
+        names = sorted({p.model or p.mixer for p in points})
+        unknown = [o for o in only if o not in names]
+        if unknown:
+            raise BadInput(f"--only {unknown[0]}: suite {suite!r} has no such mixer or model; "
+                           f"valid: {', '.join(names)}")
+        points = [p for p in points if (p.model or p.mixer) in only]
     if dtype is not None or compile_:  # new fields, new point_ids: never resumed as the old
         points = [replace(p, dtype=dtype or p.dtype, compile=compile_) for p in points]
     if dry_run:

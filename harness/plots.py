@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")  # files only; never needs a display
 
@@ -24,6 +25,13 @@ PALETTE = {"self-attention": "#1f77b4", "attention-core": "#ff7f0e", "lstm": "#d
            "restricted-attention": "#17becf"}
 
 
+def _n_axis(ax: plt.Axes) -> None:
+    """Sequence lengths are powers of two: log2 axis labelled 32, 64, ... not 2^5 or 10^2."""
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
 def crossover(df: pd.DataFrame) -> plt.Figure:
     """Cost per sequence vs n, one column per d: counted FLOPs (top) and measured forward time
     (bottom). Vertical lines: measured n* of the whole attention layer (dashed) and of the
@@ -37,7 +45,9 @@ def crossover(df: pd.DataFrame) -> plt.Figure:
     g = sns.relplot(data=long, x="seq_len", y="value", hue="mixer", col="d_model", row="cost",
                     kind="line", marker="o", palette=PALETTE, height=2.8, aspect=1.1,
                     facet_kws={"sharey": False, "margin_titles": True})
-    g.set(xscale="log", yscale="log")
+    g.set(yscale="log")
+    for ax in g.axes.flat:
+        _n_axis(ax)
     g.set_axis_labels("sequence length n", "")
     cross = crossover_table(df)
     cross = cross[cross["recurrent"] == "lstm"]
@@ -60,7 +70,9 @@ def throughput(df: pd.DataFrame) -> plt.Figure:
     ok = layer_frame(df)
     g = sns.relplot(data=ok, x="seq_len", y="fwdbwd_tokens_per_s", hue="mixer", col="d_model",
                     kind="line", marker="o", palette=PALETTE, height=3, aspect=1.1)
-    g.set(xscale="log", yscale="log")
+    g.set(yscale="log")
+    for ax in g.axes.flat:
+        _n_axis(ax)
     g.set_axis_labels("sequence length n", "tokens / s (fwd+bwd)")
     g.set_titles(col_template="d = {col_name}")
     return g.figure
@@ -83,7 +95,8 @@ def _lines(df: pd.DataFrame, y: str, ylabel: str, title: str, logy: bool = True)
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     sns.lineplot(data=df.assign(layer=_label(df)), x="seq_len", y=y, hue="layer", marker="o",
                  ax=ax, palette=PALETTE | {"convolutional (dilated)": "#e377c2"})
-    ax.set(xscale="log", yscale="log" if logy else "linear", xlabel="sequence length n",
+    _n_axis(ax)
+    ax.set(yscale="log" if logy else "linear", xlabel="sequence length n",
            ylabel=ylabel, title=title)
     ax.legend(title=None, fontsize=8)
     return fig

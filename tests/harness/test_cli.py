@@ -80,6 +80,13 @@ def test_suites_lists_point_counts():
         assert re.search(rf"^{name}\s+{count} points", result.output, re.M), name
 
 
+def test_only_filters_points_by_mixer(tmp_path):
+    result = tvr("run", "smoke", "--only", "lstm", "--dry-run", "--out", str(tmp_path))
+    assert result.exit_code == 0
+    ids = result.output.splitlines()[:-1]
+    assert ids and all("-lstm-" in i for i in ids)
+
+
 def test_dry_run_measures_nothing(tmp_path):
     result = tvr("run", "quick", "--out", str(tmp_path), "--dry-run")
     assert result.exit_code == 0 and "dry run" in result.output
@@ -148,6 +155,7 @@ def test_max_memory_skips_with_the_prediction(tmp_path):
     (["run", "smoke", "--tracking-uri", "http://127.0.0.1:9"], "127.0.0.1:9"),
     (["run", "smoke", "--tracking-uri", "ftp://x"], "ftp://x"),
     (["plot", "nosuch"], "nosuch"),
+    (["run", "smoke", "--only", "mamba"], "mamba"),
     (["ui", "--port", "0"], "0"),
 ])
 def test_bad_input_exits_2_with_one_clear_line(tmp_path, args, needle):
