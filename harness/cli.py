@@ -115,8 +115,10 @@ def models_cmd(preset: str) -> None:
 @cli.command("suites")
 def suites_cmd() -> None:
     """List the suites with their point counts."""
-    for name in experiments.suite_names():
-        click.echo(f"{name:<14} {len(experiments.points(name)):>5} points  "
+    names = experiments.suite_names()
+    width = max(map(len, names))
+    for name in names:
+        click.echo(f"{name:<{width}} {len(experiments.points(name)):>4} points  "
                    f"{experiments.describe(name)}")
 
 
