@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from experiments import bench, complexity, gpu, table1
+from experiments import bench, complexity, convergence, gpu, table1
 from experiments.spec import Point
 
 SUITES: dict[str, Callable[[], list[Point]]] = {
@@ -16,6 +16,14 @@ SUITES: dict[str, Callable[[], list[Point]]] = {
     "complexity-gpu": gpu.complexity_gpu,
     "complexity-gpu-quick": gpu.complexity_gpu_quick,
     "bench-gpu": bench.bench_gpu,
+    "convergence": convergence.convergence,
+    "scaling-factor": convergence.scaling_factor,
+    "heads": convergence.heads,
+    "ffn-width": convergence.ffn_width,
+    "positional": convergence.positional,
+    "norm-warmup": convergence.norm_warmup,
+    "gradient-distance": convergence.gradient_distance,
+    "convergence-quick": convergence.convergence_quick,
 }
 
 

@@ -20,9 +20,11 @@ import torch
 
 import models
 from experiments.spec import Point
+from harness.ablations import run_train
 from harness.compare import run_compare
 from harness.errors import BadInput
 from harness.measure import machine_facts, measure_layer, saved_tensor_bytes
+from harness.probes import run_attn_init, run_grad_distance, run_layer_grads
 from harness.progress import progress_bar
 from harness.results import append_row, append_series, done_points, results_path, series_path
 from harness.table1 import run_path, run_seq_ops
@@ -85,6 +87,10 @@ RUNNERS: dict[str, Runner] = {
     "path": run_path,  # Table 1's maximum path length
     "layer": run_layer,
     "compare": run_compare,  # ours vs PyTorch's layer, interleaved (tvr bench)
+    "train": run_train,  # train a model on a task: final metrics + curves
+    "attn-init": run_attn_init,  # q.k variance, attention entropy, softmax Jacobian at init
+    "layer-grads": run_layer_grads,  # per-layer gradient norm at init
+    "grad-distance": run_grad_distance,  # ||dL_t/dx_{t-k}|| vs k, at init and trained
 }
 PREDICTORS: dict[str, Callable[[Point, torch.device], int]] = {
     "layer": predict_layer_bytes,

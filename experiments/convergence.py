@@ -1,0 +1,242 @@
+"""Convergence and ablation suites: models trained on the tasks of harness.tasks.
+
+Every point carries a `study` knob naming the experiment it belongs to, so one suite can hold
+several (convergence-quick holds all of them) and each figure picks its own rows. Training
+points use measure "train"; the init-time statistics use "attn-init", "layer-grads" and
+"grad-distance" (harness.ablations, harness.probes).
+
+Shared recipe (why): a 2-layer, d_model=64, 4-head Pre-LN Transformer LM (the width the
+issue's scratch probes used; Pre-LN so constant-lr Adam needs no warm-up, which only the
+norm-warmup study varies), dropout 0 (the tasks are noise-free), Adam(0.9, 0.98, 1e-9) at a
+constant 1e-3, batch 32. LSTM and GRU LMs keep n_layers and get the d_model that matches the
+Transformer's parameter count on the same task within 10% (harness.train.matched_config).
+Expected times are estimates extrapolated from the per-point times measured in
+convergence-quick (ms per step at each model and size, times the step budget, so they are
+upper bounds where early stopping ends points sooner).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import cache
+from typing import Any
+
+import models
+from experiments.spec import Point, knobs
+
+D_MODEL = 64  # the issue's probes: 2-layer d=64 Transformer
+BATCH = 32  # sequences per update; eval uses the same batch size
+TRANSFORMER = dict(n_layers=2, n_heads=4, d_ff=256, dropout=0.0, norm="pre",
+                   pos_encoding="sinusoidal")
+RECIPE = dict(lr=1e-3, eval_every=50)  # constant lr; eval interval = curve resolution
+ARCHS = ("transformer-lm", "lstm-lm", "gru-lm")
+SEQ2SEQ = {"transformer-lm": "transformer", "lstm-lm": "lstm", "gru-lm": "gru"}
+TARGET = 0.99  # early stop: "steps to 99%"
+VOCAB = {"copy": 16, "reverse": 16, "sort": 16, "mqar": 64, "adding": 10, "distance-k": 16,
+         "corpus": None}  # data alphabets; mqar needs 2 symbols per pair
+ORDERED = ("copy", "reverse")  # answers that depend on input order (positional study)
+
+
+def _fields(model: str) -> set[str]:
+    return {f.name for f in dataclasses.fields(models.model_config(model))}
+
+
+@cache
+def _vocab_size(task: str, n: int, framing: str) -> int:
+    """The model vocabulary a task needs (specials included), for parameter matching."""
+    from harness.tasks import make_task  # lazy: `tvr suites` should not load the corpus
+
+    return make_task(task, n, VOCAB[task], framing).vocab_size
+
+
+@cache
+def matched_width(model: str, vocab_size: int, d_model: int = D_MODEL) -> int:
+    """d_model giving `model` the parameter count of the Transformer of the same framing
+    (sinusoidal positions have no parameters, so max_len does not enter)."""
+    from harness.train import matched_config, param_count
+
+    ref = "transformer-lm" if model.endswith("-lm") else "transformer"
+    # max_len=1: sinusoids hold no parameters, and a long table is slow to build on "meta"
+    base = TRANSFORMER | {"vocab_size": vocab_size, "d_model": d_model, "max_len": 1}
+    if model == ref:
+        return d_model
+    return matched_config(model, param_count(ref, **base), base)["d_model"]
+
+
+def train_point(suite: str, study: str, model: str, task: str, n: int, seed: int,
+                steps: int = 0, d_model: int = D_MODEL, framing: str = "lm",
+                match: bool = False, measure: str = "train", **kn: Any) -> Point:
+    """One point; the Transformer config goes only to models that take it, match=True
+    replaces d_model with the parameter-matched width, and steps=0 marks an init-time probe
+    (no training knobs)."""
+    if framing == "seq2seq":
+        model = SEQ2SEQ[model]
+    fields = _fields(model)
+    cfg = {k: v for k, v in (TRANSFORMER | kn).items() if k in fields}
+    if match:
+        d_model = matched_width(model, _vocab_size(task, n, framing), d_model)
+    extra = {k: v for k, v in kn.items() if k not in fields}
+    task_kn = {"task": task, **({"vocab": VOCAB[task]} if VOCAB[task] else {})}
+    if framing != "lm":
+        task_kn["framing"] = framing
+    recipe = (RECIPE | {"steps": steps}) if steps else {}
+    return Point(suite, measure, "", n, d_model, BATCH, seed=seed, model=model,
+                 knobs=knobs({"study": study, **task_kn, **recipe, **cfg, **extra}))
+
+
+def _target(task: str) -> dict[str, Any]:
+    return {} if task == "corpus" else {"target": TARGET}
+
+
+# ---------------------------------------------------------------- the studies
+
+
+def convergence_points(suite: str, seeds: range, plan: dict[str, tuple[int, ...]],
+                       steps: int, ks: tuple[int, ...], framings: tuple[str, ...] = ("lm",),
+                       step_budget: dict[str, int] | None = None) -> list[Point]:
+    """Transformer vs LSTM vs GRU, parameter-matched, on each task at each length in `plan`;
+    distance-k at every k in `ks`; length generalisation (2n, 4n) where the task allows."""
+    pts = []
+    for task, lengths in plan.items():
+        budget = (step_budget or {}).get(task, steps)
+        for n in lengths:
+            for framing in framings if task in ("copy", "reverse", "sort") else ("lm",):
+                for extra in ([{"k": k} for k in ks if k < n] if task == "distance-k" else [{}]):
+                    gen = {"length_gen": True} if task not in ("mqar", "corpus") else {}
+                    pts += [train_point(suite, "convergence", a, task, n, s, budget,
+                                        framing=framing, match=True,
+                                        **_target(task), **gen, **extra)
+                            for a in ARCHS for s in seeds]
+    return pts
+
+
+def scaling_points(suite: str, seeds: range, d_ks: tuple[int, ...], train_d_ks: tuple[int, ...],
+                   steps: int, n: int) -> list[Point]:
+    """attn_scale on/off: q.k statistics at init for every d_k (one head, d_model = d_k), and
+    training on copy for the d_k in train_d_ks."""
+    pts = []
+    for d_k in d_ks:
+        for scale in (True, False):
+            common = dict(n_heads=1, d_ff=4 * d_k, attn_scale=scale)
+            pts += [train_point(suite, "scaling-factor", "transformer-lm", "copy", 32, s,
+                                d_model=d_k, measure="attn-init", n_layers=1, **common)
+                    for s in seeds]
+            if d_k in train_d_ks:
+                pts += [train_point(suite, "scaling-factor", "transformer-lm", "copy", n, s,
+                                    steps, d_model=d_k, target=TARGET, **common)
+                        for s in seeds]
+    return pts
+
+
+def heads_points(suite: str, seeds: range, d_model: int, n: int, steps: int) -> list[Point]:
+    """h in 1..16 at fixed d_model on MQAR (recall needs sharp, separate lookups)."""
+    return [train_point(suite, "heads", "transformer-lm", "mqar", n, s, steps, d_model=d_model,
+                        n_heads=h, d_ff=4 * d_model, target=TARGET)
+            for h in (1, 2, 4, 8, 16) for s in seeds]
+
+
+def ffn_points(suite: str, seeds: range, n: int, steps: int) -> list[Point]:
+    """d_ff / d_model in 1, 2, 4, 8 on the character corpus (capacity-bound)."""
+    return [train_point(suite, "ffn-width", "transformer-lm", "corpus", n, s, steps,
+                        d_ff=r * D_MODEL) for r in (1, 2, 4, 8) for s in seeds]
+
+
+def positional_points(suite: str, seeds: range, n: int, steps: int,
+                      tasks: tuple[str, ...] = ORDERED) -> list[Point]:
+    """sinusoidal vs learned vs none on order-dependent tasks, evaluated at n, 2n, 4n."""
+    return [train_point(suite, "positional", "transformer-lm", task, n, s, steps,
+                        pos_encoding=pe, target=TARGET, length_gen=True)
+            for task in tasks for pe in ("sinusoidal", "learned", "none") for s in seeds]
+
+
+def norm_warmup_points(suite: str, seeds: range, depths: tuple[int, ...], warmup: int,
+                       n: int, steps: int, train_seeds: range) -> list[Point]:
+    """Post-LN vs Pre-LN: per-layer gradient norms at init for each depth, and corpus
+    training with and without a linear warm-up at constant peak lr 1e-3."""
+    pts = []
+    for depth in depths:
+        for norm in ("post", "pre"):
+            pts += [train_point(suite, "norm-warmup", "transformer-lm", "corpus", n, s,
+                                measure="layer-grads", n_layers=depth, norm=norm)
+                    for s in seeds]
+            pts += [train_point(suite, "norm-warmup", "transformer-lm", "corpus", n, s, steps,
+                                n_layers=depth, norm=norm, warmup=w)
+                    for w in (0, warmup) for s in train_seeds]
+    return pts
+
+
+def gradient_distance_points(suite: str, seeds: range, n: int, steps: int) -> list[Point]:
+    """||dL_t/dx_{t-k}|| vs k, parameter-matched models, at init and after corpus training."""
+    return [train_point(suite, "gradient-distance", a, "corpus", n, s, steps, match=True,
+                        measure="grad-distance") for a in ARCHS for s in seeds]
+
+
+# ---------------------------------------------------------------- the suites
+
+FULL_PLAN = {"copy": (8, 16, 32, 64), "reverse": (8, 16, 32, 64), "sort": (8, 16, 32, 64),
+             "mqar": (4, 8, 16, 32), "adding": (16, 32, 64, 128), "distance-k": (64,),
+             "corpus": (128,)}  # lengths rise until the recurrent models stop learning
+FULL_KS = (1, 2, 4, 8, 16, 32, 48)
+FULL_SEEDS = range(3)
+
+
+def convergence() -> list[Point]:
+    """Transformer vs LSTM vs GRU (parameter-matched) on every task, LM and seq2seq framings,
+    lengths swept upward, 3 seeds, up to 5000 steps with early stop at 99%. Estimated (not
+    measured) time: ~40 h on 2 CPU cores; ~5 h on one GPU."""
+    return convergence_points("convergence", FULL_SEEDS, FULL_PLAN, 5000, FULL_KS,
+                              framings=("lm", "seq2seq"))
+
+
+def scaling_factor() -> list[Point]:
+    """attn_scale on/off for d_k in 16, 64, 256: q.k variance, entropy and softmax Jacobian at
+    init, and training on copy n=16, 3 seeds. Estimated: ~20 min on CPU; ~5 min on one GPU."""
+    return scaling_points("scaling-factor", FULL_SEEDS, (16, 64, 256), (16, 64, 256), 3000, 16)
+
+
+def heads() -> list[Point]:
+    """h in 1, 2, 4, 8, 16 at d_model=128 on MQAR with 16 pairs, 3 seeds, up to 5000 steps:
+    counted FLOPs, tokens/s, accuracy. Estimated: ~1.5 h on CPU; ~10 min on one GPU."""
+    return heads_points("heads", FULL_SEEDS, 128, 16, 5000)
+
+
+def ffn_width() -> list[Point]:
+    """d_ff/d_model in 1, 2, 4, 8 on the KJV corpus, n=128, 3 seeds, 5000 steps.
+    Estimated: ~3 h on CPU; ~10 min on one GPU."""
+    return ffn_points("ffn-width", FULL_SEEDS, 128, 5000)
+
+
+def positional() -> list[Point]:
+    """sinusoidal vs learned vs none on copy and reverse (n=16) and sort, accuracy at n, 2n,
+    4n, 3 seeds, up to 5000 steps. Estimated: ~1 h on CPU; ~10 min on one GPU."""
+    return positional_points("positional", FULL_SEEDS, 16, 5000, (*ORDERED, "sort"))
+
+
+def norm_warmup() -> list[Point]:
+    """Post-LN vs Pre-LN x warm-up {0, 500} x depth {2, 6, 12}: per-layer gradient norms at
+    init and 3000 steps on the corpus (n=64), 3 seeds. Estimated: ~6 h on CPU; ~20 min on
+    one GPU."""
+    return norm_warmup_points("norm-warmup", FULL_SEEDS, (2, 6, 12), 500, 64, 3000,
+                              FULL_SEEDS)
+
+
+def gradient_distance() -> list[Point]:
+    """||dL_t/dx_{t-k}|| vs k up to 127 for LSTM, GRU, Transformer at init and after 3000
+    corpus steps, 3 seeds. Estimated: ~1.5 h on CPU; ~5 min on one GPU."""
+    return gradient_distance_points("gradient-distance", FULL_SEEDS, 128, 3000)
+
+
+def convergence_quick() -> list[Point]:
+    """Every study above, trimmed to run in under 10 minutes on 2 CPU cores (what `make run`
+    runs): short lengths, 2 seeds (3 on copy), a few hundred steps per point."""
+    q, two = "convergence-quick", range(2)
+    rest = {"reverse": (8,), "sort": (8,), "mqar": (4,), "adding": (16,), "distance-k": (16,),
+            "corpus": (32,)}
+    return [*convergence_points(q, range(3), {"copy": (8,)}, 1000, ()),
+            *convergence_points(q, two, rest, 400, (1, 4, 12)),
+            *scaling_points(q, range(3), (16, 64, 256), (16, 64), 600, 8),
+            *heads_points(q, two, D_MODEL, 4, 600),
+            *ffn_points(q, two, 32, 300),
+            *positional_points(q, two, 8, 600),
+            *norm_warmup_points(q, range(3), (2, 6, 12), 50, 16, 200, range(1)),
+            *gradient_distance_points(q, two, 64, 150)]
