@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from experiments.spec import Point, knobs
 
 GRIDS = ("full", "quick", "tiny")
+CELL_REPS = 2
 
 
 @dataclass(frozen=True)
@@ -28,18 +29,18 @@ class _Sizes:
 _CPU = {
     "full": _Sizes(layers=((8, 512, 512), (8, 256, 512), (8, 1024, 512), (8, 512, 256),
                            (8, 512, 1024)),
-                   rnns=((8, 512, 512), (8, 256, 256)), timer=(8, 128, 256), reps=5),
+                   rnns=((8, 512, 512), (8, 256, 256)), timer=(8, 128, 256), reps=7),
     "quick": _Sizes(layers=((8, 512, 512),), rnns=((8, 512, 512),), timer=(8, 128, 256),
-                    reps=3),
+                    reps=5),
     # plumbing only (tests, gpu-check --dry-run): numbers at these sizes mean nothing
     "tiny": _Sizes(layers=((2, 16, 32),), rnns=((2, 16, 32),), timer=(2, 16, 32), reps=2,
                    peak_n=128, d_head=8),
 }
 _CUDA = {
     "full": _Sizes(layers=((8, 512, 512), (8, 2048, 1024), (8, 4096, 2048)),
-                   rnns=((8, 512, 512), (64, 512, 1024)), timer=(8, 2048, 1024), reps=5),
+                   rnns=((8, 512, 512), (64, 512, 1024)), timer=(8, 2048, 1024), reps=7),
     "quick": _Sizes(layers=((8, 512, 512), (8, 4096, 2048)), rnns=((8, 512, 512),),
-                    timer=(8, 2048, 1024), reps=3),
+                    timer=(8, 2048, 1024), reps=5),
     "tiny": _CPU["tiny"],
 }
 
@@ -61,7 +62,8 @@ def points(suite: str, device_type: str = "cpu", grid: str = "full",
 
     out = [point("transformer-layer", s, attn_backend=backend, n_heads=s[2] // sizes.d_head)
            for s in sizes.layers for backend in ("sdpa", "math")]
-    out += [point(kind, s, rnn_impl=impl)
+    # the explicit cells are reported, not targeted, and cost ~30x the fused kernel: fewer reps
+    out += [point(kind, s, rnn_impl=impl, reps=sizes.reps if impl == "fused" else CELL_REPS)
             for kind in ("lstm", "gru") for s in sizes.rnns for impl in ("fused", "cell")]
     timer = {"attn_backend": "sdpa", "n_heads": sizes.timer[2] // sizes.d_head,
              "versus": "timer"}

@@ -1,0 +1,215 @@
+"""`tvr bench` and its pieces: reference layers with copied weights, counted FLOPs that do not
+depend on the kernel, interleaved timing, comparison rows, and the --dtype / --compile options
+of `tvr run`."""
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+import experiments
+import models
+from experiments import bench as grids
+from harness import cli as cli_module
+from harness.cli import cli
+from harness.compare import interleaved, run_compare, variant
+from harness.measure import count_flops, layer_calls
+from harness.results import read_results, results_path
+from models.reference import torch_reference
+
+B, N, D, H = 2, 12, 16, 4
+FAST = ["--min-run-time", "0.01", "--tracking-uri", "none", "--device", "cpu"]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # Tiny sizes gain nothing from threads, and on shared cores OpenMP threads that wait for
+    # each other make a sub-millisecond layer take ~100x longer.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def tvr(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def _pair(kind: str, **cfg):
+    ours = models.mixer(kind, D, **cfg).train()
+    return ours, torch_reference(kind, ours)
+
+
+# ---------------------------------------------------------------- reference layers
+
+
+@pytest.mark.parametrize("cfg", [dict(attn_backend="sdpa"), dict(attn_backend="math"),
+                                 dict(norm="pre", attn_backend="sdpa")])
+def test_copied_weights_make_transformer_layer_outputs_and_grads_equal(cfg):
+    ours, ref = _pair("transformer-layer", n_heads=H, **cfg)
+    assert isinstance(ref, torch.nn.TransformerEncoderLayer) and ref.norm_first == (
+        cfg.get("norm") == "pre")
+    x = torch.randn(B, N, D, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    out, expected = ours(x), ref(x_ref)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+    out.sum().backward()
+    expected.sum().backward()
+    torch.testing.assert_close(x.grad, x_ref.grad, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ours.ffn.linear1.weight.grad, ref.linear1.weight.grad,
+                               atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+@pytest.mark.parametrize("impl", ["fused", "cell"])
+def test_copied_weights_make_recurrent_outputs_equal(kind, impl):
+    ours, ref = _pair(kind, rnn_impl=impl)
+    assert type(ref.rnn) is (torch.nn.LSTM if kind == "lstm" else torch.nn.GRU)
+    x = torch.randn(B, N, D)
+    torch.testing.assert_close(ours(x), ref(x), atol=1e-5, rtol=1e-5)
+
+
+def test_reference_is_independent_of_ours():
+    ours, ref = _pair("lstm")
+    with torch.no_grad():
+        ours.rnn.rnn.weight_hh_l0.add_(1.0)
+    x = torch.randn(B, N, D)
+    assert not torch.allclose(ours(x), ref(x))  # copied, not shared: timing two real layers
+
+
+def test_no_reference_for_configs_pytorch_lacks():
+    with pytest.raises(ValueError, match="causal"):
+        _pair("transformer-layer", n_heads=H, causal=True)
+    with pytest.raises(ValueError, match="no PyTorch reference for mixer 'self-attention'"):
+        torch_reference("self-attention", models.mixer("self-attention", D, n_heads=H))
+
+
+# ---------------------------------------------------------------- FLOPs do not depend on kernels
+
+
+def _fwdbwd_flops(module) -> int:
+    return count_flops(layer_calls(module, torch.randn(B, N, D))[1])
+
+
+def test_transformer_layer_flops_same_for_math_sdpa_and_pytorch_layer():
+    sdpa, ref = _pair("transformer-layer", n_heads=H, attn_backend="sdpa")
+    math_layer = models.mixer("transformer-layer", D, n_heads=H, attn_backend="math")
+    counts = {"sdpa": _fwdbwd_flops(sdpa), "math": _fwdbwd_flops(math_layer),
+              "torch": _fwdbwd_flops(ref)}
+    # forward: projections 8nd^2 + FFN 16nd^2 (d_ff = 4d) + scores/values 4n^2d; backward 2x
+    assert set(counts.values()) == {3 * B * (24 * N * D**2 + 4 * N**2 * D)}, counts
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_fused_recurrent_flops_same_as_pytorch_layer(kind):
+    ours, ref = _pair(kind, rnn_impl="fused")
+    assert _fwdbwd_flops(ours) == _fwdbwd_flops(ref) > 0
+
+
+# ---------------------------------------------------------------- interleaving and rows
+
+
+def test_interleaved_rotates_who_goes_first():
+    calls: list[str] = []
+
+    def measure(name: str):
+        return lambda: calls.append(name) or float(len(calls))
+
+    out = interleaved({"a": measure("a"), "b": measure("b"), "c": measure("c")}, reps=3)
+    assert calls == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert out == {"a": [1.0, 6.0, 8.0], "b": [2.0, 4.0, 9.0], "c": [3.0, 5.0, 7.0]}
+
+
+def test_bench_grids_centre_on_the_issue_size_and_cover_every_comparison():
+    pts = experiments.points("bench")
+    assert {variant(p) for p in pts} == {
+        "transformer-layer/sdpa", "transformer-layer/math", "lstm/fused", "lstm/cell",
+        "gru/fused", "gru/cell", "harness-timer"}
+    head = pts[0]
+    assert (head.batch_size, head.seq_len, head.d_model, head.config["n_heads"]) == (8, 512, 512, 8)
+    assert all(p.suite == "bench" and p.measure == "compare" for p in pts)
+    assert all(p.dtype == "bfloat16" for p in experiments.points("bench-gpu"))
+    with pytest.raises(ValueError, match="unknown bench grid 'huge'"):
+        grids.points("bench", grid="huge")
+
+
+@pytest.mark.parametrize("backend,kernel", [("sdpa", "sdpa-flash"), ("math", "math")])
+def test_compare_row_records_kernels_ratio_and_mfu(backend, kernel):
+    point = next(p for p in grids.points("bench", "cpu", "tiny")
+                 if variant(p) == f"transformer-layer/{backend}")
+    row = run_compare(point, torch.device("cpu"), min_run_time=0.01)
+    assert row["kernel"] == kernel and row["ref_kernel"] == "sdpa-flash"
+    assert row["ratio"] == pytest.approx(row["ours_ms"] / row["ref_ms"])
+    assert row["ratio_min"] <= row["ratio"] <= row["ratio_max"]
+    assert row["mfu"] == pytest.approx(
+        row["flops_fwdbwd"] / (row["ours_ms"] / 1e3) / row["peak_flops_per_s"])
+    assert row["max_abs_diff"] <= 1e-4 and row["reference"] == "TransformerEncoderLayer"
+    if backend == "sdpa":
+        assert row["target"] == 0.9 and row["meets_target"] == (row["ratio"] <= 0.9)
+    else:
+        assert row["target"] is None and "meets_target" not in row
+
+
+def test_bench_command_writes_one_row_per_comparison_with_ratios(tmp_path):
+    result = tvr("bench", "--tiny", "--out", str(tmp_path), *FAST)
+    assert result.exit_code == 0, result.output
+    df = read_results(results_path(tmp_path, "bench"))
+    assert len(df) == len(grids.points("bench", "cpu", "tiny"))
+    assert (df["status"] == "ok").all()
+    assert (df["ratio"] > 0).all() and (df["ours_ms"] > 0).all() and (df["ref_ms"] > 0).all()
+    assert set(df["kernel"]) >= {"sdpa-flash", "math", "onednn-rnn", "aten-loop"}
+    assert "| transformer-layer/sdpa" in result.output
+    assert "- fused LSTM vs nn.LSTM: ratio" in result.output
+    assert (tmp_path / "bench" / "table.md").read_text() in result.output
+
+
+def test_bench_rejects_quick_with_tiny_and_cuda_without_device(tmp_path):
+    both = tvr("bench", "--tiny", "--quick", "--out", str(tmp_path), *FAST)
+    assert both.exit_code == 2 and "choose one" in both.output
+    if not torch.cuda.is_available():
+        cuda = tvr("bench", "--tiny", "--out", str(tmp_path), "--device", "cuda")
+        assert cuda.exit_code == 2 and "no CUDA device" in cuda.output
+
+
+def test_missing_mlflow_is_bad_input_not_a_traceback(tmp_path, monkeypatch):
+    real = cli_module.importlib.util.find_spec
+    monkeypatch.setattr(cli_module.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "mlflow" else real(name, *a))
+    result = tvr("bench", "--tiny", "--out", str(tmp_path), "--device", "cpu")
+    assert result.exit_code == 2 and "--tracking-uri none" in result.output
+
+
+# ---------------------------------------------------------------- tvr run --dtype / --compile
+
+
+def test_run_dtype_bfloat16_on_cpu_measures_a_smoke_point(tmp_path, monkeypatch):
+    first = experiments.points("smoke")[:1]
+    monkeypatch.setitem(experiments.SUITES, "smoke", lambda: first)
+    result = tvr("run", "smoke", "--out", str(tmp_path), "--dtype", "bfloat16", *FAST)
+    assert result.exit_code == 0, result.output
+    row = read_results(results_path(tmp_path, "smoke")).iloc[0]
+    assert row["status"] == "ok", row["message"]
+    assert row["dtype"] == "bfloat16" and "bfloat16" in row["point_id"]
+    assert row["fwdbwd_ms"] > 0 and row["float32_matmul_precision"] == "highest"
+
+
+def test_run_rejects_unknown_dtype(tmp_path):
+    result = tvr("run", "smoke", "--out", str(tmp_path), "--dtype", "float64", *FAST)
+    assert result.exit_code == 2 and "float64" in result.output
+
+
+def test_run_compile_marks_points_in_their_ids():
+    result = tvr("run", "smoke", "--dry-run", "--compile", "--dtype", "float16")
+    ids = result.output.splitlines()[:-1]
+    assert result.exit_code == 0 and ids
+    assert all(i.endswith("-float16-s0-compiled") for i in ids), ids
+
+
+@pytest.mark.slow
+def test_run_compile_times_the_compiled_layer(tmp_path, monkeypatch):
+    first = experiments.points("smoke")[:1]
+    monkeypatch.setitem(experiments.SUITES, "smoke", lambda: first)
+    result = tvr("run", "smoke", "--out", str(tmp_path), "--compile", *FAST)
+    assert result.exit_code == 0, result.output
+    row = read_results(results_path(tmp_path, "smoke")).iloc[0]
+    assert row["status"] == "ok", row["message"]
+    assert row["compile_s"] > 0 and row["fwdbwd_ms"] > 0
