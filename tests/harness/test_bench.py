@@ -149,6 +149,27 @@ def test_compare_row_records_kernels_ratio_and_mfu(backend, kernel):
         assert row["target"] is None and "meets_target" not in row
 
 
+def test_compare_refuses_to_time_layers_that_disagree(monkeypatch):
+    def wrong_reference(kind, ours):
+        ref = torch_reference(kind, ours)
+        with torch.no_grad():
+            ref.norm2.bias.add_(0.5)  # one wrong weight: what a bad copy would look like
+        return ref
+
+    monkeypatch.setattr("harness.compare.torch_reference", wrong_reference)
+    point = grids.points("bench", "cpu", "tiny")[0]
+    with pytest.raises(AssertionError, match="disagree"):
+        run_compare(point, torch.device("cpu"), min_run_time=0.01)
+
+
+@pytest.mark.parametrize("which", ["transformer-layer/sdpa", "lstm/cell"])
+def test_compare_in_bfloat16_passes_the_agreement_check(which):
+    point = next(p for p in grids.points("bench", "cpu", "tiny", "bfloat16")
+                 if variant(p) == which)
+    row = run_compare(point, torch.device("cpu"), min_run_time=0.01)
+    assert row["peak_dtype"] == "bfloat16" and row["ratio"] > 0
+
+
 def test_bench_command_writes_one_row_per_comparison_with_ratios(tmp_path):
     result = tvr("bench", "--tiny", "--out", str(tmp_path), *FAST)
     assert result.exit_code == 0, result.output
