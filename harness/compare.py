@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch import nn
 
 import models
 from experiments.spec import Point
@@ -72,6 +73,19 @@ def bare_timer_ms(fn: Callable[[], object], min_run_time: float) -> float:
     return timer.blocked_autorange(min_run_time=min_run_time).median * 1e3
 
 
+def agreement(ours: nn.Module, ref: nn.Module, x: torch.Tensor) -> float:
+    """Max |ours(x) - ref(x)|; AssertionError if over the dtype's TOLERANCE anywhere."""
+    with torch.no_grad():
+        out, expected = ours(x).float(), ref(x).float()
+    tol = TOLERANCE[x.dtype]
+    diff = (out - expected).abs()
+    if not (diff - tol * (1 + expected.abs())).max().item() <= 0:  # also catches NaN
+        raise AssertionError(f"ours and the reference disagree: max |diff| "
+                             f"{diff.max().item():.3g}, over the {x.dtype} tolerance "
+                             f"{tol} * (1 + |ref|)")
+    return diff.max().item()
+
+
 def _split(point: Point) -> tuple[dict[str, Any], dict[str, Any]]:
     own = {k: v for k, v in point.config.items() if k in _OWN_KNOBS}
     return own, {k: v for k, v in point.config.items() if k not in _OWN_KNOBS}
@@ -89,23 +103,15 @@ def run_compare(point: Point, device: torch.device, min_run_time: float) -> dict
     row: dict[str, Any] = {"variant": variant(point), "kernel": kernels_used(fwd),
                            "flops_fwdbwd": count_flops(fwdbwd), "reps": reps}
     if own.get("versus") == "timer":
+        fwdbwd(), fwdbwd()  # warm-up, as for the other comparisons
         timed = interleaved({"ours": lambda: time_fn(fwdbwd, device, min_run_time, 0).median_ms,
                              "ref": lambda: bare_timer_ms(fwdbwd, min_run_time)}, reps)
         row["reference"] = "torch.utils.benchmark.Timer"
     else:
         ref = torch_reference(point.mixer, ours)
         ref_fwd, ref_fwdbwd = layer_calls(ref, x)
-        with torch.no_grad():
-            out, expected = ours(x).float(), ref(x).float()
-        tol = TOLERANCE[dtype]
-        excess = ((out - expected).abs() - tol * (1 + expected.abs())).max().item()
-        diff = (out - expected).abs().max().item()
-        if not excess <= 0:  # also catches NaN
-            raise AssertionError(f"ours and the reference disagree: max |diff| {diff:.3g}, "
-                                 f"over the {point.dtype} tolerance {tol} * (1 + |ref|)")
-        del out, expected
         row |= {"reference": type(getattr(ref, "rnn", ref)).__name__,
-                "ref_kernel": kernels_used(ref_fwd), "max_abs_diff": diff}
+                "ref_kernel": kernels_used(ref_fwd), "max_abs_diff": agreement(ours, ref, x)}
         if point.compile:
             _, fwdbwd, row["compile_s"] = compiled_calls(ours, x)
             _, ref_fwdbwd, row["ref_compile_s"] = compiled_calls(ref, x)
