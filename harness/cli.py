@@ -138,8 +138,9 @@ def suites_cmd() -> None:
 @click.option("--min-run-time", type=click.FloatRange(min=0.01), default=0.2,
               show_default=True, help="Seconds of timed calls per measurement.")
 @click.option("--dtype", type=DTYPE_CHOICE, default=None,
-              help="Run every point in this dtype instead of the suite's (layers are cast to it; "
-                   "bfloat16/float16 are native, not autocast).")
+              help="Run every point in this dtype instead of the suite's: layer and compare "
+                   "points cast the layer to it (native, not autocast); training points "
+                   "accept float32 only for now.")
 @click.option("--compile", "compile_", is_flag=True,
               help="Time torch.compile'd modules; compile time goes in column compile_s.")
 @click.option("--only", multiple=True, metavar="NAME",
