@@ -24,6 +24,7 @@ SUITES: dict[str, Callable[[], list[Point]]] = {
     "norm-warmup": convergence.norm_warmup,
     "gradient-distance": convergence.gradient_distance,
     "convergence-quick": convergence.convergence_quick,
+    "convergence-smoke": convergence.convergence_smoke,
 }
 
 

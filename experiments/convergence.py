@@ -1,7 +1,7 @@
 """Convergence and ablation suites: models trained on the tasks of harness.tasks.
 
-Every point carries a `study` knob naming the experiment it belongs to, so one suite can hold
-several (convergence-quick holds all of them) and each figure picks its own rows. Training
+Every point's `role` names the study it belongs to ("convergence", "heads", ...), so one suite
+can hold several (convergence-quick holds all of them) and each figure picks its own rows. Training
 points use measure "train"; the init-time statistics use "attn-init", "layer-grads" and
 "grad-distance" (harness.ablations, harness.probes).
 
@@ -80,8 +80,8 @@ def train_point(suite: str, study: str, model: str, task: str, n: int, seed: int
     if framing != "lm":
         task_kn["framing"] = framing
     recipe = (RECIPE | {"steps": steps}) if steps else {}
-    return Point(suite, measure, "", n, d_model, BATCH, seed=seed, model=model,
-                 knobs=knobs({"study": study, **task_kn, **recipe, **cfg, **extra}))
+    return Point(suite, measure, "", n, d_model, BATCH, seed=seed, model=model, role=study,
+                 knobs=knobs({**task_kn, **recipe, **cfg, **extra}))
 
 
 def _target(task: str) -> dict[str, Any]:
@@ -128,9 +128,11 @@ def scaling_points(suite: str, seeds: range, d_ks: tuple[int, ...], train_d_ks: 
     return pts
 
 
-def heads_points(suite: str, seeds: range, d_model: int, n: int, steps: int) -> list[Point]:
-    """h in 1..16 at fixed d_model on MQAR (recall needs sharp, separate lookups)."""
-    return [train_point(suite, "heads", "transformer-lm", "mqar", n, s, steps, d_model=d_model,
+def heads_points(suite: str, seeds: range, d_model: int, n: int, steps: int,
+                 task: str = "mqar") -> list[Point]:
+    """h in 1..16 at fixed d_model, by default on MQAR (recall needs sharp, separate
+    lookups; it also needs more steps than a quick run has, hence `task`)."""
+    return [train_point(suite, "heads", "transformer-lm", task, n, s, steps, d_model=d_model,
                         n_heads=h, d_ff=4 * d_model, target=TARGET)
             for h in (1, 2, 4, 8, 16) for s in seeds]
 
@@ -228,15 +230,30 @@ def gradient_distance() -> list[Point]:
 
 def convergence_quick() -> list[Point]:
     """Every study above, trimmed to run in under 10 minutes on 2 CPU cores (what `make run`
-    runs): short lengths, 2 seeds (3 on copy), a few hundred steps per point."""
+    runs): short lengths, 2 seeds (3 on copy), a few hundred steps per point; heads on
+    reverse n=8 (MQAR needs more steps than this budget)."""
     q, two = "convergence-quick", range(2)
     rest = {"reverse": (8,), "sort": (8,), "mqar": (4,), "adding": (16,), "distance-k": (16,),
             "corpus": (32,)}
     return [*convergence_points(q, range(3), {"copy": (8,)}, 1000, ()),
             *convergence_points(q, two, rest, 400, (1, 4, 12)),
             *scaling_points(q, range(3), (16, 64, 256), (16, 64), 600, 8),
-            *heads_points(q, two, D_MODEL, 4, 600),
-            *ffn_points(q, two, 32, 300),
-            *positional_points(q, two, 8, 600),
+            *heads_points(q, two, D_MODEL, 8, 600, "reverse"),
+            *ffn_points(q, two, 32, 200),
+            *positional_points(q, two, 8, 500),
             *norm_warmup_points(q, range(3), (2, 6, 12), 50, 16, 200, range(1)),
             *gradient_distance_points(q, two, 64, 150)]
+
+
+def convergence_smoke() -> list[Point]:
+    """Every study at toy sizes and 5-10 steps: the tests' end-to-end run of the runners and
+    figures (seconds; the numbers mean nothing)."""
+    s, one, two = "convergence-smoke", range(1), range(2)
+    return [*convergence_points(s, two, {"copy": (4,), "distance-k": (6,), "corpus": (8,)},
+                                10, (1, 3)),
+            *scaling_points(s, one, (16, 32), (16,), 10, 4),
+            *heads_points(s, one, D_MODEL, 2, 10),
+            *ffn_points(s, one, 8, 10),
+            *positional_points(s, one, 4, 10, ("copy",)),
+            *norm_warmup_points(s, one, (2, 3), 5, 8, 10, one),
+            *gradient_distance_points(s, one, 8, 5)]

@@ -3,8 +3,7 @@
 A point's knobs (experiments.spec.knobs) hold three kinds of keys: the task's (task, framing,
 vocab = the data alphabet, and its keywords), the training loop's (steps, lr, ...), and the
 model's (any field of the model's config; d_model comes from Point.d_model, vocab_size from
-the task). `study` only labels which experiment a point belongs to. An unknown key is a
-ValueError, which the sweep records as an error row.
+the task). An unknown key is a ValueError, which the sweep records as an error row.
 
 Runners (sweep.RUNNERS): "train" here; "attn-init", "layer-grads" and "grad-distance" in
 harness.probes. Each returns metrics plus "series" {name: [(step, value), ...]}.
@@ -35,7 +34,7 @@ TASK_KEYWORDS = ("k", "n_queries", "path", "val_fraction")  # passed through to 
 TRAIN_KEYS = {"steps": "steps", "lr": "lr", "schedule": "schedule", "warmup": "warmup",
               "clip": "clip", "eval_every": "eval_every", "eval_batches": "eval_batches",
               "target": "target_accuracy"}
-OTHER_KEYS = ("study", "length_gen")  # a label; evaluate at 2n and 4n too
+OTHER_KEYS = ("length_gen",)  # evaluate at 2n and 4n too
 LENGTH_FACTORS = (2, 4)  # length generalisation: train at n, evaluate at 2n and 4n
 SERIES_KEYS = ("loss", "accuracy", "seq_accuracy", "bits_per_char", "train_loss", "grad_norm",
                "lr", "tokens_per_s")
@@ -149,6 +148,7 @@ def result_metrics(result: TrainResult) -> dict[str, Any]:
         "tokens_to_target": result.tokens_to_target,
         "wall_to_target": result.wall_to_target,
         "train_s": last.get("wall_s"),  # training time up to the last evaluation
+        "tokens_per_s": last["tokens"] / last["wall_s"] if last.get("wall_s") else None,
         "diverged_at": result.diverged_at,
     }
     m |= {f"final_{k}": result.final[k] for k in FINAL_KEYS if k in result.final}

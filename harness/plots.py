@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from harness import curves  # noqa: E402
 from harness.errors import BadInput  # noqa: E402
 from harness.results import load_results, write_atomic  # noqa: E402
 from harness.tables import crossover_table, layer_frame  # noqa: E402
@@ -145,9 +146,10 @@ class Figure:
     role: str | None = None  # also needs rows of this Point.role; "" = a suite without roles
 
     def applies(self, df: pd.DataFrame) -> bool:
-        roles = set(df["role"].dropna()) - {""} if "role" in df else set()
         if self.measure not in set(df.get("measure", ())):
             return False
+        mine = df[df["measure"] == self.measure]  # the role must be on rows of this measure
+        roles = set(mine["role"].dropna()) - {""} if "role" in mine else set()
         return self.role is None or (self.role in roles if self.role else not roles)
 
 
@@ -162,6 +164,8 @@ FIGURES: dict[str, Figure] = {
     "path-length": Figure(_layer(path_length), "path", role="path"),
     "memory": Figure(_layer(memory), "layer", role="memory"),
     "fixed-tokens": Figure(_layer(fixed_tokens), "layer", role="fixed-tokens"),
+    # training and probe studies (harness.curves): role = the study
+    **{name: Figure(fn, measure, role) for name, (fn, measure, role) in curves.FIGURES.items()},
 }
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 from harness import plots, tables
 from harness.errors import BadInput
 from harness.results import RESULTS_FILE, load_results, write_atomic
+from harness.study_tables import STUDY_MEASURES, study_tables
 from harness.table1 import is_table1, table1
 
 
@@ -59,10 +60,21 @@ def table1_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
     return ["### Table 1, measured", "", text, notes_md, ""]
 
 
+def study_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
+    """Convergence and ablation studies: one summary table per study and measure."""
+    lines = ["Means over seeds; `reached` counts the seeds that hit the target accuracy, "
+             "`steps_to_target` averages over those.", ""]
+    for spec, table in study_tables(df):
+        lines += [f"### {spec.title}", "",
+                  _save_table(out_dir, suite, f"{spec.role}-{spec.measure}", table)]
+    return lines
+
+
 # (predicate on a suite's results, section) in order; the first that applies is used
 SECTIONS: list[tuple[Callable[[str, pd.DataFrame], bool], Callable[..., list[str]]]] = [
     (lambda suite, df: is_table1(df), table1_section),
     (lambda suite, df: (df["measure"] == "layer").any(), layer_section),
+    (lambda suite, df: df["measure"].isin(STUDY_MEASURES).any(), study_section),
 ]
 
 

@@ -1,0 +1,195 @@
+"""Training and probe runners on tiny sizes; the suites' points are all buildable."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from mlflow import MlflowClient
+
+import experiments
+import models
+from experiments.spec import Point, knobs
+from harness import sweep
+from harness.ablations import run_train, train_spec
+from harness.batch import Batch
+from harness.probes import (
+    attention_stats,
+    distance_grad_norms,
+    layer_grad_norms,
+    run_attn_init,
+    run_grad_distance,
+)
+from harness.results import read_results, results_path
+from harness.tasks import make_task
+from harness.train import param_count
+
+CPU = torch.device("cpu")
+TINY = dict(n_layers=1, n_heads=2, d_ff=32, dropout=0.0)
+CONVERGENCE_SUITES = ["convergence", "scaling-factor", "heads", "ffn-width", "positional",
+                     "norm-warmup", "gradient-distance", "convergence-quick",
+                     "convergence-smoke"]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """As in test_train: OpenMP workers on a shared CPU make tiny models far slower."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def tiny_point(measure: str = "train", model: str = "transformer-lm", d: int = 16,
+               **kn: object) -> Point:
+    cfg = {"task": "copy", "vocab": 8, "steps": 20, "eval_every": 10} | kn
+    if model.startswith("transformer"):
+        cfg = TINY | cfg
+    return Point("t", measure, "", 4, d, 8, model=model, role="test", knobs=knobs(cfg))
+
+
+def test_train_runner_returns_metrics_series_and_restores_threads() -> None:
+    torch.set_num_threads(2)  # the runner drops to 1 for a tiny model, then restores 2
+    m = run_train(tiny_point(length_gen=True), CPU, 0.1)
+    assert torch.get_num_threads() == 2
+    assert "status" not in m  # ok: the sweep's default
+    assert m["steps_run"] == 20 and m["threads_used"] == 1
+    assert m["n_params"] == param_count("transformer-lm", **train_spec(tiny_point()).model)
+    assert 0 <= m["final_accuracy"] <= 1 and m["flops_fwd_per_token"] > 0
+    assert {"accuracy_2n", "accuracy_4n", "loss_4n"} <= set(m)
+    steps = [s for s, _ in m["series"]["loss"]]
+    assert steps == [0, 10, 20]
+    assert [s for s, _ in m["series"]["train_loss"]] == [10, 20]  # no training loss at 0
+
+
+def test_train_runner_early_stop_records_steps_to_target() -> None:
+    m = run_train(tiny_point(target=0.01), CPU, 0.1)  # chance accuracy already passes 1%
+    assert m["steps_to_target"] == m["steps_run"] == 10
+
+
+def test_diverged_row_and_curves_through_the_sweep(tmp_path) -> None:
+    """A forced NaN (lr 1e30) becomes a "diverged" row naming the step; an ok point's curves
+    reach series.csv and MLflow with step=; a bad knob becomes an error row."""
+    points = [tiny_point(lr=1e30), tiny_point(), tiny_point(bogus=1)]
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    summary = sweep.run_suite("t", points, CPU, tmp_path, uri, progress=False)
+    assert summary.statuses == {"diverged": 1, "ok": 1, "error": 1}
+    df = read_results(results_path(tmp_path, "t")).set_index("point_id")
+    bad = df.loc[points[0].point_id]
+    assert bad["status"] == "diverged" and bad["diverged_at"] >= 1
+    assert f"step {int(bad['diverged_at'])}" in bad["message"]
+    assert "bogus" in df.loc[points[2].point_id, "message"]
+    client = MlflowClient(uri)
+    run = client.search_runs([client.get_experiment_by_name("t").experiment_id],
+                             f"tags.point_id = '{points[1].point_id}'")[0]
+    history = client.get_metric_history(run.info.run_id, "accuracy")
+    assert sorted(h.step for h in history) == [0, 10, 20]
+
+
+def test_attention_stats_unit_variance_matches_seed() -> None:
+    """For q, k with independent N(0, 1) components, Var(q.k) = d_k (the seed's footnote);
+    without the 1/sqrt(d_k) factor large d_k saturates softmax."""
+    gen = torch.Generator().manual_seed(0)
+    for d_k in (16, 64, 256):
+        q, k = (torch.randn(8, 2, 64, d_k, generator=gen) for _ in range(2))
+        scaled = attention_stats(q, k, scale=True, causal=True)
+        assert scaled["qk_var"] == pytest.approx(d_k, rel=0.1)
+        assert scaled["qk_var_normalised"] == pytest.approx(d_k, rel=0.1)
+        raw = attention_stats(q, k, scale=False, causal=True)
+        assert raw["qk_var"] == scaled["qk_var"]  # the scale acts after the dot product
+        if d_k == 256:
+            assert raw["attn_entropy"] < 0.2 * scaled["attn_entropy"]
+            assert raw["softmax_jacobian_norm"] < 0.6 * scaled["softmax_jacobian_norm"]
+
+
+def test_softmax_jacobian_norm_matches_autograd() -> None:
+    s = torch.randn(1, 1, 3, 5, dtype=torch.float64)
+    q, k = s, torch.eye(5, dtype=torch.float64)[None, None, :3]  # makes scores = s[..., :3]
+    stats = attention_stats(q, k, scale=False, causal=False)
+    norms = [torch.autograd.functional.jacobian(lambda x: x.softmax(-1), s[0, 0, i, :3]).norm()
+             for i in range(3)]
+    assert stats["softmax_jacobian_norm"] == pytest.approx(float(sum(norms) / 3), rel=1e-9)
+
+
+def test_attn_init_runner_reports_model_and_reference() -> None:
+    p = tiny_point("attn-init", d=32, attn_scale=False, n_heads=1)
+    m = run_attn_init(p, CPU, 0.1)
+    assert m["d_k"] == 32 and m["qk_var"] > 0
+    assert m["qk_var_unit"] == pytest.approx(32, rel=0.25)  # a 1-batch Monte Carlo
+    assert 0 < m["attn_entropy"] <= m["attn_entropy_max"]
+
+
+def test_post_ln_gradients_grow_toward_output_more_than_pre_ln() -> None:
+    """Xiong et al. 2020 at init, depth 6: Post-LN's last/first layer gradient ratio is above
+    Pre-LN's, for each of three seeds."""
+    task = make_task("copy", 8, 16, "lm", seed=0)
+    batch = task.train_batch(0, 16)
+    for seed in range(3):
+        ratios = {}
+        for norm in ("post", "pre"):
+            torch.manual_seed(seed)
+            model = models.build("transformer-lm", vocab_size=task.vocab_size, d_model=32,
+                                 n_layers=6, n_heads=2, d_ff=64, dropout=0.0, norm=norm)
+            norms = layer_grad_norms(model, batch)
+            assert len(norms) == 6 and all(n > 0 for n in norms)
+            ratios[norm] = norms[-1] / norms[0]
+        assert ratios["post"] > ratios["pre"], (seed, ratios)
+
+
+def test_distance_grads_vanish_in_lstm_not_in_transformer() -> None:
+    task = make_task("distance-k", 48, 8, "lm", seed=0, k=1)
+    batch = task.eval_batches(8, 1)[0]
+    decay = {}
+    for name, cfg in (("lstm-lm", {}), ("transformer-lm", TINY)):
+        torch.manual_seed(0)
+        model = models.build(name, vocab_size=task.vocab_size, d_model=16,
+                             **({"n_layers": 1, "dropout": 0.0} | cfg)).eval()
+        g = distance_grad_norms(model, batch)
+        assert len(g) == 48 and g[0] > 0
+        decay[name] = math.log10(g[-1] / g[1])
+    assert decay["lstm-lm"] < -3 < decay["transformer-lm"]
+
+
+def test_distance_grads_need_a_scored_last_position() -> None:
+    tokens = torch.zeros(2, 4, dtype=torch.long)
+    mask = torch.ones(2, 4, dtype=torch.bool)
+    mask[:, -1] = False
+    model = models.build("lstm-lm", vocab_size=8, d_model=8, n_layers=1, dropout=0.0)
+    with pytest.raises(ValueError, match="last position"):
+        distance_grad_norms(model, Batch("lm", targets=tokens, mask=mask, tokens=tokens))
+
+
+def test_grad_distance_runner_measures_before_and_after_training() -> None:
+    m = run_grad_distance(tiny_point("grad-distance", model="gru-lm", steps=5,
+                                     n_layers=1, dropout=0.0), CPU, 0.1)
+    n = len(m["series"]["grad_norm_init"])
+    assert n == len(m["series"]["grad_norm_trained"]) == 8  # copy n=4, LM: 2n input tokens
+    assert m["series"]["grad_norm_init"] != m["series"]["grad_norm_trained"]
+    assert math.isfinite(m["grad_decay_init"]) and m["steps_run"] == 5
+
+
+@pytest.mark.parametrize("suite", CONVERGENCE_SUITES)
+def test_suite_points_are_valid(suite: str) -> None:
+    """Every point has a runner, a unique id, and knobs that build its task and pass
+    models.model_config (train_spec validates both)."""
+    points = experiments.points(suite)
+    assert len({p.point_id for p in points}) == len(points)
+    for p in points:
+        assert p.measure in sweep.RUNNERS and p.role
+        spec = train_spec(p)
+        models.model_config(p.model, **spec.model)
+
+
+def test_quick_convergence_models_are_parameter_matched() -> None:
+    """Within 10% of the Transformer's count on the same task, as the issue requires."""
+    counts: dict[tuple, dict[str, int]] = {}
+    for p in experiments.points("convergence-quick"):
+        if p.role == "convergence" and p.seed == 0:
+            key = (p.config["task"], p.seq_len, p.config.get("k"))
+            counts.setdefault(key, {})[p.model] = param_count(p.model, **train_spec(p).model)
+    for key, c in counts.items():
+        ref = c.pop("transformer-lm")
+        assert set(c) == {"lstm-lm", "gru-lm"}
+        for model, n in c.items():
+            assert abs(n - ref) <= 0.1 * ref, (key, model, n, ref)
