@@ -12,10 +12,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-# The quick complexity sweep, its tables and figures, under results/ (a few minutes on 2 cores).
+# The quick complexity sweep, its tables and figures, under results/ (a few minutes on 2 cores),
+# then the quick convergence and ablation studies (about 6 minutes) and the report of both.
 run: $(STAMP)
 	$(BIN)/tvr run quick
 	$(BIN)/tvr report --suite quick
+	$(BIN)/tvr run convergence-quick
+	$(BIN)/tvr report
 
 test: $(STAMP)
 	MPLBACKEND=Agg $(BIN)/pytest -q

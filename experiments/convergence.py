@@ -1,18 +1,20 @@
 """Convergence and ablation suites: models trained on the tasks of harness.tasks.
 
-Every point's `role` names the study it belongs to ("convergence", "heads", ...), so one suite
-can hold several (convergence-quick holds all of them) and each figure picks its own rows. Training
-points use measure "train"; the init-time statistics use "attn-init", "layer-grads" and
-"grad-distance" (harness.ablations, harness.probes).
+Every point's `role` names the study it belongs to ("convergence", "heads", ...), so one
+suite can hold several (convergence-quick holds all of them) and each figure picks its own
+rows. Training points use measure "train"; the init-time statistics use "attn-init",
+"layer-grads" and "grad-distance" (harness.ablations, harness.probes).
 
 Shared recipe (why): a 2-layer, d_model=64, 4-head Pre-LN Transformer LM (the width the
 issue's scratch probes used; Pre-LN so constant-lr Adam needs no warm-up, which only the
 norm-warmup study varies), dropout 0 (the tasks are noise-free), Adam(0.9, 0.98, 1e-9) at a
 constant 1e-3, batch 32. LSTM and GRU LMs keep n_layers and get the d_model that matches the
 Transformer's parameter count on the same task within 10% (harness.train.matched_config).
-Expected times are estimates extrapolated from the per-point times measured in
-convergence-quick (ms per step at each model and size, times the step budget, so they are
-upper bounds where early stopping ends points sooner).
+Expected times are estimates, not measurements: on CPU, each point's step budget times a
+ms-per-step fitted (per architecture, linear in tokens x layers x (d/64)^2, within ~5%) to
+the points of convergence-quick on 2 shared cores, so early stopping makes them upper bounds;
+on one GPU, no GPU was available to measure, so they assume launch-bound steps of about
+1.5 ms + 1 ms per layer for these small models.
 """
 
 from __future__ import annotations
@@ -184,47 +186,47 @@ FULL_SEEDS = range(3)
 
 def convergence() -> list[Point]:
     """Transformer vs LSTM vs GRU (parameter-matched) on every task, LM and seq2seq framings,
-    lengths swept upward, 3 seeds, up to 5000 steps with early stop at 99%. Estimated (not
-    measured) time: ~40 h on 2 CPU cores; ~5 h on one GPU."""
+    lengths swept upward, 3 seeds, up to 5000 steps with early stop at 99%. Estimated: at
+    most ~13 h on 2 CPU cores; ~2 h on one GPU."""
     return convergence_points("convergence", FULL_SEEDS, FULL_PLAN, 5000, FULL_KS,
                               framings=("lm", "seq2seq"))
 
 
 def scaling_factor() -> list[Point]:
     """attn_scale on/off for d_k in 16, 64, 256: q.k variance, entropy and softmax Jacobian at
-    init, and training on copy n=16, 3 seeds. Estimated: ~20 min on CPU; ~5 min on one GPU."""
+    init, and training on copy n=16, 3 seeds. Estimated: ~1 h on CPU; ~5 min on one GPU."""
     return scaling_points("scaling-factor", FULL_SEEDS, (16, 64, 256), (16, 64, 256), 3000, 16)
 
 
 def heads() -> list[Point]:
     """h in 1, 2, 4, 8, 16 at d_model=128 on MQAR with 16 pairs, 3 seeds, up to 5000 steps:
-    counted FLOPs, tokens/s, accuracy. Estimated: ~1.5 h on CPU; ~10 min on one GPU."""
+    counted FLOPs, tokens/s, accuracy. Estimated: ~2 h on CPU; ~5 min on one GPU."""
     return heads_points("heads", FULL_SEEDS, 128, 16, 5000)
 
 
 def ffn_width() -> list[Point]:
     """d_ff/d_model in 1, 2, 4, 8 on the KJV corpus, n=128, 3 seeds, 5000 steps.
-    Estimated: ~3 h on CPU; ~10 min on one GPU."""
+    Estimated: ~1 h on CPU; ~5 min on one GPU."""
     return ffn_points("ffn-width", FULL_SEEDS, 128, 5000)
 
 
 def positional() -> list[Point]:
     """sinusoidal vs learned vs none on copy and reverse (n=16) and sort, accuracy at n, 2n,
-    4n, 3 seeds, up to 5000 steps. Estimated: ~1 h on CPU; ~10 min on one GPU."""
+    4n, 3 seeds, up to 5000 steps. Estimated: ~30 min on CPU; ~10 min on one GPU."""
     return positional_points("positional", FULL_SEEDS, 16, 5000, (*ORDERED, "sort"))
 
 
 def norm_warmup() -> list[Point]:
     """Post-LN vs Pre-LN x warm-up {0, 500} x depth {2, 6, 12}: per-layer gradient norms at
-    init and 3000 steps on the corpus (n=64), 3 seeds. Estimated: ~6 h on CPU; ~20 min on
-    one GPU."""
+    init and 3000 steps on the corpus (n=64), 3 seeds. Estimated: ~2.5 h on CPU; ~15 min
+    on one GPU."""
     return norm_warmup_points("norm-warmup", FULL_SEEDS, (2, 6, 12), 500, 64, 3000,
                               FULL_SEEDS)
 
 
 def gradient_distance() -> list[Point]:
     """||dL_t/dx_{t-k}|| vs k up to 127 for LSTM, GRU, Transformer at init and after 3000
-    corpus steps, 3 seeds. Estimated: ~1.5 h on CPU; ~5 min on one GPU."""
+    corpus steps, 3 seeds. Estimated: ~20 min on CPU; ~2 min on one GPU."""
     return gradient_distance_points("gradient-distance", FULL_SEEDS, 128, 3000)
 
 
