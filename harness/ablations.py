@@ -53,7 +53,6 @@ class TrainSpec:
     model: dict[str, Any]  # models.build(point.model, **model)
     train: TrainConfig
     eval_lengths: tuple[int, ...]  # extra held-out lengths (length generalisation)
-    extra: dict[str, Any]  # knobs a runner reads itself (e.g. probe settings)
 
 
 def _model_fields(name: str) -> set[str]:
@@ -70,12 +69,11 @@ def point_task(point: Point) -> Task:
                      point.seed, **kw)
 
 
-def train_spec(point: Point, device: str = "cpu", runner_keys: tuple[str, ...] = ()
-               ) -> TrainSpec:
+def train_spec(point: Point, device: str = "cpu") -> TrainSpec:
     """Split the knobs into task, model and training settings; ValueError on unknown keys."""
     cfg = point.config
     fields = _model_fields(point.model)
-    allowed = {*TASK_KEYS, *TRAIN_KEYS, *OTHER_KEYS, *runner_keys} | (fields - _FROM_POINT)
+    allowed = {*TASK_KEYS, *TRAIN_KEYS, *OTHER_KEYS} | (fields - _FROM_POINT)
     unknown = sorted(set(cfg) - allowed)
     if unknown:
         raise ValueError(f"unknown knob {unknown[0]!r} for {point.model!r} (d_model and "
@@ -93,7 +91,7 @@ def train_spec(point: Point, device: str = "cpu", runner_keys: tuple[str, ...] =
     models.model_config(point.model, **model)  # validate now: a bad value names itself
     train_kw = {field: cfg[knob] for knob, field in TRAIN_KEYS.items() if knob in cfg}
     tcfg = TrainConfig(batch_size=point.batch_size, seed=point.seed, device=device, **train_kw)
-    return TrainSpec(task, model, tcfg, lengths, {k: cfg[k] for k in runner_keys if k in cfg})
+    return TrainSpec(task, model, tcfg, lengths)
 
 
 def build_model(point: Point, spec: TrainSpec, device: torch.device) -> nn.Module:

@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.ticker import FuncFormatter
 
 from harness.errors import BadInput
 from harness.results import load_results, read_series
@@ -337,8 +338,12 @@ def layer_grad_norms(out_dir: Path, suite: str) -> plt.Figure:
                     aspect=1.1, palette={"Post-LN": "#d62728", "Pre-LN": "#1f77b4"},
                     facet_kws={"sharex": False})
     g.set(yscale="log")
+    # plain 2 and 0.5, not 2x10^0; minor ticks labelled at 2, 3, 5 only, so labels never touch
+    plain = FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}".lstrip("0.")[:1] in "1235" else "")
     for depth, ax in g.axes_dict.items():
         ax.set_xticks(range(1, int(depth) + 1, max(1, int(depth) // 6)))
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(plain)
     g.set_titles("depth {col_name}")
     g.set_axis_labels("layer (1 = input side)", "||grad|| of the layer's parameters")
     return _title(g.figure, "Per-layer gradient norm at initialisation (Xiong et al. 2020)")
