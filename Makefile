@@ -12,11 +12,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-# The quick complexity sweep, its tables and figures, under results/ (a few minutes on 2 cores),
-# then the quick convergence and ablation studies (about 6 minutes) and the report of both.
+# Under results/: the quick complexity sweep and crossover, Table 1 measured, the quick
+# convergence and ablation studies, then REPORT.md with every table and figure.
 run: $(STAMP)
 	$(BIN)/tvr run quick
-	$(BIN)/tvr report --suite quick
+	$(BIN)/tvr run table1
 	$(BIN)/tvr run convergence-quick
 	$(BIN)/tvr report
 

@@ -143,11 +143,14 @@ def suites_cmd() -> None:
                    "accept float32 only for now.")
 @click.option("--compile", "compile_", is_flag=True,
               help="Time torch.compile'd modules; compile time goes in column compile_s.")
+@click.option("--corpus", type=click.Path(exists=True, dir_okay=False, readable=True),
+              default=None, help="A local UTF-8 text file for the character-level corpus "
+                                 "task instead of the King James Bible.")
 @click.option("--only", multiple=True, metavar="NAME",
               help="Only the points of this mixer or model (repeatable), e.g. --only lstm.")
 def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume: bool,
             dry_run: bool, max_memory: int | None, min_run_time: float, dtype: str | None,
-            compile_: bool, only: tuple[str, ...]) -> None:
+            compile_: bool, corpus: str | None, only: tuple[str, ...]) -> None:
     """Measure every point of SUITE; one results row and one MLflow run per point."""
     from harness import sweep
 
@@ -159,6 +162,8 @@ def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume:
             raise BadInput(f"--only {unknown[0]}: suite {suite!r} has no such mixer or model; "
                            f"valid: {', '.join(names)}")
         points = [p for p in points if (p.model or p.mixer) in only]
+    if corpus is not None:  # the path becomes a knob: new point_ids, never mixed with KJV's
+        points = [_with_corpus(p, str(Path(corpus).resolve())) for p in points]
     if dtype is not None or compile_:  # new fields, new point_ids: never resumed as the old
         points = [replace(p, dtype=dtype or p.dtype, compile=compile_) for p in points]
     if dry_run:
@@ -175,6 +180,13 @@ def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume:
         click.echo(f"MLflow: {uri} (browse with `tvr ui --out {out}`)")
 
 
+def _with_corpus(point, path: str):
+    config = point.config
+    if config.get("task") != "corpus":
+        return point
+    return replace(point, knobs=tuple(sorted((config | {"path": path}).items())))
+
+
 @cli.command("bench")
 @click.option("--out", default="results", show_default=True, help=OUT_HELP)
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
@@ -187,8 +199,11 @@ def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume:
               help="Toy sizes that test the plumbing in seconds; their numbers mean nothing.")
 @click.option("--min-run-time", type=click.FloatRange(min=0.01), default=0.2,
               show_default=True, help="Seconds of timed calls per contestant and repetition.")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="CPU threads for torch (default: torch's choice); one thread is steadier "
+                   "on cores shared with other jobs.")
 def bench_cmd(out: str, device: str, dtype: str, tracking_uri: str | None, quick: bool,
-              tiny: bool, min_run_time: float) -> None:
+              tiny: bool, min_run_time: float, threads: int | None) -> None:
     """Our transformer layer, LSTM and GRU against PyTorch's own layers (weights copied,
     outputs checked), forward+backward, timed interleaved; prints ratios, MFU and the
     harness-timer check, writes <out>/bench/results.csv and table.md."""
@@ -200,6 +215,10 @@ def bench_cmd(out: str, device: str, dtype: str, tracking_uri: str | None, quick
     out_dir = _out_dir(out)
     uri = _tracking_uri(out_dir, tracking_uri)
     grid = "tiny" if tiny else "quick" if quick else "full"
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)  # recorded in every row (machine facts: threads)
     result = bench.run_bench(dev, dtype, grid, out_dir, uri, min_run_time)
     click.echo(result.markdown, nl=False)
     click.echo(result.summary.line())

@@ -181,3 +181,21 @@ def test_table_without_results_says_what_to_run(tmp_path):
     result = tvr("table", "--out", str(tmp_path), "--suite", "quick")
     assert result.exit_code == 2
     assert "tvr run quick" in result.output and "Traceback" not in result.output
+
+
+def test_corpus_option_trains_on_a_local_text_file(tmp_path):
+    text = tmp_path / "tiny.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog.\n" * 200, encoding="utf-8")
+    result = tvr("run", "convergence-smoke", "--only", "gru-lm", "--corpus", str(text),
+                 "--out", str(tmp_path / "out"), "--tracking-uri", "none")
+    assert result.exit_code == 0, result.output
+    df = read_results(results_path(tmp_path / "out", "convergence-smoke"))
+    corpus = df[df["task"] == "corpus"]
+    assert len(corpus) and (corpus["status"] == "ok").all()
+    assert (corpus["path"] == str(text.resolve())).all()
+    assert (corpus["n_params"] > 0).all()
+
+
+def test_missing_corpus_file_is_bad_input(tmp_path):
+    result = tvr("run", "convergence-smoke", "--corpus", str(tmp_path / "nope.txt"))
+    assert result.exit_code == 2 and "nope.txt" in result.output
