@@ -171,11 +171,17 @@ def test_compare_in_bfloat16_passes_the_agreement_check(which):
 
 
 def test_bench_command_writes_one_row_per_comparison_with_ratios(tmp_path):
-    result = tvr("bench", "--tiny", "--out", str(tmp_path), *FAST)
+    torch.set_num_threads(2)  # --threads must win over the process's setting
+    result = tvr("bench", "--tiny", "--out", str(tmp_path), "--threads", "1", *FAST)
     assert result.exit_code == 0, result.output
     df = read_results(results_path(tmp_path, "bench"))
     assert len(df) == len(grids.points("bench", "cpu", "tiny"))
-    assert (df["status"] == "ok").all()
+    assert (df["status"] == "ok").all() and (df["threads"] == 1).all()
+    for _, row in df.iterrows():  # every repetition's time is kept, and the ratios follow
+        ours = [float(t) for t in row["ours_reps_ms"].split(";")]
+        ref = [float(t) for t in row["ref_reps_ms"].split(";")]
+        assert len(ours) == len(ref) == row["reps"]
+        assert row["ratio_best"] == pytest.approx(min(ours) / min(ref), rel=1e-3)
     assert (df["ratio"] > 0).all() and (df["ours_ms"] > 0).all() and (df["ref_ms"] > 0).all()
     assert set(df["kernel"]) >= {"sdpa-flash", "math", "onednn-rnn", "aten-loop"}
     assert "| transformer-layer/sdpa" in result.output
