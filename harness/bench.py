@@ -69,6 +69,29 @@ def run_bench(device: torch.device, dtype: str, grid: str, out_dir: Path, uri: s
     return BenchResult(summary, rows, markdown, table_path)
 
 
+def run_profile(device: torch.device, dtype: str, grid: str, out_dir: Path
+                ) -> tuple[str, Path]:
+    """torch.profiler table of our transformer layer (sdpa and math) against PyTorch's at the
+    grid's first layer size; written to <out>/bench/profile.md."""
+    from harness.profile import layer_profile
+
+    head = next(p for p in bench_points(device, dtype, grid) if p.mixer == "transformer-layer")
+    dt = getattr(torch, head.dtype)
+    parts = [f"torch.profiler, self time per ATen op, ms per forward+backward (train mode), "
+             f"B={head.batch_size}, n={head.seq_len}, d={head.d_model}, "
+             f"h={head.config['n_heads']}, {head.dtype}, {device.type}, "
+             f"{torch.get_num_threads()} threads."]
+    for backend in ("sdpa", "math"):
+        table = layer_profile(device, dt, head.batch_size, head.seq_len, head.d_model,
+                              head.config["n_heads"], backend)
+        parts.append(f"### ours ({backend}) vs nn.TransformerEncoderLayer\n\n"
+                     + render(table.rename_axis("op").reset_index()))
+    markdown = "\n\n".join(parts) + "\n"
+    path = out_dir / SUITE / "profile.md"
+    write_atomic(path, markdown)
+    return markdown, path
+
+
 def _text(value: object) -> str:
     return value if isinstance(value, str) else ""  # pandas reads an empty cell as NaN
 

@@ -202,8 +202,11 @@ def _with_corpus(point, path: str):
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="CPU threads for torch (default: torch's choice); one thread is steadier "
                    "on cores shared with other jobs.")
+@click.option("--profile", "profile_", is_flag=True,
+              help="Instead of timing: torch.profiler's per-op table of our transformer layer "
+                   "vs PyTorch's, written to <out>/bench/profile.md.")
 def bench_cmd(out: str, device: str, dtype: str, tracking_uri: str | None, quick: bool,
-              tiny: bool, min_run_time: float, threads: int | None) -> None:
+              tiny: bool, min_run_time: float, threads: int | None, profile_: bool) -> None:
     """Our transformer layer, LSTM and GRU against PyTorch's own layers (weights copied,
     outputs checked), forward+backward, timed interleaved; prints ratios, MFU and the
     harness-timer check, writes <out>/bench/results.csv and table.md."""
@@ -219,6 +222,10 @@ def bench_cmd(out: str, device: str, dtype: str, tracking_uri: str | None, quick
         import torch
 
         torch.set_num_threads(threads)  # recorded in every row (machine facts: threads)
+    if profile_:
+        markdown, path = bench.run_profile(dev, dtype, grid, out_dir)
+        click.echo(markdown + f"profile: {path}")
+        return
     result = bench.run_bench(dev, dtype, grid, out_dir, uri, min_run_time)
     click.echo(result.markdown, nl=False)
     click.echo(result.summary.line())

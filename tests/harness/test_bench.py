@@ -240,3 +240,14 @@ def test_run_compile_times_the_compiled_layer(tmp_path, monkeypatch):
     row = read_results(results_path(tmp_path, "smoke")).iloc[0]
     assert row["status"] == "ok", row["message"]
     assert row["compile_s"] > 0 and row["fwdbwd_ms"] > 0
+
+
+def test_bench_profile_tables_ops_of_ours_and_pytorchs_layer(tmp_path):
+    result = tvr("bench", "--tiny", "--profile", "--out", str(tmp_path), *FAST)
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "bench" / "profile.md").read_text()
+    for header in ("### ours (sdpa) vs nn.TransformerEncoderLayer",
+                   "### ours (math) vs nn.TransformerEncoderLayer"):
+        assert header in text
+    assert "aten::addmm" in text and "total (all aten ops)" in text
+    assert not (tmp_path / "bench" / "results.csv").exists()  # profiling times nothing
