@@ -131,7 +131,8 @@ def suites_cmd() -> None:
               help="MLflow store; default $MLFLOW_TRACKING_URI, else sqlite:///<out>/mlflow.db; "
                    "'none' disables tracking.")
 @click.option("--resume/--no-resume", default=True, show_default=True,
-              help="Skip points already ok in <out>/<suite>/results.csv.")
+              help="Skip points already done (ok or diverged) on this device in "
+                   "<out>/<suite>/results.csv.")
 @click.option("--dry-run", is_flag=True, help="List the points and exit without measuring.")
 @click.option("--max-memory", type=_Bytes(), default=None,
               help="Skip points whose predicted footprint exceeds this (e.g. 8GiB).")
@@ -162,10 +163,22 @@ def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume:
             raise BadInput(f"--only {unknown[0]}: suite {suite!r} has no such mixer or model; "
                            f"valid: {', '.join(names)}")
         points = [p for p in points if (p.model or p.mixer) in only]
-    if corpus is not None:  # the path becomes a knob: new point_ids, never mixed with KJV's
+    variant = []  # a run that changes what is measured gets its own results folder
+    if corpus is not None:  # the path becomes a knob of the corpus-task points
+        _check_utf8(corpus)
         points = [_with_corpus(p, str(Path(corpus).resolve())) for p in points]
-    if dtype is not None or compile_:  # new fields, new point_ids: never resumed as the old
-        points = [replace(p, dtype=dtype or p.dtype, compile=compile_) for p in points]
+        variant.append(f"corpus-{Path(corpus).stem}")
+    if dtype is not None or compile_:
+        from harness.sweep import CAST_MEASURES
+
+        if not any(p.measure in CAST_MEASURES for p in points):
+            raise BadInput(f"--dtype/--compile: suite {suite!r} has no point that honours them "
+                           f"(only {', '.join(CAST_MEASURES)} points do)")
+        points = [replace(p, dtype=dtype or p.dtype, compile=compile_)
+                  if p.measure in CAST_MEASURES else p for p in points]
+        variant += [dtype] if dtype else []
+        variant += ["compiled"] if compile_ else []
+    name = "-".join([suite, *variant])
     if dry_run:
         for p in points:
             click.echo(p.point_id)
@@ -174,10 +187,21 @@ def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume:
     dev = sweep.resolve_device(device)
     out_dir = _out_dir(out)
     uri = _tracking_uri(out_dir, tracking_uri)
-    summary = sweep.run_suite(suite, points, dev, out_dir, uri, resume, max_memory, min_run_time)
+    summary = sweep.run_suite(name, points, dev, out_dir, uri, resume, max_memory, min_run_time)
     click.echo(summary.line())
+    if variant:
+        click.echo(f"tables and figures: tvr table --suite {name}; tvr plot all --suite {name}")
     if uri:
         click.echo(f"MLflow: {uri} (browse with `tvr ui --out {out}`)")
+
+
+def _check_utf8(path: str) -> None:
+    """A corpus that is not UTF-8 text is bad input, not a column of error rows."""
+    try:
+        Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"--corpus {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") \
+            from None
 
 
 def _with_corpus(point, path: str):

@@ -160,10 +160,17 @@ def read_results(path: Path) -> pd.DataFrame:
     return frame
 
 
-def done_points(path: Path) -> set[str]:
-    """point_ids already measured successfully (status "ok"); what --resume skips."""
+FINAL_STATUSES = ("ok", "diverged")  # a diverged run is a result: rerunning it changes nothing
+
+
+def done_points(path: Path, device: str | None = None) -> set[str]:
+    """point_ids already finished (FINAL_STATUSES) on `device` (any device if None): what
+    --resume skips. Rows from another device never stand in for this one's."""
     frame = read_results(path)
-    return set(frame.loc[frame["status"] == "ok", "point_id"].astype(str))
+    done = frame["status"].isin(FINAL_STATUSES)
+    if device is not None and "device" in frame:
+        done &= frame["device"].astype(str) == device
+    return set(frame.loc[done, "point_id"].astype(str))
 
 
 def load_results(out_dir: Path, suites: list[str] | None = None) -> pd.DataFrame:

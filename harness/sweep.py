@@ -30,6 +30,9 @@ from harness.results import append_row, append_series, done_points, results_path
 from harness.table1 import run_path, run_seq_ops
 from harness.tracking import Tracker
 
+# Measures whose runners cast the layer to Point.dtype and honour Point.compile; `tvr run
+# --dtype/--compile` changes only these points.
+CAST_MEASURES = ("layer", "compare")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -105,12 +108,12 @@ class SweepSummary:
     suite: str
     results: Path
     statuses: Counter = field(default_factory=Counter)
-    resumed: int = 0  # points skipped because they were already ok
+    resumed: int = 0  # points skipped because they were already done (ok or diverged)
     wall_s: float = 0.0
 
     def line(self) -> str:
         counts = ", ".join(f"{n} {s}" for s, n in sorted(self.statuses.items())) or "nothing run"
-        resumed = f"; {self.resumed} already ok, skipped (--no-resume reruns them)" \
+        resumed = f"; {self.resumed} already done, skipped (--no-resume reruns them)" \
             if self.resumed else ""
         return f"{self.suite}: {counts}{resumed} in {self.wall_s:.1f} s -> {self.results}"
 
@@ -156,10 +159,11 @@ def run_suite(
     min_run_time: float = 0.2,
     progress: bool = True,
 ) -> SweepSummary:
-    """Measure every point not already ok; one results row and one MLflow child run each."""
+    """Measure every point not already done on this device; one results row and one MLflow
+    child run each."""
     path = results_path(out_dir, suite)
     summary = SweepSummary(suite, path)
-    done = done_points(path) if resume else set()
+    done = done_points(path, device.type) if resume else set()
     todo = [p for p in points if p.point_id not in done]
     summary.resumed = len(points) - len(todo)
     facts = machine_facts(device)

@@ -213,7 +213,7 @@ def test_run_dtype_bfloat16_on_cpu_measures_a_smoke_point(tmp_path, monkeypatch)
     monkeypatch.setitem(experiments.SUITES, "smoke", lambda: first)
     result = tvr("run", "smoke", "--out", str(tmp_path), "--dtype", "bfloat16", *FAST)
     assert result.exit_code == 0, result.output
-    row = read_results(results_path(tmp_path, "smoke")).iloc[0]
+    row = read_results(results_path(tmp_path, "smoke-bfloat16")).iloc[0]  # its own folder
     assert row["status"] == "ok", row["message"]
     assert row["dtype"] == "bfloat16" and "bfloat16" in row["point_id"]
     assert row["fwdbwd_ms"] > 0 and row["float32_matmul_precision"] == "highest"
@@ -237,7 +237,7 @@ def test_run_compile_times_the_compiled_layer(tmp_path, monkeypatch):
     monkeypatch.setitem(experiments.SUITES, "smoke", lambda: first)
     result = tvr("run", "smoke", "--out", str(tmp_path), "--compile", *FAST)
     assert result.exit_code == 0, result.output
-    row = read_results(results_path(tmp_path, "smoke")).iloc[0]
+    row = read_results(results_path(tmp_path, "smoke-compiled")).iloc[0]
     assert row["status"] == "ok", row["message"]
     assert row["compile_s"] > 0 and row["fwdbwd_ms"] > 0
 
@@ -251,3 +251,8 @@ def test_bench_profile_tables_ops_of_ours_and_pytorchs_layer(tmp_path):
         assert header in text
     assert "aten::addmm" in text and "total (all aten ops)" in text
     assert not (tmp_path / "bench" / "results.csv").exists()  # profiling times nothing
+
+
+def test_dtype_override_leaves_points_that_ignore_it_alone():
+    result = tvr("run", "convergence-smoke", "--dry-run", "--dtype", "bfloat16")
+    assert result.exit_code == 2 and "honours" in result.output

@@ -114,7 +114,7 @@ def test_resume_after_kill_measures_no_point_twice(tmp_path, monkeypatch):
 
     monkeypatch.setitem(sweep.RUNNERS, "layer", after)
     result = tvr(*args)
-    assert result.exit_code == 0 and "2 already ok, skipped" in result.output
+    assert result.exit_code == 0 and "2 already done, skipped" in result.output
     assert sorted(measured) == sorted(p.point_id for p in experiments.points("smoke"))
     assert len(read_results(results_path(tmp_path, "smoke"))) == len(measured)
 
@@ -189,13 +189,17 @@ def test_corpus_option_trains_on_a_local_text_file(tmp_path):
     result = tvr("run", "convergence-smoke", "--only", "gru-lm", "--corpus", str(text),
                  "--out", str(tmp_path / "out"), "--tracking-uri", "none")
     assert result.exit_code == 0, result.output
-    df = read_results(results_path(tmp_path / "out", "convergence-smoke"))
+    df = read_results(results_path(tmp_path / "out", "convergence-smoke-corpus-tiny"))
     corpus = df[df["task"] == "corpus"]
     assert len(corpus) and (corpus["status"] == "ok").all()
     assert (corpus["path"] == str(text.resolve())).all()
     assert (corpus["n_params"] > 0).all()
 
 
-def test_missing_corpus_file_is_bad_input(tmp_path):
+def test_missing_or_binary_corpus_file_is_bad_input(tmp_path):
     result = tvr("run", "convergence-smoke", "--corpus", str(tmp_path / "nope.txt"))
     assert result.exit_code == 2 and "nope.txt" in result.output
+    binary = tmp_path / "data.bin"
+    binary.write_bytes(b"\xff\xfe\x00abc")
+    result = tvr("run", "convergence-smoke", "--corpus", str(binary), "--out", str(tmp_path))
+    assert result.exit_code == 2 and "not UTF-8" in result.output

@@ -71,7 +71,7 @@ def test_run_bfloat16_on_cuda_records_peak_memory(tmp_path, monkeypatch):
     monkeypatch.setitem(experiments.SUITES, "smoke", lambda: first)
     result = tvr("run", "smoke", "--out", str(tmp_path), "--dtype", "bfloat16", *CUDA)
     assert result.exit_code == 0, result.output
-    df = read_results(results_path(tmp_path, "smoke"))
+    df = read_results(results_path(tmp_path, "smoke-bfloat16"))
     assert (df["status"] == "ok").all(), df["message"].tolist()
     assert (df["dtype"] == "bfloat16").all() and (df["peak_mem_bytes"] > 0).all()
 
@@ -96,6 +96,6 @@ def test_compile_on_cuda_reports_compile_time_apart(tmp_path, monkeypatch):
     monkeypatch.setitem(experiments.SUITES, "smoke", lambda: first)
     result = tvr("run", "smoke", "--out", str(tmp_path), "--compile", *CUDA)
     assert result.exit_code == 0, result.output
-    row = read_results(results_path(tmp_path, "smoke")).iloc[0]
+    row = read_results(results_path(tmp_path, "smoke-compiled")).iloc[0]
     assert row["status"] == "ok", row["message"]
     assert row["compile_s"] > 0 and row["fwdbwd_ms"] < 1e3 * row["compile_s"]

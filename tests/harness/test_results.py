@@ -117,12 +117,20 @@ def test_write_atomic_text_bytes_and_mode(tmp_path: Path) -> None:
     assert (tmp_path / "a.md").stat().st_mode & 0o777 == 0o666 & ~umask
 
 
-def test_done_points_only_ok(tmp_path: Path) -> None:
+def test_done_points_are_final_results(tmp_path: Path) -> None:
     path = results_path(tmp_path, "smoke")
     assert done_points(path) == set()
-    for pid, status in [("a", "ok"), ("b", "oom"), ("c", "error"), ("d", "skipped"), ("e", "ok")]:
+    for pid, status in [("a", "ok"), ("b", "oom"), ("c", "error"), ("d", "skipped"), ("e", "ok"),
+                        ("f", "diverged")]:
         append_row(path, _row(pid, status=status))
-    assert done_points(path) == {"a", "e"}
+    assert done_points(path) == {"a", "e", "f"}
+
+
+def test_done_points_of_another_device_do_not_count(tmp_path: Path) -> None:
+    path = results_path(tmp_path, "smoke")
+    append_row(path, _row("a", status="ok", device="cpu"))
+    append_row(path, _row("b", status="ok", device="cuda"))
+    assert done_points(path, "cuda") == {"b"} and done_points(path) == {"a", "b"}
 
 
 def test_read_missing_is_empty_with_columns(tmp_path: Path) -> None:
