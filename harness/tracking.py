@@ -26,20 +26,39 @@ from harness.errors import BadInput
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
+    from mlflow.entities import Metric
+
+log = logging.getLogger(__name__)
 
 DISABLED = "none"
 PROBE_TIMEOUT_S = 3.0
 CTRL_C_GRACE_S = 5.0  # the UI server needs ~1 s to shut down after SIGINT
 _DATABASES = ("sqlite", "postgresql", "mysql", "mssql")  # MLflow's SQLAlchemy stores
 _SERVERS = ("http", "https")
+DATABRICKS = "databricks"  # "databricks" or "databricks://PROFILE": a remote workspace
+# Ports the database servers listen on when the URI names none.
+_DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}
+# The pip package that provides each DB-API module SQLAlchemy may ask for.
+_DRIVER_PACKAGES = {"psycopg": "psycopg[binary]", "psycopg2": "psycopg2-binary",
+                    "pg8000": "pg8000", "asyncpg": "asyncpg", "MySQLdb": "mysqlclient",
+                    "pymysql": "PyMySQL", "mysql": "mysql-connector-python",
+                    "pyodbc": "pyodbc", "pymssql": "pymssql"}
 _ALLOWED = "sqlite:///PATH, postgresql://..., mysql://..., mssql://..., http(s)://HOST:PORT, " \
-           "databricks, or 'none'"
+           "databricks[://PROFILE], or 'none'"
 
 
 def _scheme(uri: str) -> str:
-    """'postgresql+psycopg2://...' -> 'postgresql'; a bare path -> ''."""
+    """'postgresql+psycopg2://...' -> 'postgresql'; 'databricks' -> 'databricks'; a bare
+    path -> ''."""
+    if uri.strip().lower() == DATABRICKS:  # MLflow's only scheme that needs no colon
+        return DATABRICKS
     head, sep, _ = uri.partition(":")
     return head.split("+")[0].lower() if sep else ""
+
+
+def _remote(uri: str) -> bool:
+    """Whether the store keeps artifacts itself (a server or Databricks), not on local disk."""
+    return _scheme(uri) in (*_SERVERS, DATABRICKS)
 
 
 def sqlite_path(uri: str) -> Path | None:
@@ -56,7 +75,8 @@ def resolve_tracking_uri(out_dir: Path, uri: str | None) -> str | None:
 
     Precedence: `uri` (--tracking-uri), then $MLFLOW_TRACKING_URI, then a SQLite file
     `<out>/mlflow.db`. Raises BadInput for an unknown scheme, an unreachable server or a
-    SQLite file that cannot be created.
+    SQLite file that cannot be created, a database without its driver or whose host does not
+    answer. Databricks URIs are accepted unchecked: their credentials live in ~/.databrickscfg.
     """
     chosen = uri or os.environ.get("MLFLOW_TRACKING_URI") or \
         f"sqlite:///{Path(out_dir).resolve().as_posix()}/mlflow.db"
@@ -72,7 +92,9 @@ def resolve_tracking_uri(out_dir: Path, uri: str | None) -> str | None:
         _probe(chosen)
     elif scheme == "sqlite":
         chosen = _check_sqlite(chosen)
-    elif scheme not in _DATABASES and scheme != "databricks":
+    elif scheme in _DATABASES:
+        _check_database(chosen)
+    elif scheme != DATABRICKS:
         raise BadInput(f"unknown tracking URI scheme {scheme!r} in {chosen!r}; "
                        f"allowed: {_ALLOWED}")
     return chosen
@@ -92,6 +114,47 @@ def _probe(uri: str) -> None:
         reason = getattr(e, "reason", e)
         raise BadInput(f"tracking URI {uri} is unreachable ({reason}); start the server, "
                        "pass another --tracking-uri, or 'none' to turn tracking off") from e
+
+
+def _check_database(uri: str) -> None:
+    """Fail fast on a database server that does not answer or whose driver is missing.
+
+    MLflow would otherwise crash with ModuleNotFoundError, or retry the connection for
+    minutes. A plain TCP connect checks the host without needing the driver; the password
+    is masked in every message.
+    """
+    try:
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+    except ImportError as e:
+        raise BadInput(f"tracking URI {uri.split('://')[0]}://...: MLflow (with SQLAlchemy) "
+                       "is not installed here; install it or pass --tracking-uri none") from e
+    try:
+        url = make_url(uri)
+    except (ArgumentError, ValueError) as e:
+        raise BadInput(f"tracking URI {uri.split('://')[0]}://... is malformed ({e})") from e
+    shown = url.render_as_string(hide_password=True)
+    try:
+        dialect = url.get_dialect()
+    except NoSuchModuleError as e:
+        raise BadInput(f"tracking URI {shown}: unknown database driver {url.drivername!r}; "
+                       f"allowed: {_ALLOWED}") from e
+    if url.host:  # None: a local Unix socket, which the driver finds by itself
+        port = url.port or _DEFAULT_PORTS[_scheme(uri)]
+        try:
+            with socket.create_connection((url.host, port), timeout=PROBE_TIMEOUT_S):
+                pass
+        except OSError as e:
+            raise BadInput(f"tracking URI {shown} is unreachable ({url.host}:{port}: {e}); "
+                           "start the database, pass another --tracking-uri, or 'none' to "
+                           "turn tracking off") from e
+    try:
+        dialect.import_dbapi()
+    except ImportError as e:
+        module = (e.name or "").split(".")[0]
+        package = _DRIVER_PACKAGES.get(module, module or "its DB-API driver")
+        raise BadInput(f"tracking URI {shown}: database driver {module or '?'} is not "
+                       f"installed; pip install '{package}', or pass --tracking-uri none") from e
 
 
 def _check_sqlite(uri: str) -> str:
@@ -127,6 +190,25 @@ def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     return flat
 
 
+def _tracking_errors() -> tuple[type[BaseException], ...]:
+    """What a failing store raises: MLflow's errors, SQLAlchemy's (SQLite "database is locked"
+    while `tvr ui` holds the file) and OS errors (requests' network errors are OSErrors)."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        from sqlalchemy.exc import SQLAlchemyError
+    except ImportError:  # mlflow-skinny has no database stores, so no SQLAlchemy errors
+        return (MlflowException, OSError)
+    return (MlflowException, SQLAlchemyError, OSError)
+
+
+def _first_line(error: BaseException, limit: int = 200) -> str:
+    """The gist of an error for one stderr line (SQLAlchemy's run to a dozen lines)."""
+    lines = str(error).strip().splitlines()
+    text = lines[0] if lines else ""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def _finite(key: str, value: Any) -> float | None:
     """The metric as a float, or None when it is missing or not finite (MLflow plots NaN badly)."""
     if value is None:
@@ -141,7 +223,9 @@ def _finite(key: str, value: Any) -> float | None:
 class Tracker:
     """Context manager that records one invocation of a suite in MLflow.
 
-    With `uri=None` ("--tracking-uri none") every method does nothing, by design.
+    With `uri=None` ("--tracking-uri none") every method does nothing, by design. A store that
+    fails mid-run (locked, gone, full) turns tracking off for the rest of the run with one
+    warning instead of ending the sweep: the results CSV is the record, MLflow only a view.
     """
 
     def __init__(self, uri: str | None, suite: str, out_dir: Path,
@@ -153,6 +237,8 @@ class Tracker:
         self.experiment_id: str | None = None
         self.parent_run_id: str | None = None
         self._client: MlflowClient | None = None
+        self._errors: tuple[type[BaseException], ...] = ()
+        self.error: BaseException | None = None  # the store failure that turned tracking off
 
     @property
     def enabled(self) -> bool:
@@ -170,6 +256,7 @@ class Tracker:
         db = sqlite_path(self.uri)
         if db is not None:
             db.parent.mkdir(parents=True, exist_ok=True)  # SQLite makes the file, not the dir
+        self._errors = _tracking_errors()
         self._client = MlflowClient(tracking_uri=self.uri)
         self.experiment_id = self._experiment()
         run = self._client.create_run(
@@ -188,9 +275,9 @@ class Tracker:
         found = self._client.get_experiment_by_name(self.suite)
         if found is None:
             # A tracking server stores artifacts itself; a database store needs a local root.
-            local = _scheme(self.uri or "") not in _SERVERS
-            root = (self.out_dir / "mlartifacts" / self.suite).resolve().as_uri() if local \
-                else None
+            remote = _remote(self.uri or "")
+            root = None if remote else \
+                (self.out_dir / "mlartifacts" / self.suite).resolve().as_uri()
             try:
                 return self._client.create_experiment(self.suite, artifact_location=root)
             except MlflowException as e:
@@ -204,66 +291,118 @@ class Tracker:
         return found.experiment_id
 
     def _log_batch(self, run_id: str, params: Mapping[str, str] | None = None,
-                   metrics: Mapping[str, float] | None = None,
-                   series: Mapping[str, list[tuple[int, float]]] | None = None,
+                   metrics: list[Metric] | None = None,
                    tags: Mapping[str, str] | None = None) -> None:
         """One log_batch call; MlflowClient.log_batch splits it at MLflow's per-request limits
         (100 params/tags, 1000 metrics), so large series need no chunking here."""
-        from mlflow.entities import Metric, Param, RunTag
+        from mlflow.entities import Param, RunTag
         from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH, MAX_TAG_VAL_LENGTH
 
         assert self._client is not None
-        now = int(time.time() * 1000)
-        batch = [Metric(k, v, now, 0) for k, v in (metrics or {}).items()]
-        for key, points in (series or {}).items():
-            for step, value in points:
-                number = _finite(key, value)
-                if number is not None:
-                    batch.append(Metric(key, number, now, int(step)))
         self._client.log_batch(
-            run_id, metrics=batch,
+            run_id, metrics=metrics or [],
             params=[Param(k, v[:MAX_PARAM_VAL_LENGTH]) for k, v in (params or {}).items()],
             tags=[RunTag(k, v[:MAX_TAG_VAL_LENGTH]) for k, v in (tags or {}).items()])
 
     def log_point(self, point_id: str, params: Mapping[str, Any],
                   metrics: Mapping[str, Any], status: str, message: str = "",
                   series: Mapping[str, list[tuple[int, float]]] | None = None) -> None:
-        """Record one point as a nested run: FINISHED when status is "ok", FAILED otherwise."""
+        """Record one point as a nested run: FINISHED when status is "ok", FAILED otherwise.
+
+        A non-numeric metric raises TypeError (a bug in the caller); a failing store turns
+        tracking off (see the class docstring).
+        """
         if self._client is None:
+            return
+        # Checked first, so a bad metric leaves no run and stays loud after tracking stopped.
+        batch = _metrics(metrics, series)
+        if self.error is not None:
             return
         assert self.parent_run_id is not None and self.experiment_id is not None
         tags = {"mlflow.parentRunId": self.parent_run_id, "suite": self.suite,
                 "point_id": point_id, "status": status}
-        run_id = self._client.create_run(self.experiment_id, run_name=point_id,
-                                         tags=tags).info.run_id
-        finite = {k: v for k, v in ((k, _finite(k, v)) for k, v in metrics.items())
-                  if v is not None}
+        run_id: str | None = None
         try:
-            self._log_batch(run_id, params=flatten(params), metrics=finite, series=series,
+            run_id = self._client.create_run(self.experiment_id, run_name=point_id,
+                                             tags=tags).info.run_id
+            self._log_batch(run_id, params=flatten(params), metrics=batch,
                             tags={"message": message} if message else None)
+            self._client.set_terminated(run_id, "FINISHED" if status == "ok" else "FAILED")
+        except self._errors as e:
+            self._give_up(e)
+            self._terminate(run_id, "FAILED")  # never leave a run RUNNING, if the store lets us
         except BaseException:
-            self._client.set_terminated(run_id, "FAILED")  # never leave a run RUNNING
+            self._terminate(run_id, "FAILED")
             raise
-        self._client.set_terminated(run_id, "FINISHED" if status == "ok" else "FAILED")
 
     def log_artifact(self, path: Path) -> None:
         """Attach a file (the results CSV, a table) to the parent run."""
         if self._client is None:
             return
+        if not Path(path).is_file():  # the caller's bug, not the store's: keep it loud
+            raise FileNotFoundError(f"no file to attach: {path}")
+        if self.error is not None:
+            return
         assert self.parent_run_id is not None
-        self._client.log_artifact(self.parent_run_id, str(path))
+        try:
+            self._client.log_artifact(self.parent_run_id, str(path))
+        except self._errors as e:
+            self._give_up(e)
+
+    def _give_up(self, error: BaseException) -> None:
+        """Turn tracking off for the rest of the run, saying so once on stderr."""
+        if self.error is not None:
+            return
+        self.error = error
+        print(f"warning: MLflow tracking failed ({type(error).__name__}: {_first_line(error)}); "
+              "tracking is off for the rest of this run (the results CSV is unaffected)",
+              file=sys.stderr, flush=True)
+
+    def _terminate(self, run_id: str | None, status: str) -> None:
+        """Set a run's final status; a store failure here turns tracking off, never raises."""
+        if self._client is None or run_id is None:
+            return
+        try:
+            self._client.set_terminated(run_id, status)
+        except self._errors as e:
+            if self.error is None:
+                self._give_up(e)
+            else:  # the store already failed and the user was told; a second line adds nothing
+                log.debug("could not mark run %s %s: %s", run_id, status, e)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         if self._client is None or self.parent_run_id is None:
             return
-        if exc_type is None:
-            status = "FINISHED"
-        elif issubclass(exc_type, KeyboardInterrupt):
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
             status = "KILLED"
+        elif exc_type is not None or self.error is not None:
+            status = "FAILED"  # a run whose tracking stopped early is missing points
         else:
-            status = "FAILED"
-        self._client.set_terminated(self.parent_run_id, status)
+            status = "FINISHED"
+        self._terminate(self.parent_run_id, status)
+
+
+def _metrics(metrics: Mapping[str, Any],
+             series: Mapping[str, list[tuple[int, float]]] | None) -> list[Metric]:
+    """Finite scalar metrics at step 0 plus every finite point of each series.
+
+    Raises TypeError for a value that is not a number.
+    """
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    batch = []
+    for key, value in metrics.items():
+        number = _finite(key, value)
+        if number is not None:
+            batch.append(Metric(key, number, now, 0))
+    for key, points in (series or {}).items():
+        for step, value in points:
+            number = _finite(key, value)
+            if number is not None:
+                batch.append(Metric(key, number, now, int(step)))
+    return batch
 
 
 def _free(port: int) -> bool:
@@ -278,7 +417,7 @@ def _free(port: int) -> bool:
 
 def ui_command(uri: str, out_dir: Path, port: int) -> tuple[list[str], dict[str, str]]:
     """argv and full environment for an MLflow server on 127.0.0.1 over the same store."""
-    if _scheme(uri) in _SERVERS:
+    if _remote(uri):
         raise BadInput(f"tracking URI {uri} is a server already: open it in a browser")
     argv = [sys.executable, "-m", "mlflow", "server",
             "--backend-store-uri", uri,
@@ -297,7 +436,7 @@ def serve_ui(uri: str | None, out_dir: Path, port: int) -> int:
     """Run the MLflow UI in the foreground until Ctrl-C; return its exit code (0 on Ctrl-C)."""
     if uri is None:
         raise BadInput("tracking is off (--tracking-uri none): there is no store to browse")
-    if _scheme(uri) in _SERVERS:
+    if _remote(uri):
         print(f"MLflow tracking server: {uri}", flush=True)
         return 0
     db = sqlite_path(uri)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.server
+import importlib.util
 import json
 import math
 import os
@@ -18,9 +19,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
 
-from harness import tracking
+import experiments
+from harness import sweep, tracking
 from harness.errors import BadInput
 from harness.tracking import Tracker, resolve_tracking_uri, serve_ui, ui_command
 
@@ -127,6 +131,90 @@ def test_non_numeric_metric_is_a_bug(out_dir: Path) -> None:
         tracker.log_point("a", {}, {"fwd_ms": "fast"}, "ok")
 
 
+def test_non_numeric_metric_leaves_no_run_and_tracking_on(out_dir: Path) -> None:
+    with Tracker(_uri(out_dir), "typo-series", out_dir, {}) as tracker:
+        with pytest.raises(TypeError, match="'loss'"):
+            tracker.log_point("a", {}, {}, "ok", series={"loss": [(0, "x")]})
+        assert tracker.error is None
+        tracker.log_point("b", {}, {"m": 1.0}, "ok")
+    client = MlflowClient(tracking_uri=_uri(out_dir))
+    assert set(_children(client, tracker)) == {"b"}
+    assert client.get_run(tracker.parent_run_id).info.status == "FINISHED"
+
+
+def _locked(calls: list[str], fail_from: int):
+    """A MlflowClient.log_batch that fails like a locked SQLite store from call `fail_from` on
+    (call 1 is the parent's params)."""
+    real = MlflowClient.log_batch
+
+    def log_batch(self: MlflowClient, run_id: str, *args: object, **kwargs: object) -> None:
+        calls.append(run_id)
+        if len(calls) >= fail_from:
+            raise MlflowException("(sqlite3.OperationalError) database is locked\n"
+                                  "[SQL: INSERT INTO metrics ...]")
+        real(self, run_id, *args, **kwargs)
+
+    return log_batch
+
+
+def test_store_failure_turns_tracking_off(out_dir: Path, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(MlflowClient, "log_batch", _locked(calls, fail_from=3))
+    csv = tmp_path / "results.csv"
+    csv.write_text("x\n")
+    with Tracker(_uri(out_dir), "locked", out_dir, {}) as tracker:
+        tracker.log_point("a", {"p": 1}, {"m": 1.0}, "ok")
+        tracker.log_point("b", {"p": 2}, {"m": 2.0}, "ok")  # the store fails here
+        assert tracker.error is not None
+        tracker.log_point("c", {"p": 3}, {"m": 3.0}, "ok")  # no-ops from here on
+        tracker.log_artifact(csv)
+        # Bugs in the caller stay loud after the store failed.
+        with pytest.raises(TypeError, match="'m'"):
+            tracker.log_point("d", {}, {"m": "fast"}, "ok")
+        with pytest.raises(FileNotFoundError):
+            tracker.log_artifact(tmp_path / "missing.csv")
+    assert len(calls) == 3
+    err = capsys.readouterr().err
+    warnings = [line for line in err.splitlines() if "tracking is off" in line]
+    assert len(warnings) == 1, err
+    assert "MlflowException" in warnings[0] and "database is locked" in warnings[0]
+    assert "results CSV is unaffected" in warnings[0]
+    client = MlflowClient(tracking_uri=_uri(out_dir))
+    kids = _children(client, tracker)
+    assert set(kids) == {"a", "b"}
+    assert kids["a"].info.status == "FINISHED"
+    assert kids["b"].info.status == "FAILED"  # the store still let us close it
+    assert client.get_run(tracker.parent_run_id).info.status == "FAILED"
+    assert client.list_artifacts(tracker.parent_run_id) == []
+
+
+def test_store_failure_mid_sweep_keeps_the_sweep(out_dir: Path,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """The sweep logs outside its per-point try: the Tracker must absorb the failure."""
+    points = experiments.points("smoke")
+    assert len(points) >= 3
+    monkeypatch.setattr(sweep, "run_point",
+                        lambda point, *args, **kwargs: ("ok", "", {"fwd_ms": 1.0}))
+    calls: list[str] = []
+    monkeypatch.setattr(MlflowClient, "log_batch", _locked(calls, fail_from=3))
+    summary = sweep.run_suite("sweep-locked", points, torch.device("cpu"), out_dir,
+                              _uri(out_dir), resume=False, progress=False)
+    assert summary.statuses["ok"] == len(points)
+    assert len(calls) == 3
+    rows = (out_dir / "sweep-locked" / "results.csv").read_text().splitlines()
+    assert len(rows) == len(points) + 1
+    err = capsys.readouterr().err
+    assert err.count("tracking is off") == 1, err
+    client = MlflowClient(tracking_uri=_uri(out_dir))
+    (parent,) = client.search_runs(
+        [client.get_experiment_by_name("sweep-locked").experiment_id],
+        "attributes.run_name LIKE 'sweep-locked-%'")
+    assert parent.info.status == "FAILED"
+
+
 def test_null_tracker_does_nothing(tmp_path: Path) -> None:
     (tmp_path / "r.csv").write_text("x\n")
     with Tracker(None, "smoke", tmp_path, {"a": 1}) as tracker:
@@ -181,6 +269,39 @@ def test_resolve_accepts_answering_server(tmp_path: Path) -> None:
     finally:
         thread.join(timeout=5)
         server.server_close()
+
+
+@pytest.mark.parametrize("scheme", ["postgresql", "mysql+pymysql", "mssql"])
+def test_resolve_rejects_unreachable_database(tmp_path: Path, scheme: str) -> None:
+    port = _closed_port()
+    t0 = time.monotonic()
+    with pytest.raises(BadInput, match=rf"127\.0\.0\.1:{port}/db is unreachable") as info:
+        resolve_tracking_uri(tmp_path, f"{scheme}://user:secret@127.0.0.1:{port}/db")
+    assert time.monotonic() - t0 < tracking.PROBE_TIMEOUT_S + 1
+    assert "secret" not in str(info.value)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("psycopg") is not None,
+                    reason="the PostgreSQL driver is installed here")
+def test_resolve_rejects_database_without_driver(tmp_path: Path, busy_port: int) -> None:
+    """The host answers (a listening socket) but the driver MLflow needs is missing."""
+    uri = f"postgresql://user:secret@127.0.0.1:{busy_port}/db"
+    with pytest.raises(BadInput, match=r"driver psycopg is not installed; "
+                       r"pip install 'psycopg\[binary\]'") as info:
+        resolve_tracking_uri(tmp_path, uri)
+    assert f"postgresql://user:***@127.0.0.1:{busy_port}/db" in str(info.value)
+
+
+def test_resolve_rejects_unknown_database_driver(tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match="unknown database driver 'postgresql.nosuch'"):
+        resolve_tracking_uri(tmp_path, "postgresql+nosuch://127.0.0.1/db")
+
+
+@pytest.mark.parametrize("uri", ["databricks", "Databricks", "databricks://my-profile"])
+def test_resolve_accepts_databricks(tmp_path: Path, uri: str) -> None:
+    assert resolve_tracking_uri(tmp_path, uri) == uri
+    with pytest.raises(BadInput, match="server already"):
+        ui_command(uri, tmp_path, 5123)
 
 
 def test_resolve_rejects_unwritable_sqlite(tmp_path: Path) -> None:
