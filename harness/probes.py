@@ -84,15 +84,9 @@ def attention_qk(model: nn.Module, batch: Batch, layer: int = 0
     finally:
         handle.remove()
     x = seen[0]  # the first call is self-attention over the layer's input
-    d = attn.d_inner
-    w, b = attn.in_proj.weight, attn.in_proj.bias
-
-    def heads(t: torch.Tensor) -> torch.Tensor:  # (B, n, h*d_k) -> (B, h, n, d_k)
-        return t.unflatten(-1, (attn.n_heads, attn.d_head)).transpose(1, 2)
-
     with torch.no_grad():
-        q, k = F.linear(x, w[:d], b[:d]), F.linear(x, w[d:2 * d], b[d:2 * d])
-    return heads(q), heads(k), attn
+        q, k, _ = attn.project_qkv(x)
+    return q, k, attn
 
 
 def run_attn_init(point: Point, device: torch.device, min_run_time: float) -> dict[str, Any]:
@@ -189,11 +183,12 @@ def run_grad_distance(point: Point, device: torch.device, min_run_time: float
     with tiny_threads(model, device) as threads:
         model.eval()  # no dropout in the probe; train() switches back
         init = distance_grad_norms(model, probe)
-        result = train(model, spec.task, spec.train, d_model=point.d_model)
+        result = train(model, spec.task, spec.train, d_model=spec.model["d_model"])
         model.eval()
         trained = distance_grad_norms(model, probe) if result.status == "ok" else []
     metrics: dict[str, Any] = result_metrics(result) | {
-        "grad_decay_init": _decay(init), "threads_used": threads}
+        "grad_decay_init": _decay(init), "threads_used": threads,
+        "d_model": spec.model["d_model"]}  # the row's d_model: the width trained (match)
     series = history_series(result.history) | {"grad_norm_init": list(enumerate(init))}
     if trained:
         metrics["grad_decay_trained"] = _decay(trained)

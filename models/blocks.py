@@ -93,6 +93,21 @@ class MultiHeadAttention(nn.Module):
     def _heads(self, x: torch.Tensor) -> torch.Tensor:  # (B, n, h*d_k) -> (B, h, n, d_k)
         return x.unflatten(-1, (self.n_heads, self.d_head)).transpose(1, 2)
 
+    def project_qkv(
+        self,
+        x: torch.Tensor,  # (B, n, d) queries
+        memory: torch.Tensor | None = None,  # (B, S, d) keys/values; None = self-attention
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # (B, h, n, d_k), 2 x (B, h, S, d_k)
+        """Q W^Q, K W^K, V W^V split into heads: what forward attends over (public so that
+        restricted attention and probes reuse these projections, not the weight layout)."""
+        w, b = self.in_proj.weight, self.in_proj.bias
+        if memory is None:
+            q, k, v = F.linear(x, w, b).chunk(3, dim=-1)  # 3 x (B, n, h*d_k)
+        else:
+            q = F.linear(x, w[: self.d_inner], b[: self.d_inner])
+            k, v = F.linear(memory, w[self.d_inner :], b[self.d_inner :]).chunk(2, dim=-1)
+        return self._heads(q), self._heads(k), self._heads(v)
+
     def forward(
         self,
         x: torch.Tensor,  # (B, n, d) queries
@@ -100,19 +115,14 @@ class MultiHeadAttention(nn.Module):
         key_padding_mask: torch.Tensor | None = None,  # (B, S) bool, True = padding
         causal: bool = False,
     ) -> torch.Tensor:  # (B, n, d)
-        w, b = self.in_proj.weight, self.in_proj.bias
-        if memory is None:
-            q, k, v = F.linear(x, w, b).chunk(3, dim=-1)  # 3 x (B, n, h*d_k)
-        else:
-            q = F.linear(x, w[: self.d_inner], b[: self.d_inner])
-            k, v = F.linear(memory, w[self.d_inner :], b[self.d_inner :]).chunk(2, dim=-1)
+        q, k, v = self.project_qkv(x, memory)  # (B, h, n, d_k), 2 x (B, h, S, d_k)
         mask = None
         if key_padding_mask is not None:
             mask = ~key_padding_mask[:, None, None, :]  # (B, 1, 1, S)
         z = attention(
-            self._heads(q),
-            self._heads(k),
-            self._heads(v),
+            q,
+            k,
+            v,
             mask=mask,
             causal=causal,
             scale=self.attn_scale,

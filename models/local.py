@@ -109,8 +109,7 @@ class RestrictedAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, n, d) -> (B, n, d)
         a, (B, n, _), c = self.attn, x.shape, self.chunk
         nb = -(-n // c)
-        q, k, v = F.linear(x, a.in_proj.weight, a.in_proj.bias).chunk(3, dim=-1)
-        q, k, v = a._heads(q), a._heads(k), a._heads(v)  # 3 x (B, h, n, d_k)
+        q, k, v = a.project_qkv(x)  # 3 x (B, h, n, d_k)
         h, d_k = q.size(1), q.size(-1)
         q = F.pad(q, (0, 0, 0, nb * c - n))  # (B, h, nb c, d_k)
         # one zero chunk either side, so block b's neighbours b-1 and b+1 always exist
