@@ -9,7 +9,9 @@ Shared recipe (why): a 2-layer, d_model=64, 4-head Pre-LN Transformer LM (the wi
 issue's scratch probes used; Pre-LN so constant-lr Adam needs no warm-up, which only the
 norm-warmup study varies), dropout 0 (the tasks are noise-free), Adam(0.9, 0.98, 1e-9) at a
 constant 1e-3, batch 32. LSTM and GRU LMs keep n_layers and get the d_model that matches the
-Transformer's parameter count on the same task within 10% (harness.train.matched_config).
+Transformer's parameter count on the same task within 10%: their points carry match=<the
+Transformer> and the Transformer's knobs, and the runner resolves the width at run time
+(harness.ablations), so declaring a suite builds no model and loads no text.
 Expected times are estimates, not measurements: on CPU, each point's step budget times a
 ms-per-step fitted (per architecture, linear in tokens x layers x (d/64)^2, within ~5%) to
 the points of convergence-quick on 2 shared cores, so early stopping makes them upper bounds;
@@ -20,7 +22,6 @@ on one GPU, no GPU was available to measure, so they assume launch-bound steps o
 from __future__ import annotations
 
 import dataclasses
-from functools import cache
 from typing import Any
 
 import models
@@ -43,40 +44,20 @@ def _fields(model: str) -> set[str]:
     return {f.name for f in dataclasses.fields(models.model_config(model))}
 
 
-@cache
-def _vocab_size(task: str, n: int, framing: str) -> int:
-    """The model vocabulary a task needs (specials included), for parameter matching."""
-    from harness.tasks import make_task  # lazy: `tvr suites` should not load the corpus
-
-    return make_task(task, n, VOCAB[task], framing).vocab_size
-
-
-@cache
-def matched_width(model: str, vocab_size: int, d_model: int = D_MODEL) -> int:
-    """d_model giving `model` the parameter count of the Transformer of the same framing
-    (sinusoidal positions have no parameters, so max_len does not enter)."""
-    from harness.train import matched_config, param_count
-
-    ref = "transformer-lm" if model.endswith("-lm") else "transformer"
-    # max_len=1: sinusoids hold no parameters, and a long table is slow to build on "meta"
-    base = TRANSFORMER | {"vocab_size": vocab_size, "d_model": d_model, "max_len": 1}
-    if model == ref:
-        return d_model
-    return matched_config(model, param_count(ref, **base), base)["d_model"]
-
-
 def train_point(suite: str, study: str, model: str, task: str, n: int, seed: int,
                 steps: int = 0, d_model: int = D_MODEL, framing: str = "lm",
                 match: bool = False, measure: str = "train", **kn: Any) -> Point:
     """One point; the Transformer config goes only to models that take it, match=True
-    replaces d_model with the parameter-matched width, and steps=0 marks an init-time probe
-    (no training knobs)."""
+    has the runner give the model the parameter count of the Transformer of the same framing
+    at `d_model` (that Transformer's config rides along as knobs), and steps=0 marks an
+    init-time probe (no training knobs)."""
     if framing == "seq2seq":
         model = SEQ2SEQ[model]
-    fields = _fields(model)
+    ref = "transformer" if framing == "seq2seq" else "transformer-lm"
+    fields = _fields(model) | (_fields(ref) if match else set())
     cfg = {k: v for k, v in (TRANSFORMER | kn).items() if k in fields}
     if match:
-        d_model = matched_width(model, _vocab_size(task, n, framing), d_model)
+        cfg["match"] = ref
     extra = {k: v for k, v in kn.items() if k not in fields}
     task_kn = {"task": task, **({"vocab": VOCAB[task]} if VOCAB[task] else {})}
     if framing != "lm":

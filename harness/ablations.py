@@ -5,6 +5,11 @@ vocab = the data alphabet, and its keywords), the training loop's (steps, lr, ..
 model's (any field of the model's config; d_model comes from Point.d_model, vocab_size from
 the task). An unknown key is a ValueError, which the sweep records as an error row.
 
+Parameter matching happens here, at run time (declaring a suite must stay cheap): a point
+with match=REF is built at the d_model that gives it REF's parameter count, REF being built
+at Point.d_model from the knobs it takes (so a matched LSTM point carries the Transformer's
+n_heads, d_ff, ... as knobs). Its rows record the resolved d_model.
+
 Runners (sweep.RUNNERS): "train" here; "attn-init", "layer-grads" and "grad-distance" in
 harness.probes. Each returns metrics plus "series" {name: [(step, value), ...]}.
 """
@@ -16,6 +21,7 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import torch
@@ -25,16 +31,23 @@ import models
 from experiments.spec import Point
 from harness.batch import Task
 from harness.measure import count_flops
-from harness.tasks import make_task
-from harness.train import TrainConfig, TrainResult, count_params, evaluate, train
+from harness.tasks import TASK_KEYWORDS, make_task
+from harness.train import (
+    TrainConfig,
+    TrainResult,
+    count_params,
+    evaluate,
+    matched_config,
+    param_count,
+    train,
+)
 
-TASK_KEYS = ("task", "framing", "vocab", "k", "n_queries", "path", "val_fraction")
-TASK_KEYWORDS = ("k", "n_queries", "path", "val_fraction")  # passed through to make_task
+TASK_KEYS = ("task", "framing", "vocab", *TASK_KEYWORDS)
 # knob -> TrainConfig field
 TRAIN_KEYS = {"steps": "steps", "lr": "lr", "schedule": "schedule", "warmup": "warmup",
               "clip": "clip", "eval_every": "eval_every", "eval_batches": "eval_batches",
               "target": "target_accuracy"}
-OTHER_KEYS = ("length_gen",)  # evaluate at 2n and 4n too
+OTHER_KEYS = ("length_gen", "match")  # evaluate at 2n and 4n too; parameter-match to a model
 LENGTH_FACTORS = (2, 4)  # length generalisation: train at n, evaluate at 2n and 4n
 SERIES_KEYS = ("loss", "accuracy", "seq_accuracy", "bits_per_char", "train_loss", "grad_norm",
                "lr", "tokens_per_s")
@@ -59,6 +72,27 @@ def _model_fields(name: str) -> set[str]:
     return {f.name for f in dataclasses.fields(models.model_config(name))}
 
 
+@cache
+def _matched_d_model(model: str, ref: str, base: tuple[tuple[str, Any], ...]) -> int:
+    """d_model giving `model` the parameter count of `ref` built from `base` (cached: a
+    suite has many seeds of one configuration)."""
+    config = dict(base)
+    if model == ref:
+        return config["d_model"]
+    return matched_config(model, param_count(ref, **config), config)["d_model"]
+
+
+def matched_d_model(point: Point, vocab_size: int, max_len: int) -> int:
+    """The point's d_model, or with knob match=REF the width matching REF's parameters
+    (REF built at the point's d_model, vocabulary and max_len, and the knobs it takes)."""
+    ref = point.config.get("match")
+    if ref is None:
+        return point.d_model
+    base = {k: v for k, v in point.config.items() if k in _model_fields(ref)}
+    base = {"max_len": max_len} | base | {"vocab_size": vocab_size, "d_model": point.d_model}
+    return _matched_d_model(point.model, ref, tuple(sorted(base.items())))
+
+
 def point_task(point: Point) -> Task:
     """The task a point trains or probes on, seeded by the point's seed."""
     cfg = point.config
@@ -73,7 +107,8 @@ def train_spec(point: Point, device: str = "cpu") -> TrainSpec:
     """Split the knobs into task, model and training settings; ValueError on unknown keys."""
     cfg = point.config
     fields = _model_fields(point.model)
-    allowed = {*TASK_KEYS, *TRAIN_KEYS, *OTHER_KEYS} | (fields - _FROM_POINT)
+    ref_fields = _model_fields(cfg["match"]) if "match" in cfg else set()
+    allowed = {*TASK_KEYS, *TRAIN_KEYS, *OTHER_KEYS} | ((fields | ref_fields) - _FROM_POINT)
     unknown = sorted(set(cfg) - allowed)
     if unknown:
         raise ValueError(f"unknown knob {unknown[0]!r} for {point.model!r} (d_model and "
@@ -81,13 +116,13 @@ def train_spec(point: Point, device: str = "cpu") -> TrainSpec:
                          f"{', '.join(sorted(allowed))}")
     task = point_task(point)
     lengths = tuple(f * point.seq_len for f in LENGTH_FACTORS) if cfg.get("length_gen") else ()
-    model = {k: v for k, v in cfg.items() if k in fields}
-    model |= {"vocab_size": task.vocab_size, "d_model": point.d_model}
-    if "max_len" not in model:  # learned positions must cover the longest evaluated input
-        longest = task.train_batch(0, 1).model_len
-        for n in lengths:
-            longest = max(longest, task.eval_batches(1, 1, seq_len=n)[0].model_len)
-        model["max_len"] = longest
+    longest = task.train_batch(0, 1).model_len
+    for n in lengths:
+        longest = max(longest, task.eval_batches(1, 1, seq_len=n)[0].model_len)
+    model = {"max_len": longest}  # learned positions must cover the longest evaluated input
+    model |= {k: v for k, v in cfg.items() if k in fields}
+    model |= {"vocab_size": task.vocab_size,
+              "d_model": matched_d_model(point, task.vocab_size, model["max_len"])}
     models.model_config(point.model, **model)  # validate now: a bad value names itself
     train_kw = {field: cfg[knob] for knob, field in TRAIN_KEYS.items() if knob in cfg}
     tcfg = TrainConfig(batch_size=point.batch_size, seed=point.seed, device=device, **train_kw)
@@ -173,9 +208,11 @@ def run_train(point: Point, device: torch.device, min_run_time: float) -> dict[s
     model = build_model(point, spec, device)
     with tiny_threads(model, device) as threads:
         flops = flops_per_token(model, spec.task, device)
-        result = train(model, spec.task, spec.train, d_model=point.d_model)
+        result = train(model, spec.task, spec.train, d_model=spec.model["d_model"])
         metrics = result_metrics(result) | {"flops_fwd_per_token": flops,
-                                            "threads_used": threads}
+                                            "threads_used": threads,
+                                            # the row's d_model: the width trained (match)
+                                            "d_model": spec.model["d_model"]}
         if result.status == "ok":
             metrics |= length_metrics(model, spec, device)
     metrics["series"] = history_series(result.history)

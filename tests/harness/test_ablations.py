@@ -68,6 +68,25 @@ def test_train_runner_early_stop_records_steps_to_target() -> None:
     assert m["steps_to_target"] == m["steps_run"] == 10
 
 
+def test_match_knob_resolves_the_width_at_run_time(tmp_path) -> None:
+    """match=REF: the LSTM gets the d_model matching REF (built from the knobs it takes at
+    Point.d_model) within 10%, and the row records that width; without match the
+    Transformer-only knobs are unknown to an LSTM."""
+    wide = TINY | {"d_ff": 256}  # a Transformer an LSTM of the same d_model falls short of
+    matched = tiny_point(model="lstm-lm", d=16, match="transformer-lm", **wide)
+    ref = train_spec(tiny_point(d=16, **wide)).model
+    got = train_spec(matched).model
+    assert got["d_model"] > 16 and "n_heads" not in got
+    n_ref, n_got = param_count("transformer-lm", **ref), param_count("lstm-lm", **got)
+    assert abs(n_got - n_ref) <= 0.1 * n_ref
+    assert train_spec(tiny_point(match="transformer-lm", **wide)).model == ref  # itself
+    with pytest.raises(ValueError, match="unknown knob 'd_ff'"):
+        train_spec(tiny_point(model="lstm-lm", **TINY))
+    sweep.run_suite("t", [matched], CPU, tmp_path, None, progress=False)
+    row = read_results(results_path(tmp_path, "t")).iloc[0]
+    assert row["status"] == "ok" and row["d_model"] == got["d_model"]
+
+
 def test_diverged_row_and_curves_through_the_sweep(tmp_path) -> None:
     """A forced NaN (lr 1e30) becomes a "diverged" row naming the step; an ok point's curves
     reach series.csv and MLflow with step=; a bad knob becomes an error row."""
