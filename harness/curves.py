@@ -86,6 +86,22 @@ def curves_of(out_dir: Path, suite: str, points: pd.DataFrame, metrics: list[str
     return series.merge(points, on="point_id")
 
 
+def fill_stopped(long: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Carry the last value of each run that stopped early at its target to every later
+    step of its group (`by`: one curve's columns), so the mean and CI at a step average all
+    seeds, not only the slower ones still running (survivor bias). A stopped run reached the
+    target, so its last value is the honest reading; runs that diverged or ran out of steps
+    are left as they are."""
+    stopped = long[long["steps_to_target"].notna()]
+    if stopped.empty:
+        return long
+    last = stopped.sort_values("step").groupby(["point_id", "metric"]).tail(1)
+    grid = long[[*by, "metric", "step"]].drop_duplicates()  # every step the group evaluated
+    later = last.rename(columns={"step": "stop"}).merge(grid, on=[*by, "metric"])
+    later = later[later["step"] > later["stop"]]
+    return pd.concat([long, later[long.columns]], ignore_index=True)
+
+
 def _title(fig: plt.Figure, text: str) -> plt.Figure:
     fig.suptitle(text, y=1.02)
     return fig
@@ -101,7 +117,8 @@ def _wrap(n: int) -> int:
 def convergence_curves(out_dir: Path, suite: str, metric: str) -> plt.Figure:
     """Held-out `metric` vs step, one panel per task, hue = architecture, CI over seeds."""
     pts = rows(out_dir, suite, "convergence")
-    long = curves_of(out_dir, suite, pts, [metric])
+    long = fill_stopped(curves_of(out_dir, suite, pts, [metric]),
+                        ["task_label", "architecture"])
     order = task_order(pts)
     g = sns.relplot(data=long, x="step", y="value", hue="architecture", col="task_label",
                     col_order=order, col_wrap=_wrap(len(order)), kind="line", errorbar=CI,
@@ -111,7 +128,8 @@ def convergence_curves(out_dir: Path, suite: str, metric: str) -> plt.Figure:
     g.set_titles("{col_name}")
     g.set_axis_labels("training step", METRIC_LABELS[metric])
     return _title(g.figure, f"Convergence: {METRIC_LABELS[metric]} (parameter-matched models,"
-                  " band = 95% CI over seeds; a curve ends where its run reached the target)")
+                  " band = 95% CI over seeds; a seed that stopped at the target keeps its last"
+                  " value,\nand a curve ends where its slowest seed reached the target)")
 
 
 def steps_to_target(out_dir: Path, suite: str) -> plt.Figure:
@@ -254,14 +272,15 @@ def scaling_curves(out_dir: Path, suite: str) -> plt.Figure:
     pts = rows(out_dir, suite, "scaling-factor")
     pts["scaled"] = pts["attn_scale"].map(lambda v: "1/sqrt(d_k)" if str(v) == "True"
                                           else "unscaled")
-    long = curves_of(out_dir, suite, pts, ["accuracy"])
+    long = fill_stopped(curves_of(out_dir, suite, pts, ["accuracy"]), ["d_model", "scaled"])
     g = sns.relplot(data=long, x="step", y="value", hue="scaled",
                     hue_order=["1/sqrt(d_k)", "unscaled"], col="d_model", kind="line",
                     errorbar=CI, height=3, aspect=1.2, facet_kws={"sharex": False})
     g.set_titles("d_k = {col_name} (one head)")
     g.set_axis_labels("training step", "held-out token accuracy")
     g.legend.set_title(None)
-    return _title(g.figure, f"Scaled vs unscaled dot products: {pts['task_label'].iloc[0]}")
+    return _title(g.figure, f"Scaled vs unscaled dot products: {pts['task_label'].iloc[0]} "
+                  "(a seed that stopped at 99% keeps its last value)")
 
 
 def qk_variance(out_dir: Path, suite: str) -> plt.Figure:

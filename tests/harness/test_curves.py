@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import pytest
+import torch
 from click.testing import CliRunner
 
 import experiments
@@ -50,15 +53,42 @@ def test_plot_all_draws_every_study_figure(smoke_out):
 
 
 def test_figures_read_stored_results_only(smoke_out, monkeypatch):
-    """Drawing must not train or probe anything: with every runner broken, figures work."""
-    from harness import sweep
+    """Drawing must not train or measure anything: with the training loop, the layer timer
+    and the optimiser step all raising, every study figure still draws."""
+    from harness import ablations, measure, probes, sweep, train
 
     def broken(*args, **kwargs):
-        raise AssertionError("a figure called a runner")
+        raise AssertionError("a figure retrained or remeasured")
 
-    monkeypatch.setattr(sweep, "RUNNERS", {k: broken for k in sweep.RUNNERS})
-    fig = plots.FIGURES["grad-distance"].draw(smoke_out, SUITE)
-    assert fig.axes and "Gradient" in fig.texts[0].get_text()
+    # patch each name where it is bound, since `from x import f` copies the reference
+    for module, name in ((train, "train"), (ablations, "train"), (probes, "train"),
+                         (measure, "measure_layer"), (sweep, "measure_layer"),
+                         (torch.optim.Adam, "step")):
+        monkeypatch.setattr(module, name, broken)
+    point = next(p for p in experiments.points(SUITE) if p.measure == "train")
+    with pytest.raises(AssertionError, match="retrained"):  # the patches do cut training off
+        ablations.run_train(point, torch.device("cpu"), 0.1)
+    for name in curves.FIGURES:
+        fig = plots.FIGURES[name].draw(smoke_out, SUITE)
+        assert any(ax.has_data() for ax in fig.axes), name
+        plt.close(fig)
+
+
+def test_fill_stopped_carries_a_run_that_reached_its_target():
+    """Survivor bias: seed 0 stops at step 100, so without filling the mean at 200 is seed
+    1 alone. A run that did not reach its target (NaN) is never extended."""
+    long = pd.DataFrame({
+        "point_id": ["a", "a", "b", "b", "b", "c"],
+        "metric": "accuracy", "step": [50, 100, 50, 100, 200, 50],
+        "value": [0.5, 0.99, 0.4, 0.6, 0.8, 0.1],
+        "steps_to_target": [100, 100, np.nan, np.nan, np.nan, np.nan],
+        "architecture": ["T", "T", "T", "T", "T", "L"]})
+    filled = curves.fill_stopped(long, ["architecture"])
+    at_200 = filled[filled["step"] == 200].set_index("point_id")["value"]
+    assert at_200.to_dict() == {"a": 0.99, "b": 0.8}  # c is another curve: not filled
+    assert len(filled) == len(long) + 1
+    assert curves.fill_stopped(long.assign(steps_to_target=np.nan), ["architecture"]).equals(
+        long.assign(steps_to_target=np.nan))
 
 
 def test_figure_for_a_missing_study_is_bad_input(smoke_out, tmp_path):
