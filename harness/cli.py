@@ -101,10 +101,13 @@ def cli() -> None:
               show_default=True, help="Preset whose sizes the parameter counts use.")
 def models_cmd(preset: str) -> None:
     """List model names and mixer kinds with their parameter counts."""
+    import torch
+
     cfg = models.model_config("transformer", preset)
     click.echo(f"models (preset {preset!r}):")
     for name in models.names():
-        n = sum(p.numel() for p in models.build(name, preset).parameters())
+        with torch.device("meta"):  # shapes only: counting --preset big allocates nothing
+            n = sum(p.numel() for p in models.build(name, preset).parameters())
         click.echo(f"  {name:<16} {n:>12,d}  {models.describe(name)}")
     click.echo(f"mixers (d_model={cfg.d_model}):")
     for kind in models.mixer_kinds():
@@ -300,8 +303,11 @@ def plot_cmd(name: str, out: str, suite: str) -> None:
     valid = ["all", *plots.FIGURES]
     if name not in valid:
         raise BadInput(f"unknown figure {name!r}; valid: {', '.join(valid)}")
-    for path in plots.draw(Path(out), suite, None if name == "all" else name):
+    skipped: list[str] = []
+    for path in plots.draw(Path(out), suite, None if name == "all" else name, skipped):
         click.echo(str(path))
+    for reason in skipped:
+        click.echo(f"skipped {reason}", err=True)
 
 
 @cli.command("report")

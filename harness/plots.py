@@ -19,7 +19,7 @@ import seaborn as sns  # noqa: E402
 from harness import curves  # noqa: E402
 from harness.errors import BadInput  # noqa: E402
 from harness.results import load_results, write_atomic  # noqa: E402
-from harness.tables import crossover_table, layer_frame  # noqa: E402
+from harness.tables import crossover_table, sweep_frame  # noqa: E402
 
 PALETTE = {"self-attention": "#1f77b4", "attention-core": "#ff7f0e", "lstm": "#d62728",
            "gru": "#2ca02c", "transformer-layer": "#9467bd", "convolutional": "#8c564b",
@@ -37,7 +37,7 @@ def crossover(df: pd.DataFrame) -> plt.Figure:
     """Cost per sequence vs n, one column per d: counted FLOPs (top) and measured forward time
     (bottom). Vertical lines: measured n* of the whole attention layer (dashed) and of the
     attention core (dash-dot) against the LSTM, and the paper's n = d (dotted)."""
-    ok = layer_frame(df)
+    ok = sweep_frame(df)
     ok = ok[ok["mixer"].isin(["self-attention", "attention-core", "lstm", "gru"])]
     long = ok.melt(id_vars=["mixer", "seq_len", "d_model"],
                    value_vars=["gflop_per_seq", "ms_per_seq"], var_name="cost")
@@ -68,7 +68,7 @@ def crossover(df: pd.DataFrame) -> plt.Figure:
 
 def throughput(df: pd.DataFrame) -> plt.Figure:
     """Training throughput (tokens/s, forward+backward) vs n, one column per d."""
-    ok = layer_frame(df)
+    ok = sweep_frame(df)
     g = sns.relplot(data=ok, x="seq_len", y="fwdbwd_tokens_per_s", hue="mixer", col="d_model",
                     kind="line", marker="o", palette=PALETTE, height=3, aspect=1.1)
     g.set(yscale="log")
@@ -169,9 +169,12 @@ FIGURES: dict[str, Figure] = {
 }
 
 
-def draw(out_dir: Path, suite: str, name: str | None = None) -> list[Path]:
+def draw(out_dir: Path, suite: str, name: str | None = None,
+         skipped: list[str] | None = None) -> list[Path]:
     """Write figure `name` (or every figure whose measure the suite has) as
-    <out>/<suite>/<name>.png, atomically; returns the paths written."""
+    <out>/<suite>/<name>.png, atomically; returns the paths written. Drawing all, a figure
+    the data cannot support is left out with its reason appended to `skipped`, instead of
+    costing the others; a single named figure raises BadInput."""
     df = load_results(out_dir, [suite])
     names = [name] if name else [n for n, f in FIGURES.items() if f.applies(df)]
     if not names:
@@ -179,7 +182,14 @@ def draw(out_dir: Path, suite: str, name: str | None = None) -> list[Path]:
         raise BadInput(f"no figure applies to suite {suite!r} (measures: {measures})")
     paths = []
     for fig_name in names:
+        try:
+            fig = FIGURES[fig_name].draw(out_dir, suite)
+        except BadInput as exc:
+            if name is not None:
+                raise
+            (skipped if skipped is not None else []).append(f"{fig_name}: {exc}")
+            continue
         path = out_dir / suite / f"{fig_name}.png"
-        write_atomic(path, png_bytes(FIGURES[fig_name].draw(out_dir, suite)))
+        write_atomic(path, png_bytes(fig))
         paths.append(path)
     return paths

@@ -96,11 +96,13 @@ def write_report(out_dir: Path, suite: str | None = None) -> Path:
             if applies(name, df):
                 parts += section(out_dir, name, df)
                 break
+        skipped: list[str] = []
         try:
-            figures = plots.draw(out_dir, name)
+            figures = plots.draw(out_dir, name, skipped=skipped)
         except BadInput:  # no figure applies to this suite's measures
             figures = []
         parts += [f"![{p.stem}]({name}/{p.name})" for p in figures] + [""]
+        parts += [f"- figure {reason}" for reason in skipped] + ([""] if skipped else [])
     path = out_dir / "REPORT.md"
     write_atomic(path, "\n".join(parts))
     return path

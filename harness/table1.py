@@ -140,4 +140,7 @@ def _extra_notes(ok: pd.DataFrame, layers: pd.DataFrame) -> list[str]:
                      f"{k:.2f} (R^2 {r2:.3f}, {rng})")
     notes.append("recurrent sequential ops and path length are measured through the explicit "
                  "cell loop (rnn_impl=cell): the fused kernel is one graph node whatever n is")
+    notes.append("flops exponents of the attention rows count their sequence products (QK^T, "
+                 "AV), as the paper's O() does; time exponents are of the whole layer, whose "
+                 "position-wise projections add an O(n d^2) term (it pulls time_d_exp toward 2)")
     return notes

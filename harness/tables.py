@@ -32,16 +32,43 @@ def loglog_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(slope), float(r2)
 
 
+# Columns that change what a layer measurement means: one table must not fit across them.
+RUN_COLUMNS = ("device", "dtype", "compile")
+
+
 def layer_frame(df: pd.DataFrame) -> pd.DataFrame:
-    """Ok layer points with per-sequence cost columns (a batch divides evenly into sequences)."""
+    """Ok layer points with per-sequence cost columns (a batch divides evenly into sequences).
+
+    ms_per_seq is the forward in training mode (autograd recording, as in a training step).
+    """
+    if "flops_fwd" not in df:
+        suites = ", ".join(sorted(set(df.get("suite", ()))))
+        raise BadInput(f"suite {suites} has no layer measurements; tables and cost figures "
+                       "need a layer sweep such as `tvr run quick`")
     ok = df[(df["status"] == "ok") & (df["flops_fwd"].notna())].copy()
     if ok.empty:
         raise BadInput("no successful layer measurements in these results; run `tvr run quick`")
+    for col in RUN_COLUMNS:
+        if col in ok and ok[col].nunique() > 1:
+            values = ", ".join(map(str, ok[col].unique()))
+            raise BadInput(f"these results mix {col} values ({values}); measure each in its "
+                           "own --out directory")
     for col in ("seq_len", "d_model", "batch_size"):
         ok[col] = ok[col].astype(int)
     ok["gflop_per_seq"] = ok["flops_fwd"] / ok["batch_size"] / 1e9
     ok["ms_per_seq"] = ok["fwd_ms"] / ok["batch_size"]
     ok["ms_per_seq_train"] = ok["fwdbwd_ms"] / ok["batch_size"]
+    return ok
+
+
+def sweep_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """layer_frame of a plain sweep (no Point.role): one point per (mixer, n, d)."""
+    ok = layer_frame(df)
+    if "role" in ok:
+        ok = ok[ok["role"].isna() | (ok["role"] == "")]
+    if ok.empty or ok.duplicated(["mixer", "seq_len", "d_model"]).any():
+        raise BadInput("these results are not one plain layer sweep (one point per mixer, n "
+                       "and d); use the suite's own table, e.g. `tvr table` for table1")
     return ok
 
 
@@ -67,20 +94,25 @@ def _fit_rows(ok: pd.DataFrame) -> list[dict]:
 
 def complexity_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per layer type: the paper's O() beside fitted exponents in n and in d."""
-    return pd.DataFrame(_fit_rows(layer_frame(df)))
+    return pd.DataFrame(_fit_rows(sweep_frame(df)))
 
 
 def _crossing(ns: np.ndarray, ratio: np.ndarray) -> tuple[float | None, str]:
-    """n where attention/recurrent cost ratio crosses 1, log-log interpolated between grid
-    points; or None with where it lies relative to the grid."""
+    """The first n where the attention/recurrent cost ratio reaches 1 from below, log-log
+    interpolated between grid points; or None and what the grid shows instead."""
     logr = np.log(ratio)
-    for i in range(len(ns) - 1):
-        if logr[i] <= 0 < logr[i + 1]:
+    logr = np.where(np.isclose(logr, 0.0, atol=1e-9), 0.0, logr)  # equal costs are a crossing
+    for i in range(len(ns)):
+        if logr[i] == 0 and (i == 0 or logr[i - 1] < 0):
+            return float(ns[i]), ""
+        if i + 1 < len(ns) and logr[i] < 0 < logr[i + 1]:
             t = -logr[i] / (logr[i + 1] - logr[i])
             return float(np.exp(np.log(ns[i]) + t * (np.log(ns[i + 1]) - np.log(ns[i])))), ""
+    if (logr < 0).all():
+        return None, f"attention cheaper at every n <= {ns.max()}"
     if (logr > 0).all():
         return None, f"attention costlier at every n >= {ns.min()}"
-    return None, f"attention cheaper at every n <= {ns.max()}"
+    return None, "no crossing from cheaper to costlier on this grid"
 
 
 ATTENTION_KINDS = {  # attention mixer -> (what it is, FLOP coefficient of its n d^2 term)
@@ -93,7 +125,7 @@ def crossover_table(df: pd.DataFrame) -> pd.DataFrame:
     """For each d, recurrent kind and attention variant (whole layer, or the core alone): the
     measured n* where attention's per-sequence cost equals the recurrent layer's, in counted
     FLOPs and in forward time, beside the closed form and the paper's rule of thumb n = d."""
-    ok = layer_frame(df)
+    ok = sweep_frame(df)
     rows = []
     for attn_kind, (variant, proj) in ATTENTION_KINDS.items():
         attn = ok[ok["mixer"] == attn_kind]

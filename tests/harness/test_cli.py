@@ -203,3 +203,14 @@ def test_missing_or_binary_corpus_file_is_bad_input(tmp_path):
     binary.write_bytes(b"\xff\xfe\x00abc")
     result = tvr("run", "convergence-smoke", "--corpus", str(binary), "--out", str(tmp_path))
     assert result.exit_code == 2 and "not UTF-8" in result.output
+
+
+def test_plot_all_skips_a_figure_the_data_cannot_support(tmp_path):
+    out = str(tmp_path)
+    assert tvr("run", "smoke", "--only", "lstm", "--out", out, "--tracking-uri", "none",
+               *FAST).exit_code == 0
+    result = tvr("plot", "all", "--out", out, "--suite", "smoke")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "smoke" / "throughput.png").exists()
+    assert not (tmp_path / "smoke" / "crossover.png").exists()
+    assert "skipped crossover" in result.output

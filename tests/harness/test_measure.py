@@ -1,9 +1,12 @@
+import time
+
 import pytest
 import torch
 from torch import nn
 
 import models
 from harness.measure import (
+    MIN_SAMPLES,
     count_flops,
     flops_and_kernels,
     kernels_used,
@@ -84,12 +87,20 @@ def test_kernels_used_names_the_path_that_ran():
     assert kernels_used(lambda: models.mixer("self-attention", D, attn_backend="math")(x)) == "math"
     assert kernels_used(lambda: models.mixer("self-attention", D)(x)).startswith("sdpa")
     assert kernels_used(lambda: models.mixer("lstm", D, rnn_impl="cell")(x)) == "aten-loop"
+    # sdpa with a mask falls back to its own math path on CPU: named, not "none"
+    restricted = models.mixer("restricted-attention", D, window=4, attn_backend="sdpa")
+    assert kernels_used(lambda: restricted(x)) == "sdpa-math"
 
 
 def test_time_fn_reports_median_iqr_and_runs():
     t = time_fn(lambda: torch.randn(64, 64) @ torch.randn(64, 64), torch.device("cpu"),
                 min_run_time=0.02)
-    assert t.median_ms > 0 and t.iqr_ms >= 0 and t.runs >= 1
+    assert t.median_ms > 0 and t.iqr_ms >= 0 and t.runs >= MIN_SAMPLES
+
+
+def test_time_fn_takes_several_samples_of_a_slow_call():
+    t = time_fn(lambda: time.sleep(0.02), torch.device("cpu"), min_run_time=0.01, warmup=0)
+    assert t.runs >= MIN_SAMPLES and t.median_ms == pytest.approx(20, abs=10)
 
 
 def test_measure_layer_row_is_complete():

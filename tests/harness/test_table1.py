@@ -20,8 +20,8 @@ CPU = torch.device("cpu")
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     out = tmp_path_factory.mktemp("t1")
-    points = table1_points("t1", ns=(128, 256, 512), ds=(8, 16, 32), kr_n=256,
-                           structure_ns=(8, 16, 32), path_ns=(4, 8, 12), tokens=256)
+    points = table1_points("t1", ns=(64, 128, 256), ds=(8, 16, 32), kr_n=128,
+                           structure_ns=(8, 16, 32), path_ns=(4, 8, 12), tokens=128)
     summary = sweep.run_suite("t1", points, CPU, out, None, min_run_time=0.01, progress=False)
     assert summary.statuses == {"ok": len(points)}, summary.line()
     return out, read_results(results_path(out, "t1"))
