@@ -7,8 +7,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-DTYPES = ("float32", "bfloat16", "float16")
-
 
 @dataclass(frozen=True)
 class Point:

@@ -117,10 +117,12 @@ def path_length(df: pd.DataFrame) -> plt.Figure:
 
 def memory(df: pd.DataFrame) -> plt.Figure:
     """Bytes saved for backward per sequence vs n (attention: explicit scores, math)."""
-    ok = _by_role(df, "memory")
+    memory_points = _by_role(df, "memory")  # explicit attention scores (math backend)
+    ok = pd.concat([memory_points, _by_role(df, "n")[lambda f: f["mixer"] != "self-attention"]])
     ok["MiB_per_seq"] = ok["saved_bytes"] / ok["batch_size"] / 2**20
     return _lines(ok, "MiB_per_seq", "MiB saved for backward / sequence",
-                  f"Activation memory vs n (d = {ok['d_model'].iloc[0]})")
+                  f"Activation memory vs n (d = {ok['d_model'].iloc[0]}; "
+                  "attention with explicit scores)")
 
 
 def fixed_tokens(df: pd.DataFrame) -> plt.Figure:

@@ -9,6 +9,7 @@ at most the point in flight, and --resume skips the points already "ok".
 from __future__ import annotations
 
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -142,6 +143,7 @@ def run_point(
         return metrics.pop("status", "ok"), metrics.pop("message", ""), metrics
     except Exception as exc:  # a failed point is a row, never a crashed sweep
         status = "oom" if _is_oom(exc) else "error"
+        metrics["traceback"] = traceback.format_exc()  # to <suite>/errors.log, not the row
         return status, f"{type(exc).__name__}: {exc}".splitlines()[0][:500], metrics
     finally:
         if device.type == "cuda":
@@ -176,6 +178,11 @@ def run_suite(
             bar.set_postfix_str(point.point_id, refresh=True)
             status, message, metrics = run_point(point, device, max_memory, min_run_time)
             series = metrics.pop("series", None)
+            trace = metrics.pop("traceback", None)
+            if trace:  # the row keeps one line; the whole story goes beside it
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with open(path.parent / "errors.log", "a", encoding="utf-8") as log:
+                    log.write(f"=== {point.point_id}\n{trace}\n")
             fields = asdict(point)
             del fields["knobs"]
             row = {**fields, "point_id": point.point_id, "device": device.type,

@@ -108,7 +108,8 @@ def table1(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
             "time_d": _fit(by_d, "d_model", "ms_per_seq"),
             "seq_ops_n": _fit(_group(ok, "seq-ops", mixer), "seq_len", "seq_ops"),
             "path_n": _fit(_group(ok, "path", mixer, dilated=False), "seq_len", "path_length"),
-            "memory_n": _fit(_group(layers, "memory", mixer), "seq_len", "saved_per_seq"),
+            "memory_n": _fit(_group(layers, "memory", mixer) if mixer == "self-attention"
+                             else by_n, "seq_len", "saved_per_seq"),
         }
         for key, (k, r2, rng) in fits.items():
             row[f"{key}_exp"], row[f"{key}_r2"] = k, r2

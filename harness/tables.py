@@ -13,6 +13,7 @@ from harness.errors import BadInput
 
 PAPER = {  # Table 1 of the paper: complexity per layer
     "self-attention": "O(n^2 d)",
+    "attention-core": "O(n^2 d)",
     "lstm": "O(n d^2)",
     "gru": "O(n d^2)",
 }
@@ -151,7 +152,7 @@ def crossover_table(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def render(table: pd.DataFrame, fmt: str, floatfmt: str = ".3g") -> str:
+def render(table: pd.DataFrame, fmt: str, floatfmt: str = ".4g") -> str:
     """Markdown (default), CSV or LaTeX text for a table."""
     if fmt == "csv":
         return table.to_csv(index=False)

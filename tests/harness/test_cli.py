@@ -134,6 +134,8 @@ def test_failed_point_is_an_error_row_not_a_crash(tmp_path, monkeypatch):
     errors = df[df["status"] == "error"]
     assert set(errors["mixer"]) == {"gru"} and (df["status"] == "ok").sum() == len(df) - 2
     assert errors["message"].str.contains("RuntimeError: forced failure").all()
+    log = (tmp_path / "smoke" / "errors.log").read_text()
+    assert log.count("Traceback") == 2 and "in flaky" in log
 
 
 def test_max_memory_skips_with_the_prediction(tmp_path):
