@@ -107,7 +107,7 @@ def _num(value: object, fmt: str) -> str:
 _COLUMNS = ("variant", "reference", "ours_ms", "ref_ms", "ratio", "ratio_min", "ratio_max",
             "ratio_best",
             "target", "meets_target", "mfu", "ref_mfu", "peak_flops_per_s", "peak_dtype",
-            "kernel", "ref_kernel")
+            "kernel", "ref_kernel", "peak_kernel")
 
 
 def _with_columns(rows: pd.DataFrame) -> pd.DataFrame:
@@ -194,7 +194,8 @@ def verdicts(rows: pd.DataFrame, device: torch.device) -> list[str]:
         mfu = float(layer["mfu"].iloc[0])
         peak = float(layer["peak_flops_per_s"].iloc[0])
         line = (f"- MFU of the transformer layer (sdpa) at n = d = 512: {mfu:.2f} of a "
-                f"measured {peak / 1e9:,.0f} GFLOP/s {layer['peak_dtype'].iloc[0]} matmul peak")
+                f"measured {peak / 1e9:,.0f} GFLOP/s {layer['peak_dtype'].iloc[0]} matmul peak "
+                f"(the faster of torch.mm and oneDNN: {layer['peak_kernel'].iloc[0]})")
         if device.type == "cpu":
             met = "met" if mfu >= MFU_TARGET_CPU else "MISSED"
             line += f" (CPU target >= {MFU_TARGET_CPU}: {met})"

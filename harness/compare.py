@@ -20,6 +20,7 @@ from torch import nn
 import models
 from experiments.spec import Point
 from harness.measure import compiled_calls, count_flops, kernels_used, layer_calls, time_fn
+from models.kernels import onednn_mm, uses_onednn
 from models.reference import torch_reference
 
 # Targets (ours / reference time) from issue 6. A target of None means "reported only".
@@ -56,12 +57,17 @@ def interleaved(measures: dict[str, Callable[[], float]], reps: int) -> dict[str
     return out
 
 
-def peak_matmul(device: torch.device, dtype: torch.dtype, n: int) -> tuple[Callable[[], None],
-                                                                             int]:
-    """A square (n x n) @ (n x n) product into a preallocated output, and its FLOPs."""
+def peak_matmuls(device: torch.device, dtype: torch.dtype, n: int
+                 ) -> tuple[dict[str, Callable[[], object]], int]:
+    """Square (n x n) @ (n x n) products, one per GEMM library this build offers for the
+    dtype (torch.mm's BLAS; oneDNN on CPU fp32, which models.kernels.linear uses), and the
+    FLOPs of one. The machine's peak is the best of them: a slow BLAS must not flatter MFU."""
     a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
     c = torch.empty(n, n, device=device, dtype=dtype)
-    return (lambda: torch.mm(a, b, out=c)), 2 * n**3
+    fns: dict[str, Callable[[], object]] = {"mm": lambda: torch.mm(a, b, out=c)}
+    if uses_onednn(a):
+        fns["onednn"] = lambda: onednn_mm(a, b)
+    return fns, 2 * n**3
 
 
 def bare_timer_ms(fn: Callable[[], object], min_run_time: float) -> float:
@@ -115,17 +121,18 @@ def run_compare(point: Point, device: torch.device, min_run_time: float) -> dict
         if point.compile:
             _, fwdbwd, row["compile_s"] = compiled_calls(ours, x)
             _, ref_fwdbwd, row["ref_compile_s"] = compiled_calls(ref, x)
-        matmul, matmul_flops = peak_matmul(device, dtype, int(own.get("peak_n",
+        peaks, matmul_flops = peak_matmuls(device, dtype, int(own.get("peak_n",
                                                                       PEAK_N[device.type])))
-        for fn in (fwdbwd, ref_fwdbwd, matmul) * 2:  # warm-up: caches, allocator, threads
+        fns = {"ours": fwdbwd, "ref": ref_fwdbwd} | {f"peak_{k}": f for k, f in peaks.items()}
+        for fn in list(fns.values()) * 2:  # warm-up: caches, allocator, threads
             fn()
-        timed = interleaved({
-            "ours": lambda: time_fn(fwdbwd, device, min_run_time, 0).median_ms,
-            "ref": lambda: time_fn(ref_fwdbwd, device, min_run_time, 0).median_ms,
-            "peak": lambda: time_fn(matmul, device, min_run_time, 0).median_ms}, reps)
-        peak_ms = min(timed["peak"])  # a peak is the best rate seen, not a typical one
-        row["peak_flops_per_s"] = matmul_flops / (peak_ms / 1e3)
-        row["peak_dtype"] = point.dtype
+        timed = interleaved({name: (lambda fn=fn: time_fn(fn, device, min_run_time, 0).median_ms)
+                             for name, fn in fns.items()}, reps)
+        for name in peaks:  # a peak is the best rate seen, not a typical one
+            row[f"peak_{name}_flops_per_s"] = matmul_flops / (min(timed[f"peak_{name}"]) / 1e3)
+        best = max(peaks, key=lambda name: row[f"peak_{name}_flops_per_s"])
+        row |= {"peak_flops_per_s": row[f"peak_{best}_flops_per_s"], "peak_kernel": best,
+                "peak_dtype": point.dtype}
     ours_ms, ref_ms = statistics.median(timed["ours"]), statistics.median(timed["ref"])
     per_rep = [a / b for a, b in zip(timed["ours"], timed["ref"], strict=True)]
     row |= {"ours_ms": ours_ms, "ref_ms": ref_ms, "ratio": ours_ms / ref_ms,

@@ -12,6 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models.kernels import linear
+
 ATTN_BACKENDS = ("math", "sdpa")
 NORMS = ("post", "pre")
 POS_ENCODINGS = ("sinusoidal", "learned", "none")
@@ -102,10 +104,10 @@ class MultiHeadAttention(nn.Module):
         restricted attention and probes reuse these projections, not the weight layout)."""
         w, b = self.in_proj.weight, self.in_proj.bias
         if memory is None:
-            q, k, v = F.linear(x, w, b).chunk(3, dim=-1)  # 3 x (B, n, h*d_k)
+            q, k, v = linear(x, w, b).chunk(3, dim=-1)  # 3 x (B, n, h*d_k)
         else:
-            q = F.linear(x, w[: self.d_inner], b[: self.d_inner])
-            k, v = F.linear(memory, w[self.d_inner :], b[self.d_inner :]).chunk(2, dim=-1)
+            q = linear(x, w[: self.d_inner], b[: self.d_inner])
+            k, v = linear(memory, w[self.d_inner :], b[self.d_inner :]).chunk(2, dim=-1)
         return self._heads(q), self._heads(k), self._heads(v)
 
     def forward(
@@ -129,7 +131,8 @@ class MultiHeadAttention(nn.Module):
             dropout_p=self.dropout if self.training else 0.0,
             backend=self.attn_backend,
         )  # (B, h, n, d_k)
-        return self.out_proj(z.transpose(1, 2).flatten(2))  # (B, n, d)
+        o = self.out_proj
+        return linear(z.transpose(1, 2).flatten(2), o.weight, o.bias)  # (B, n, d)
 
 
 class PositionwiseFFN(nn.Module):
@@ -142,7 +145,8 @@ class PositionwiseFFN(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, n, d) -> (B, n, d)
-        return self.linear2(self.dropout(F.relu(self.linear1(x))))
+        h = F.relu(linear(x, self.linear1.weight, self.linear1.bias))  # (B, n, d_ff)
+        return linear(self.dropout(h), self.linear2.weight, self.linear2.bias)
 
 
 def sinusoid_table(n: int, d_model: int, offset: int = 0) -> torch.Tensor:

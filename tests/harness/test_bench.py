@@ -14,6 +14,7 @@ from harness.cli import cli
 from harness.compare import interleaved, run_compare, variant
 from harness.measure import count_flops, layer_calls
 from harness.results import read_results, results_path
+from models import kernels
 from models.reference import torch_reference
 
 B, N, D, H = 2, 12, 16, 4
@@ -143,6 +144,12 @@ def test_compare_row_records_kernels_ratio_and_mfu(backend, kernel):
     assert row["mfu"] == pytest.approx(
         row["flops_fwdbwd"] / (row["ours_ms"] / 1e3) / row["peak_flops_per_s"])
     assert row["max_abs_diff"] <= 1e-4 and row["reference"] == "TransformerEncoderLayer"
+    # the peak is the faster GEMM library, so a slow BLAS cannot inflate MFU
+    rates = {k: v for k, v in row.items() if k.startswith("peak_") and k.endswith("_flops_per_s")
+             and k != "peak_flops_per_s"}
+    assert "peak_mm_flops_per_s" in rates and row["peak_flops_per_s"] == max(rates.values())
+    assert row["peak_kernel"] in ("mm", "onednn")
+    assert ("peak_onednn_flops_per_s" in rates) == (kernels._ONEDNN is not None)
     if backend == "sdpa":
         assert row["target"] == 0.9 and row["meets_target"] == (row["ratio"] <= 0.9)
     else:

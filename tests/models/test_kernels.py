@@ -1,0 +1,100 @@
+"""models.kernels.linear: F.linear's numbers and gradients, on oneDNN for CPU float32."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
+
+from models import kernels
+from models.kernels import linear
+
+needs_onednn = pytest.mark.skipif(kernels._ONEDNN is None, reason="build without oneDNN")
+TOL = dict(atol=1e-5, rtol=1e-5)
+
+
+class _Ops(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.add(str(func.overloadpacket))
+        return func(*args, **(kwargs or {}))
+
+
+def _ops(fn) -> set[str]:
+    with _Ops() as rec:
+        fn()
+    return rec.ops
+
+
+def _grads(fn, *tensors):
+    out = fn(*tensors)
+    out.backward(torch.ones_like(out) + torch.arange(out.shape[-1]) / out.shape[-1])
+    grads = [t.grad for t in tensors if t is not None]
+    for t in tensors:
+        if t is not None:
+            t.grad = None
+    return out, grads
+
+
+@needs_onednn
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed-input", "weight-rows"])
+def test_linear_matches_f_linear_with_gradients(bias, layout):
+    x = torch.randn(4, 37, 64, requires_grad=True)
+    w = torch.randn(3 * 96, 64, requires_grad=True)
+    b = torch.randn(3 * 96, requires_grad=True) if bias else None
+
+    def ours(x, w, b):
+        if layout == "transposed-input":  # as the output of attention heads, (B, h, n) -> (B, n, h)
+            x = x.transpose(0, 1)
+        if layout == "weight-rows":  # as cross-attention's K/V rows of the fused in_proj
+            return linear(x, w[96:], None if b is None else b[96:])
+        return linear(x, w, b)
+
+    def ref(x, w, b):
+        if layout == "transposed-input":
+            x = x.transpose(0, 1)
+        if layout == "weight-rows":
+            return F.linear(x, w[96:], None if b is None else b[96:])
+        return F.linear(x, w, b)
+
+    out, grads = _grads(ours, x, w, b)
+    expected, expected_grads = _grads(ref, x, w, b)
+    torch.testing.assert_close(out, expected, **TOL)
+    for g, e in zip(grads, expected_grads, strict=True):
+        torch.testing.assert_close(g, e, **TOL)
+
+
+@needs_onednn
+def test_cpu_float32_runs_onednn_and_float64_runs_blas():
+    w = torch.randn(8, 16)
+    assert "mkldnn._linear_pointwise" in _ops(lambda: linear(torch.randn(2, 16), w))
+    assert "aten.addmm" not in _ops(lambda: linear(torch.randn(2, 16), w, torch.randn(8)))
+    double = _ops(lambda: linear(torch.randn(2, 16).double(), w.double(), None))
+    assert "mkldnn._linear_pointwise" not in double and "aten.mm" in double
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_flop_counter_counts_it_like_f_linear(dtype):
+    x = torch.randn(3, 5, 16, dtype=dtype, requires_grad=True)
+    w = torch.randn(24, 16, dtype=dtype, requires_grad=True)
+
+    def count(fn) -> int:
+        with FlopCounterMode(display=False) as counter:
+            fn(x, w, None).sum().backward()
+        return counter.get_total_flops()
+
+    assert count(linear) == count(F.linear) == 3 * 2 * 15 * 16 * 24  # forward + 2 backward
+
+
+@needs_onednn
+def test_double_backward_is_refused_not_wrong():
+    x = torch.randn(2, 16, requires_grad=True)
+    w = torch.randn(8, 16, requires_grad=True)
+    # the square makes the incoming gradient depend on w: a true second derivative
+    (gx,) = torch.autograd.grad(linear(x, w).pow(2).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        gx.sum().backward()
