@@ -77,8 +77,8 @@ def run_profile(device: torch.device, dtype: str, grid: str, out_dir: Path
 
     head = next(p for p in bench_points(device, dtype, grid) if p.mixer == "transformer-layer")
     dt = getattr(torch, head.dtype)
-    parts = [f"torch.profiler, self time per ATen op, ms per forward+backward (train mode), "
-             f"B={head.batch_size}, n={head.seq_len}, d={head.d_model}, "
+    parts = [f"torch.profiler, self time per op (ATen, oneDNN), ms per forward+backward "
+             f"(train mode), B={head.batch_size}, n={head.seq_len}, d={head.d_model}, "
              f"h={head.config['n_heads']}, {head.dtype}, {device.type}, "
              f"{torch.get_num_threads()} threads."]
     for backend in ("sdpa", "math"):

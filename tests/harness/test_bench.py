@@ -256,7 +256,10 @@ def test_bench_profile_tables_ops_of_ours_and_pytorchs_layer(tmp_path):
     for header in ("### ours (sdpa) vs nn.TransformerEncoderLayer",
                    "### ours (math) vs nn.TransformerEncoderLayer"):
         assert header in text
-    assert "aten::addmm" in text and "total (all aten ops)" in text
+    assert "total (all ops)" in text
+    # the GEMMs show up whichever library ran them (oneDNN for ours on CPU fp32)
+    assert "aten::addmm" in text or "aten::mm" in text
+    assert "mkldnn::_linear_pointwise" in text or kernels._ONEDNN is None
     assert not (tmp_path / "bench" / "results.csv").exists()  # profiling times nothing
 
 
