@@ -127,9 +127,8 @@ def convergence_curves(out_dir: Path, suite: str, metric: str) -> plt.Figure:
                     facet_kws={"sharey": False, "sharex": False})
     g.set_titles("{col_name}")
     g.set_axis_labels("training step", METRIC_LABELS[metric])
-    return _title(g.figure, f"Convergence: {METRIC_LABELS[metric]} (parameter-matched models,"
-                  " band = 95% CI over seeds; a seed that stopped at the target keeps its last"
-                  " value,\nand a curve ends where its slowest seed reached the target)")
+    return _title(g.figure, f"Convergence: {METRIC_LABELS[metric]} (parameter-matched; band ="
+                  " 95% CI over seeds; a seed that stopped at the target keeps its last value)")
 
 
 def steps_to_target(out_dir: Path, suite: str) -> plt.Figure:
