@@ -94,7 +94,10 @@ def write_report(out_dir: Path, suite: str | None = None) -> Path:
                   f"{len(df)} points ({counts}). Machine: {_machine(df)}.", ""]
         for applies, section in SECTIONS:
             if applies(name, df):
-                parts += section(out_dir, name, df)
+                try:
+                    parts += section(out_dir, name, df)
+                except BadInput as exc:  # one unfit suite must not cost the whole report
+                    parts += [f"No tables for this suite: {exc}", ""]
                 break
         skipped: list[str] = []
         try:
