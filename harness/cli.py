@@ -224,8 +224,10 @@ def _with_corpus(point, path: str):
 @click.option("--quick", is_flag=True, help="Only the headline sizes, 3 repetitions.")
 @click.option("--tiny", is_flag=True,
               help="Toy sizes that test the plumbing in seconds; their numbers mean nothing.")
-@click.option("--min-run-time", type=click.FloatRange(min=0.01), default=0.2,
-              show_default=True, help="Seconds of timed calls per contestant and repetition.")
+@click.option("--min-run-time", type=click.FloatRange(min=0.01), default=0.05,
+              show_default=True,
+              help="Seconds of timed calls per contestant and repetition (a call longer than "
+                   "this is timed once: more, shorter turns interleave better than long ones).")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="CPU threads for torch (default: torch's choice); one thread is steadier "
                    "on cores shared with other jobs.")
