@@ -70,9 +70,10 @@ def peak_matmuls(device: torch.device, dtype: torch.dtype, n: int
     return fns, 2 * n**3
 
 
-def bare_timer_ms(fn: Callable[[], object], min_run_time: float) -> float:
-    """Median ms from a plain torch.utils.benchmark.Timer: the yardstick for our time_fn.
-    num_threads is the process's (Timer's default of 1 would time another configuration)."""
+def timer_ms(fn: Callable[[], object], min_run_time: float) -> float:
+    """Median ms of one torch.utils.benchmark.Timer.blocked_autorange: one bench turn, and the
+    bare yardstick for the harness's time_fn. num_threads is the process's (Timer's default
+    of 1 would time another configuration); on CUDA the Timer synchronizes around blocks."""
     from torch.utils import benchmark
 
     timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
@@ -111,7 +112,7 @@ def run_compare(point: Point, device: torch.device, min_run_time: float) -> dict
     if own.get("versus") == "timer":
         fwdbwd(), fwdbwd()  # warm-up, as for the other comparisons
         timed = interleaved({"ours": lambda: time_fn(fwdbwd, device, min_run_time, 0).median_ms,
-                             "ref": lambda: bare_timer_ms(fwdbwd, min_run_time)}, reps)
+                             "ref": lambda: timer_ms(fwdbwd, min_run_time)}, reps)
         row["reference"] = "torch.utils.benchmark.Timer"
     else:
         ref = torch_reference(point.mixer, ours)
@@ -126,7 +127,9 @@ def run_compare(point: Point, device: torch.device, min_run_time: float) -> dict
         fns = {"ours": fwdbwd, "ref": ref_fwdbwd} | {f"peak_{k}": f for k, f in peaks.items()}
         for fn in list(fns.values()) * 2:  # warm-up: caches, allocator, threads
             fn()
-        timed = interleaved({name: (lambda fn=fn: time_fn(fn, device, min_run_time, 0).median_ms)
+        # one short blocked_autorange per turn (time_fn's five samples would make turns
+        # long, and long turns interleave worse); medians over the repetitions
+        timed = interleaved({name: (lambda fn=fn: timer_ms(fn, min_run_time))
                              for name, fn in fns.items()}, reps)
         for name in peaks:  # a peak is the best rate seen, not a typical one
             row[f"peak_{name}_flops_per_s"] = matmul_flops / (min(timed[f"peak_{name}"]) / 1e3)
