@@ -25,6 +25,7 @@ ARCH = {"transformer-lm": "Transformer", "transformer": "Transformer", "lstm-lm"
 ARCH_ORDER = ["Transformer", "LSTM", "GRU"]
 ARCH_COLORS = {"Transformer": "#1f77b4", "LSTM": "#d62728", "GRU": "#2ca02c"}
 CI = ("ci", 95)
+SEED = 0  # seaborn bootstraps its CI: a fixed seed draws the same bands every time
 # metrics a run reports only sometimes (target reached, length_gen asked, a text corpus)
 OPTIONAL = ("steps_to_target", "accuracy_2n", "accuracy_4n", "final_bits_per_char")
 METRIC_LABELS = {"accuracy": "held-out token accuracy", "loss": "held-out loss (nats/token)",
@@ -122,6 +123,7 @@ def convergence_curves(out_dir: Path, suite: str, metric: str) -> plt.Figure:
     order = task_order(pts)
     g = sns.relplot(data=long, x="step", y="value", hue="architecture", col="task_label",
                     col_order=order, col_wrap=_wrap(len(order)), kind="line", errorbar=CI,
+                    seed=SEED,
                     hue_order=[a for a in ARCH_ORDER if a in set(long["architecture"])],
                     palette=ARCH_COLORS, height=2.6, aspect=1.25,
                     facet_kws={"sharey": False, "sharex": False})
@@ -142,7 +144,7 @@ def steps_to_target(out_dir: Path, suite: str) -> plt.Figure:
     hues = [a for a in ARCH_ORDER if a in set(pts["architecture"])]
     fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(order)), 4))
     sns.barplot(data=pts, x="task_label", y="steps_shown", hue="architecture", order=order,
-                hue_order=hues, palette=ARCH_COLORS, errorbar=CI, ax=ax)
+                hue_order=hues, palette=ARCH_COLORS, errorbar=CI, seed=SEED, ax=ax)
     for container, arch in zip(ax.containers, hues, strict=True):
         for bar, task in zip(container, order, strict=True):
             sel = pts[(pts["task_label"] == task) & (pts["architecture"] == arch)]
@@ -170,7 +172,7 @@ def accuracy_vs_distance(out_dir: Path, suite: str) -> plt.Figure:
     style = "seq_len" if pts["seq_len"].nunique() > 1 else None
     sns.lineplot(data=pts, x="k", y="final_accuracy", hue="architecture", style=style,
                  hue_order=[a for a in ARCH_ORDER if a in set(pts["architecture"])],
-                 palette=ARCH_COLORS, marker="o", errorbar=CI, ax=ax)
+                 palette=ARCH_COLORS, marker="o", errorbar=CI, seed=SEED, ax=ax)
     ax.set(xscale="log", xlabel="distance k (output the token seen k steps earlier)",
            ylabel="final held-out accuracy", ylim=(0, 1.05),
            title="Recall at distance k (after the same step budget)")
@@ -203,7 +205,7 @@ def accuracy_vs_length(out_dir: Path, suite: str) -> plt.Figure:
     order = task_order(long)
     g = sns.relplot(data=long, x="eval length", y="accuracy", hue="architecture",
                     col="task_label", col_order=order, col_wrap=_wrap(len(order)),
-                    kind="line", marker="o", errorbar=CI, palette=ARCH_COLORS,
+                    kind="line", marker="o", errorbar=CI, seed=SEED, palette=ARCH_COLORS,
                     hue_order=[a for a in ARCH_ORDER if a in set(long["architecture"])],
                     height=2.6, aspect=1.2)
     _length_axes(g)
@@ -221,7 +223,8 @@ def positional(out_dir: Path, suite: str) -> plt.Figure:
     order = task_order(long)
     g = sns.relplot(data=long, x="eval length", y="accuracy", hue="pos_encoding",
                     hue_order=["sinusoidal", "learned", "none"], col="task_label",
-                    col_order=order, kind="line", marker="o", errorbar=CI, height=3, aspect=1.2)
+                    col_order=order, kind="line", marker="o", errorbar=CI, seed=SEED, height=3,
+                    aspect=1.2)
     _length_axes(g)
     g.set_titles("trained on {col_name}")
     g.set_axis_labels("evaluation length", "held-out token accuracy")
@@ -241,7 +244,8 @@ def heads(out_dir: Path, suite: str) -> plt.Figure:
               ("tokens_per_s", "training tokens / s (measured)"),
               ("final_accuracy", "final held-out accuracy")]
     for ax, (col, label) in zip(axes, panels, strict=True):
-        sns.barplot(data=pts, x="h", y=col, order=order, color="#1f77b4", errorbar=CI, ax=ax)
+        sns.barplot(data=pts, x="h", y=col, order=order, color="#1f77b4", errorbar=CI,
+                    seed=SEED, ax=ax)
         ax.set(xlabel="heads h", ylabel=label)
     task = pts["task_label"].iloc[0]
     fig.suptitle(f"Heads at d_model={int(pts['d_model'].iloc[0])} ({task}): d_k = d/h")
@@ -257,10 +261,10 @@ def ffn_width(out_dir: Path, suite: str) -> plt.Figure:
     long = curves_of(out_dir, suite, pts, [metric])
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     sns.lineplot(data=long, x="step", y="value", hue="d_ff / d_model", hue_order=order,
-                 palette="viridis", errorbar=CI, ax=axes[0])
+                 palette="viridis", errorbar=CI, seed=SEED, ax=axes[0])
     axes[0].set(xlabel="training step", ylabel=METRIC_LABELS[metric], title="curves")
     sns.pointplot(data=pts, x="d_ff / d_model", y=f"final_{metric}", order=order,
-                  errorbar=CI, ax=axes[1])
+                  errorbar=CI, seed=SEED, ax=axes[1])
     axes[1].set(xlabel="d_ff / d_model", ylabel=f"final {METRIC_LABELS[metric]}",
                 title="after the step budget")
     return _title(fig, f"FFN width ({pts['task_label'].iloc[0]})")
@@ -274,7 +278,7 @@ def scaling_curves(out_dir: Path, suite: str) -> plt.Figure:
     long = fill_stopped(curves_of(out_dir, suite, pts, ["accuracy"]), ["d_model", "scaled"])
     g = sns.relplot(data=long, x="step", y="value", hue="scaled",
                     hue_order=["1/sqrt(d_k)", "unscaled"], col="d_model", kind="line",
-                    errorbar=CI, height=3, aspect=1.2, facet_kws={"sharex": False})
+                    errorbar=CI, seed=SEED, height=3, aspect=1.2, facet_kws={"sharex": False})
     g.set_titles("d_k = {col_name} (one head)")
     g.set_axis_labels("training step", "held-out token accuracy")
     g.legend.set_title(None)
@@ -296,7 +300,8 @@ def qk_variance(out_dir: Path, suite: str) -> plt.Figure:
         "qk_var_normalised": "model, / (Var q_i Var k_i)"})
     d = sorted(float(v) for v in pts["d_k"].unique())
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.9), layout="constrained")
-    sns.lineplot(data=var, x="d_k", y="value", hue="q, k", marker="o", errorbar=CI, ax=axes[0])
+    sns.lineplot(data=var, x="d_k", y="value", hue="q, k", marker="o", errorbar=CI, seed=SEED,
+                 ax=axes[0])
     axes[0].plot(d, d, "k--", lw=1, label="Var = d_k (the seed)")
     axes[0].set(xscale="log", yscale="log", xlabel="d_k", ylabel="Var(q . k)",
                 title="dot-product variance")
@@ -311,7 +316,7 @@ def qk_variance(out_dir: Path, suite: str) -> plt.Figure:
                      hue_order=["1/sqrt(d_k)", "unscaled"], style="q, k",
                      style_order=["model", "i.i.d. N(0,1)"], markers={"model": "o",
                      "i.i.d. N(0,1)": "X"}, dashes={"model": "", "i.i.d. N(0,1)": (3, 2)},
-                     errorbar=CI, ax=ax)
+                     errorbar=CI, seed=SEED, ax=ax)
         if col == "attn_entropy":
             ax.plot(d, pts.groupby("d_k")["attn_entropy_max"].mean().loc[d].to_numpy(), "k:",
                     lw=1, label="uniform (the maximum)")
@@ -333,7 +338,7 @@ def norm_warmup(out_dir: Path, suite: str) -> plt.Figure:
     long = curves_of(out_dir, suite, pts, ["loss"])
     g = sns.relplot(data=long, x="step", y="value", hue="LN", hue_order=["Post-LN", "Pre-LN"],
                     style="warm-up", style_order=sorted(pts["warm-up"].unique()),
-                    col="n_layers", kind="line", errorbar=CI, height=3, aspect=1.15,
+                    col="n_layers", kind="line", errorbar=CI, seed=SEED, height=3, aspect=1.15,
                     palette={"Post-LN": "#d62728", "Pre-LN": "#1f77b4"})
     g.set_titles("depth {col_name}")
     g.set_axis_labels("training step", METRIC_LABELS["loss"])
@@ -352,7 +357,7 @@ def layer_grad_norms(out_dir: Path, suite: str) -> plt.Figure:
     pts["LN"] = pts["norm"].map({"post": "Post-LN", "pre": "Pre-LN"})
     long = curves_of(out_dir, suite, pts, ["layer_grad_norm"])
     g = sns.relplot(data=long, x="step", y="value", hue="LN", hue_order=["Post-LN", "Pre-LN"],
-                    col="n_layers", kind="line", marker="o", errorbar=CI, height=3,
+                    col="n_layers", kind="line", marker="o", errorbar=CI, seed=SEED, height=3,
                     aspect=1.1, palette={"Post-LN": "#d62728", "Pre-LN": "#1f77b4"},
                     facet_kws={"sharex": False})
     g.set(yscale="log")
@@ -376,7 +381,7 @@ def grad_distance(out_dir: Path, suite: str) -> plt.Figure:
     long = long[(long["step"] > 0) & (long["value"] > 0)]  # log axes: k = 0 is the token itself
     g = sns.relplot(data=long, x="step", y="value", hue="architecture", col="when",
                     col_order=["at initialisation", "after training"], kind="line",
-                    errorbar=CI, palette=ARCH_COLORS, height=3.2, aspect=1.2,
+                    errorbar=CI, seed=SEED, palette=ARCH_COLORS, height=3.2, aspect=1.2,
                     hue_order=[a for a in ARCH_ORDER if a in set(long["architecture"])])
     g.set(yscale="log")  # exponential decay is a straight line here
     g.set_titles("{col_name}")

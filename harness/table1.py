@@ -96,7 +96,8 @@ def table1(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
                                    layers["flops_fwd_attn"], layers["flops_fwd"]) \
         / layers["batch_size"] / 1e9
     layers["saved_per_seq"] = layers["saved_bytes"] / layers["batch_size"]
-    rows, notes = [], []
+    rows: list[dict[str, Any]] = []
+    ranges: dict[str, dict[str, list[str]]] = {}  # fit -> range -> layers fitted over it
     for name, (mixer, complexity, seq, path) in ROWS.items():
         row: dict[str, Any] = {"layer": name, "complexity": complexity,
                                "sequential_ops": seq, "max_path_length": path}
@@ -111,11 +112,18 @@ def table1(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
             "memory_n": _fit(_group(layers, "memory", mixer) if mixer == "self-attention"
                              else by_n, "seq_len", "saved_per_seq"),
         }
+        held = {"_n": f" at d={by_n['d_model'].iloc[0]}" if len(by_n) else "",
+                "_d": f" at n={by_d['seq_len'].iloc[0]}" if len(by_d) else ""}
         for key, (k, r2, rng) in fits.items():
             row[f"{key}_exp"], row[f"{key}_r2"] = k, r2
+            if rng and key.split("_")[0] in ("flops", "time", "memory"):
+                rng += held[key[-2:]]
             if rng:
-                notes.append(f"{name} {key}: fitted over {rng}")
+                ranges.setdefault(key, {}).setdefault(rng, []).append(name)
         rows.append(row)
+    notes = [f"{key}: fitted over " + "; ".join(
+        rng if len(names) == len(ROWS) else f"{rng} ({', '.join(names)})"
+        for rng, names in by_range.items()) for key, by_range in ranges.items()]
     notes += _extra_notes(ok, layers)
     return pd.DataFrame(rows), notes
 
