@@ -46,13 +46,16 @@ def variant(point: Point) -> str:
 
 
 def interleaved(measures: dict[str, Callable[[], float]], reps: int) -> dict[str, list[float]]:
-    """Call every measure once per repetition, rotating who goes first, so that each one meets
-    the machine in every phase of its drift; returns each one's per-repetition results."""
+    """Call every measure once per repetition, so that each one meets the machine in every
+    phase of its drift; returns each one's per-repetition results. The order rotates every
+    two repetitions and runs backwards every other one, so no measure always follows the same
+    neighbour (whose caches and clocks it would inherit)."""
     names = list(measures)
     out: dict[str, list[float]] = {name: [] for name in names}
     for r in range(reps):
-        k = r % len(names)
-        for name in names[k:] + names[:k]:
+        k = (r // 2) % len(names)
+        order = names[k:] + names[:k]
+        for name in (order if r % 2 == 0 else order[::-1]):
             out[name].append(measures[name]())
     return out
 

@@ -109,15 +109,20 @@ def test_fused_recurrent_flops_same_as_pytorch_layer(kind):
 # ---------------------------------------------------------------- interleaving and rows
 
 
-def test_interleaved_rotates_who_goes_first():
+def test_interleaved_alternates_direction_and_rotates():
     calls: list[str] = []
 
     def measure(name: str):
         return lambda: calls.append(name) or float(len(calls))
 
-    out = interleaved({"a": measure("a"), "b": measure("b"), "c": measure("c")}, reps=3)
-    assert calls == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
-    assert out == {"a": [1.0, 6.0, 8.0], "b": [2.0, 4.0, 9.0], "c": [3.0, 5.0, 7.0]}
+    out = interleaved({"a": measure("a"), "b": measure("b"), "c": measure("c")}, reps=6)
+    assert "".join(calls) == "abc" "cba" "bca" "acb" "cab" "bac"
+    assert out["a"] == [1.0, 6.0, 9.0, 10.0, 14.0, 17.0]
+    # over six repetitions everyone goes first twice and follows each other one equally often
+    firsts = calls[::3]
+    assert all(firsts.count(n) == 2 for n in "abc")
+    pairs = [calls[i + j:i + j + 2] for i in range(0, 18, 3) for j in (0, 1)]
+    assert pairs.count(["a", "b"]) == pairs.count(["b", "a"])
 
 
 def test_bench_grids_centre_on_the_issue_size_and_cover_every_comparison():
