@@ -65,7 +65,10 @@ if _ONEDNN is not None and _ONEDNN not in flop_counter.flop_registry:
 
 
 def uses_onednn(x: torch.Tensor) -> bool:
-    return _ONEDNN is not None and x.device.type == "cpu" and x.dtype == torch.float32
+    """Eager CPU float32 only: under torch.compile, inductor picks its own GEMMs (and lowers
+    the oneDNN op only for frozen, constant weights)."""
+    return (_ONEDNN is not None and x.device.type == "cpu" and x.dtype == torch.float32
+            and not torch.compiler.is_compiling())
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None

@@ -98,3 +98,11 @@ def test_double_backward_is_refused_not_wrong():
     (gx,) = torch.autograd.grad(linear(x, w).pow(2).sum(), x, create_graph=True)
     with pytest.raises(RuntimeError, match="once_differentiable"):
         gx.sum().backward()
+
+
+def test_compiled_code_gets_f_linear():
+    # inductor lowers the oneDNN op only for constant weights; compiled graphs take F.linear
+    w, b = torch.randn(8, 16, requires_grad=True), torch.randn(8, requires_grad=True)
+    compiled = torch.compile(lambda x: linear(x, w, b), backend="aot_eager", fullgraph=True)
+    x = torch.randn(2, 16)
+    torch.testing.assert_close(compiled(x), F.linear(x, w, b), **TOL)
