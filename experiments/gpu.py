@@ -23,15 +23,15 @@ def _point(suite: str, mixer: str, n: int, d: int) -> Point:
 
 
 def complexity_gpu() -> list[Point]:
-    """The full GPU grid: n = 128..32768 and d = 256..4096, powers of two, bfloat16 (on one
-    H200 most points take seconds; the long recurrences take longest)."""
+    """The full GPU grid: n = 128..32768 and d = 256..4096, powers of two, bfloat16 (the
+    long recurrences take longest: one step after another, 32768 of them)."""
     return [_point("complexity-gpu", p["mixer"], p["n"], p["d"])
             for p in product(d=powers_of_two(256, 4096), mixer=MIXERS,
                              n=powers_of_two(128, 32768))]
 
 
 def complexity_gpu_quick() -> list[Point]:
-    """complexity-gpu trimmed to five (n, d) corners for scripts/gpu-check (about a minute on
-    an H200): short and 32k-token sequences, narrow and 4096-wide layers."""
+    """complexity-gpu trimmed to five (n, d) corners for scripts/gpu-check, which gives it
+    110 s: short and 32k-token sequences, narrow and 4096-wide layers."""
     return [_point("complexity-gpu-quick", mixer, n, d)
             for n, d in QUICK_SIZES for mixer in MIXERS]

@@ -221,7 +221,7 @@ def _with_corpus(point, path: str):
 @click.option("--dtype", type=click.Choice(["auto", *DTYPE_CHOICE.choices]), default="auto",
               show_default=True, help="auto = float32 on CPU, bfloat16 on CUDA.")
 @click.option("--tracking-uri", default=None, help="As for `tvr run`.")
-@click.option("--quick", is_flag=True, help="Only the headline sizes, 3 repetitions.")
+@click.option("--quick", is_flag=True, help="Only the headline sizes, 5 repetitions.")
 @click.option("--tiny", is_flag=True,
               help="Toy sizes that test the plumbing in seconds; their numbers mean nothing.")
 @click.option("--min-run-time", type=click.FloatRange(min=0.01), default=0.05,
