@@ -117,7 +117,9 @@ _KERNEL_OPS = {
 }
 
 
-class _OpRecorder(TorchDispatchMode):
+class OpRecorder(TorchDispatchMode):
+    """The set of ATen op packets a block of code dispatches (e.g. "aten.mkldnn_rnn_layer")."""
+
     def __init__(self) -> None:
         super().__init__()
         self.ops: set[str] = set()
@@ -130,7 +132,7 @@ class _OpRecorder(TorchDispatchMode):
 def kernels_used(fn: Callable[[], object]) -> str:
     """The attention / RNN kernels one forward call dispatched to, e.g. "sdpa-flash",
     "math" (explicit softmax(QK^T)V), "aten-loop" (a recurrence as per-step ATen ops)."""
-    with _OpRecorder() as rec:
+    with OpRecorder() as rec:
         fn()
     return _kernel_name(rec.ops)
 
@@ -151,7 +153,7 @@ def flops_and_kernels(fn: Callable[[], object]) -> tuple[int, int, str]:
     """(all FLOPs, FLOPs in SEQUENCE_PRODUCT_OPS, kernels_used) from one call: dispatch-mode
     passes are costly on long recurrent loops (thousands of Python-level dispatches each)."""
     with FlopCounterMode(display=False, custom_mapping=FLOP_FORMULAS) as counter, \
-            _OpRecorder() as rec:
+            OpRecorder() as rec:
         fn()
     by_op = counter.get_flop_counts().get("Global", {})
     attn = sum(v for op, v in by_op.items() if str(op) in SEQUENCE_PRODUCT_OPS)

@@ -25,18 +25,10 @@ from harness.tasks import (
     task_names,
 )
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 SYNTHETIC = ["copy", "reverse", "sort", "mqar", "adding", "distance-k"]
 T = torch.tensor
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models gain nothing from intra-op threads, and on a shared, oversubscribed CPU
-    OpenMP's spinning workers made these tests ~50x slower."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def test_names() -> None:

@@ -25,17 +25,9 @@ from harness.train import (
     train,
 )
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 TINY = dict(d_model=32, n_layers=1, n_heads=2, d_ff=64, dropout=0.0)
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models gain nothing from intra-op threads, and on a shared, oversubscribed CPU
-    OpenMP's spinning workers made these tests ~50x slower."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def tiny_lm(vocab_size: int, **kw) -> nn.Module:

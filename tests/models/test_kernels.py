@@ -3,9 +3,9 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
+from harness.measure import OpRecorder
 from models import kernels
 from models.kernels import linear
 
@@ -13,18 +13,8 @@ needs_onednn = pytest.mark.skipif(kernels._ONEDNN is None, reason="build without
 TOL = dict(atol=1e-5, rtol=1e-5)
 
 
-class _Ops(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: set[str] = set()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops.add(str(func.overloadpacket))
-        return func(*args, **(kwargs or {}))
-
-
 def _ops(fn) -> set[str]:
-    with _Ops() as rec:
+    with OpRecorder() as rec:
         fn()
     return rec.ops
 
