@@ -22,7 +22,7 @@ class _Sizes:
     rnns: tuple[tuple[int, int, int], ...]  # (B, n, d) for LSTM / GRU
     timer: tuple[int, int, int]  # (B, n, d) of the layer the harness-timer check times
     reps: int  # interleaved repetitions per comparison
-    peak_n: int | None = None  # None: the device's default peak matmul (harness.compare)
+    peak_n: int | None = None  # None: the device's default peak matmul (harness.measure.compare)
     d_head: int = 64
 
 

@@ -73,7 +73,7 @@ def _version() -> str:
 
 def _tracking_uri(out_dir: Path, tracking_uri: str | None) -> str | None:
     """resolve_tracking_uri, plus bad input (not a traceback later) when MLflow is missing."""
-    from harness import tracking
+    from harness.run import tracking
 
     uri = tracking.resolve_tracking_uri(out_dir, tracking_uri)
     if uri is not None and importlib.util.find_spec("mlflow") is None:
@@ -156,7 +156,7 @@ def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume:
             dry_run: bool, max_memory: int | None, min_run_time: float, dtype: str | None,
             compile_: bool, corpus: str | None, only: tuple[str, ...]) -> None:
     """Measure every point of SUITE; one results row and one MLflow run per point."""
-    from harness import sweep
+    from harness.run import sweep
 
     points = experiments.points(suite)
     if only:
@@ -172,7 +172,7 @@ def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume:
         points = [_with_corpus(p, str(Path(corpus).resolve())) for p in points]
         variant.append(f"corpus-{Path(corpus).stem}")
     if dtype is not None or compile_:
-        from harness.sweep import CAST_MEASURES
+        from harness.run.sweep import CAST_MEASURES
 
         if not any(p.measure in CAST_MEASURES for p in points):
             raise BadInput(f"--dtype/--compile: suite {suite!r} has no point that honours them "
@@ -239,7 +239,7 @@ def bench_cmd(out: str, device: str, dtype: str, tracking_uri: str | None, quick
     """Our transformer layer, LSTM and GRU against PyTorch's own layers (weights copied,
     outputs checked), forward+backward, timed interleaved; prints ratios, MFU and the
     harness-timer check, writes <out>/bench/results.csv and table.md."""
-    from harness import bench, sweep
+    from harness.run import bench, sweep
 
     if quick and tiny:
         raise BadInput("--quick and --tiny: choose one")
@@ -277,8 +277,8 @@ def _load(out: str, suite: str):
 def table_cmd(fmt: str, out: str, suite: str | None, crossover: bool) -> None:
     """Table 1 of the paper beside what was measured (from `tvr run table1`); with --suite
     a layer sweep's fitted exponents; with --crossover where attention stops being cheaper."""
-    from harness import tables
-    from harness.table1 import is_table1, table1
+    from harness.report import tables
+    from harness.report.table1 import is_table1, table1
 
     suite = suite or ("quick" if crossover else "table1")
     df = _load(out, suite)
@@ -300,7 +300,7 @@ def table_cmd(fmt: str, out: str, suite: str | None, crossover: bool) -> None:
 def plot_cmd(name: str, out: str, suite: str) -> None:
     """Draw figure NAME (or all that suit SUITE's results) into <out>/<suite>/NAME.png.
     Figures read stored results only; nothing is re-measured or retrained."""
-    from harness import plots
+    from harness.report import figures as plots
 
     valid = ["all", *plots.FIGURES]
     if name not in valid:
@@ -317,7 +317,7 @@ def plot_cmd(name: str, out: str, suite: str) -> None:
 @click.option("--suite", default=None, help="Only this suite [default: every suite in --out].")
 def report_cmd(out: str, suite: str | None) -> None:
     """Write <out>/REPORT.md: every suite's tables and figures, with the machine they ran on."""
-    from harness import report
+    from harness.report import document as report
 
     click.echo(str(report.write_report(Path(out), suite)))
 
@@ -328,7 +328,7 @@ def report_cmd(out: str, suite: str | None) -> None:
 @click.option("--tracking-uri", default=None, help="As for `tvr run`.")
 def ui_cmd(port: int, out: str, tracking_uri: str | None) -> None:
     """Browse the runs: start the MLflow UI on 127.0.0.1 with the same store."""
-    from harness import tracking
+    from harness.run import tracking
 
     out_dir = _out_dir(out)
     uri = tracking.resolve_tracking_uri(out_dir, tracking_uri)

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import models
-from harness.measure import count_flops, layer_calls
+from harness.measure.flops import count_flops
+from harness.measure.timing import layer_calls
 from models.blocks import attention
 
 B = 8

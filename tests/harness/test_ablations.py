@@ -11,19 +11,19 @@ from mlflow import MlflowClient
 import experiments
 import models
 from experiments.spec import Point, knobs
-from harness import sweep
-from harness.ablations import run_train, train_spec
-from harness.batch import Batch
-from harness.probes import (
+from harness.results import read_results, results_path
+from harness.run import sweep
+from harness.train.batch import Batch
+from harness.train.loop import param_count
+from harness.train.points import run_train, train_spec
+from harness.train.probes import (
     attention_stats,
     distance_grad_norms,
     layer_grad_norms,
     run_attn_init,
     run_grad_distance,
 )
-from harness.results import read_results, results_path
-from harness.tasks import make_task
-from harness.train import param_count
+from harness.train.tasks import make_task
 
 CPU = torch.device("cpu")
 TINY = dict(n_layers=1, n_heads=2, d_ff=32, dropout=0.0)

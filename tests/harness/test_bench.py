@@ -11,8 +11,9 @@ import models
 from experiments import bench as grids
 from harness import cli as cli_module
 from harness.cli import cli
-from harness.compare import interleaved, run_compare, variant
-from harness.measure import count_flops, layer_calls
+from harness.measure.compare import interleaved, run_compare, variant
+from harness.measure.flops import count_flops
+from harness.measure.timing import layer_calls
 from harness.results import read_results, results_path
 from models import kernels
 from models.reference import torch_reference
@@ -168,7 +169,7 @@ def test_compare_refuses_to_time_layers_that_disagree(monkeypatch):
             ref.norm2.bias.add_(0.5)  # one wrong weight: what a bad copy would look like
         return ref
 
-    monkeypatch.setattr("harness.compare.torch_reference", wrong_reference)
+    monkeypatch.setattr("harness.measure.compare.torch_reference", wrong_reference)
     point = grids.points("bench", "cpu", "tiny")[0]
     with pytest.raises(AssertionError, match="disagree"):
         run_compare(point, torch.device("cpu"), min_run_time=0.01)

@@ -7,9 +7,9 @@ from click.testing import CliRunner
 from mlflow import MlflowClient
 
 import experiments
-from harness import sweep
 from harness.cli import cli
 from harness.results import read_results, results_path
+from harness.run import sweep
 
 FAST = ["--min-run-time", "0.01"]
 

@@ -11,11 +11,12 @@ import torch
 from click.testing import CliRunner
 
 import experiments
-from harness import curves, plots
 from harness.cli import cli
 from harness.errors import BadInput
+from harness.report import curves
+from harness.report import figures as plots
+from harness.report.study_tables import study_tables
 from harness.results import read_results, read_series, results_path
-from harness.study_tables import study_tables
 
 SUITE = "convergence-smoke"
 
@@ -55,7 +56,11 @@ def test_plot_all_draws_every_study_figure(smoke_out):
 def test_figures_read_stored_results_only(smoke_out, monkeypatch):
     """Drawing must not train or measure anything: with the training loop, the layer timer
     and the optimiser step all raising, every study figure still draws."""
-    from harness import ablations, measure, probes, sweep, train
+    from harness.measure import timing as measure
+    from harness.run import sweep
+    from harness.train import loop as train
+    from harness.train import points as ablations
+    from harness.train import probes
 
     def broken(*args, **kwargs):
         raise AssertionError("a figure retrained or remeasured")

@@ -9,10 +9,11 @@ from click.testing import CliRunner
 import experiments
 import models
 from experiments.spec import Point, knobs
-from harness import sweep
 from harness.cli import cli
-from harness.measure import count_flops, cuda_peak_bytes, layer_calls
+from harness.measure.flops import count_flops
+from harness.measure.timing import cuda_peak_bytes, layer_calls
 from harness.results import read_results, results_path
+from harness.run import sweep
 
 pytestmark = pytest.mark.gpu
 CUDA = ["--device", "cuda", "--tracking-uri", "none", "--min-run-time", "0.01"]

@@ -5,11 +5,9 @@ import torch
 from torch import nn
 
 import models
-from harness.measure import (
+from harness.measure.flops import count_flops, flops_and_kernels, kernels_used
+from harness.measure.timing import (
     MIN_SAMPLES,
-    count_flops,
-    flops_and_kernels,
-    kernels_used,
     layer_calls,
     measure_layer,
     saved_tensor_bytes,

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import models
-from harness.structure import (
+from harness.measure.structure import (
     graph_depth,
     max_path_length,
     path_ops,

@@ -9,10 +9,10 @@ from click.testing import CliRunner
 
 from experiments.spec import Point, knobs
 from experiments.table1 import table1_points
-from harness import sweep
 from harness.cli import cli
+from harness.report.table1 import run_path, table1
 from harness.results import read_results, results_path
-from harness.table1 import run_path, table1
+from harness.run import sweep
 
 CPU = torch.device("cpu")
 

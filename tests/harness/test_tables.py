@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from harness.errors import BadInput
-from harness.tables import _crossing, complexity_table, crossover_table
+from harness.report.tables import _crossing, complexity_table, crossover_table
 
 FLOPS = {  # forward matmul FLOPs per sequence
     "self-attention": lambda n, d: 8 * n * d * d + 4 * n * n * d,

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 import models
-from harness import corpus
-from harness.batch import BOS, N_SPECIAL, PAD, SEP, Batch, Task, suffix_batch
-from harness.corpus import corpus_task
-from harness.tasks import (
+from harness.train import corpus
+from harness.train.batch import BOS, N_SPECIAL, PAD, SEP, Batch, Task, suffix_batch
+from harness.train.corpus import corpus_task
+from harness.train.tasks import (
     adding_answers,
     copy_answers,
     distance_k_targets,

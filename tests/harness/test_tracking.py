@@ -24,9 +24,9 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 import experiments
-from harness import sweep, tracking
 from harness.errors import BadInput
-from harness.tracking import Tracker, resolve_tracking_uri, serve_ui, ui_command
+from harness.run import sweep, tracking
+from harness.run.tracking import Tracker, resolve_tracking_uri, serve_ui, ui_command
 
 
 @pytest.fixture(autouse=True)

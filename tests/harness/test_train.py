@@ -11,10 +11,9 @@ import torch
 from torch import nn
 
 import models
-from harness.batch import Batch
-from harness.corpus import corpus_task
-from harness.tasks import make_task
-from harness.train import (
+from harness.train.batch import Batch
+from harness.train.corpus import corpus_task
+from harness.train.loop import (
     TIMING_KEYS,
     TrainConfig,
     evaluate,
@@ -24,6 +23,7 @@ from harness.train import (
     param_count,
     train,
 )
+from harness.train.tasks import make_task
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

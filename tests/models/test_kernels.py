@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from harness.measure import OpRecorder
+from harness.measure.flops import OpRecorder
 from models import kernels
 from models.kernels import linear
 

@@ -1,7 +1,7 @@
 """The training loop for convergence experiments: Adam, the paper's schedule, early stop.
 
 One loop for every model and task: the task's Batch knows how to call the model
-(harness.batch), so nothing here depends on a model's internals. Runs are reproducible:
+(harness.train.batch), so nothing here depends on a model's internals. Runs are reproducible:
 data is a pure function of (task seed, step), dropout draws from cfg.seed, and on CPU two
 runs with one seed give bitwise-identical history (timing fields aside).
 """
@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import models
-from harness.batch import Batch, Task
+from harness.train.batch import Batch, Task
 
 SCHEDULES = ("constant", "noam", "cosine")
 TIMING_KEYS = ("tokens_per_s", "wall_s")  # the only history fields that differ between reruns

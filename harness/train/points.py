@@ -29,10 +29,9 @@ from torch import nn
 
 import models
 from experiments.spec import Point
-from harness.batch import Task
-from harness.measure import count_flops
-from harness.tasks import TASK_KEYWORDS, make_task
-from harness.train import (
+from harness.measure.flops import count_flops
+from harness.train.batch import Task
+from harness.train.loop import (
     TrainConfig,
     TrainResult,
     count_params,
@@ -41,6 +40,7 @@ from harness.train import (
     param_count,
     train,
 )
+from harness.train.tasks import TASK_KEYWORDS, make_task
 
 TASK_KEYS = ("task", "framing", "vocab", *TASK_KEYWORDS)
 # knob -> TrainConfig field

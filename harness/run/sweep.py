@@ -21,15 +21,16 @@ import torch
 
 import models
 from experiments.spec import Point
-from harness.ablations import run_train
-from harness.compare import run_compare
 from harness.errors import BadInput
-from harness.measure import machine_facts, measure_layer, saved_tensor_bytes
-from harness.probes import run_attn_init, run_grad_distance, run_layer_grads
-from harness.progress import progress_bar
+from harness.measure.compare import run_compare
+from harness.measure.machine import machine_facts
+from harness.measure.timing import measure_layer, saved_tensor_bytes
+from harness.report.table1 import run_path, run_seq_ops
 from harness.results import append_row, append_series, done_points, results_path, series_path
-from harness.table1 import run_path, run_seq_ops
-from harness.tracking import Tracker
+from harness.run.progress import progress_bar
+from harness.run.tracking import Tracker
+from harness.train.points import run_train
+from harness.train.probes import run_attn_init, run_grad_distance, run_layer_grads
 
 # Measures whose runners cast the layer to Point.dtype and honour Point.compile; `tvr run
 # --dtype/--compile` changes only these points.

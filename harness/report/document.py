@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness import plots, tables
 from harness.errors import BadInput
+from harness.report import figures as plots
+from harness.report import tables
+from harness.report.study_tables import STUDY_MEASURES, study_tables
+from harness.report.table1 import is_table1, table1
 from harness.results import RESULTS_FILE, load_results, write_atomic
-from harness.study_tables import STUDY_MEASURES, study_tables
-from harness.table1 import is_table1, table1
 
 
 def _machine(df: pd.DataFrame) -> str:

@@ -17,8 +17,8 @@ from torch import nn
 import models
 from experiments.spec import Point
 from harness.errors import BadInput
-from harness.structure import max_path_length, recurrent_path_length, sequential_ops
-from harness.tables import layer_frame, loglog_fit
+from harness.measure.structure import max_path_length, recurrent_path_length, sequential_ops
+from harness.report.tables import layer_frame, loglog_fit
 
 RECURRENT = ("lstm", "gru")
 

@@ -11,7 +11,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import models
-from harness.measure import layer_calls
+from harness.measure.timing import layer_calls
 from models.reference import torch_reference
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness.curves import ARCH, task_label
+from harness.report.curves import ARCH, task_label
 
 STUDY_MEASURES = ("train", "attn-init", "layer-grads", "grad-distance")
 

@@ -2,7 +2,7 @@
 
 Each reads a suite's stored results (and series.csv for curves) and never retrains. A point's
 `role` names its study; FIGURES maps figure name -> (function, measure, role), which
-harness.plots registers. Bands are 95% bootstrap CIs over seeds.
+harness.report.figures registers. Bands are 95% bootstrap CIs over seeds.
 """
 
 from __future__ import annotations

@@ -16,10 +16,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from harness import curves  # noqa: E402
 from harness.errors import BadInput  # noqa: E402
+from harness.report import curves  # noqa: E402
+from harness.report.tables import crossover_table, sweep_frame  # noqa: E402
 from harness.results import load_results, write_atomic  # noqa: E402
-from harness.tables import crossover_table, sweep_frame  # noqa: E402
 
 PALETTE = {"self-attention": "#1f77b4", "attention-core": "#ff7f0e", "lstm": "#d62728",
            "gru": "#2ca02c", "transformer-layer": "#9467bd", "convolutional": "#8c564b",
@@ -166,7 +166,7 @@ FIGURES: dict[str, Figure] = {
     "path-length": Figure(_layer(path_length), "path", role="path"),
     "memory": Figure(_layer(memory), "layer", role="memory"),
     "fixed-tokens": Figure(_layer(fixed_tokens), "layer", role="fixed-tokens"),
-    # training and probe studies (harness.curves): role = the study
+    # training and probe studies (harness.report.curves): role = the study
     **{name: Figure(fn, measure, role) for name, (fn, measure, role) in curves.FIGURES.items()},
 }
 

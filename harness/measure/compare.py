@@ -19,7 +19,8 @@ from torch import nn
 
 import models
 from experiments.spec import Point
-from harness.measure import compiled_calls, count_flops, kernels_used, layer_calls, time_fn
+from harness.measure.flops import count_flops, kernels_used
+from harness.measure.timing import compiled_calls, layer_calls, time_fn
 from models.kernels import onednn_mm, uses_onednn
 from models.reference import torch_reference
 

@@ -1,6 +1,6 @@
 """Synthetic tasks, deterministic from a seed, with held-out evaluation sets.
 
-Every task draws a raw problem (B, S) of data symbols and frames it (see harness.batch):
+Every task draws a raw problem (B, S) of data symbols and frames it (see harness.train.batch):
 - copy / reverse / sort: answer = the input, reversed, or sorted (ascending token id).
   LM framing: `input SEP answer`, scored on the answer only.
 - mqar (multi-query associative recall, Arora et al. 2023): `k1 v1 ... kP vP` with distinct
@@ -34,7 +34,7 @@ from typing import Protocol
 
 import torch
 
-from harness.batch import (
+from harness.train.batch import (
     FRAMINGS,
     N_SPECIAL,
     Batch,
@@ -45,7 +45,7 @@ from harness.batch import (
     stream_batch,
     suffix_batch,
 )
-from harness.corpus import CORPUS_KEYWORDS, corpus_task
+from harness.train.corpus import CORPUS_KEYWORDS, corpus_task
 
 _TRAIN, _EVAL = 0, 1  # seed-stream ids: the two generators never share a state
 _HASH_SEED = 0x5EED  # fixed across task seeds so the held-out region is one region

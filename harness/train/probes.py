@@ -25,15 +25,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from experiments.spec import Point
-from harness.ablations import (
+from harness.train.batch import Batch
+from harness.train.loop import masked_loss, train
+from harness.train.points import (
     build_model,
     history_series,
     result_metrics,
     tiny_threads,
     train_spec,
 )
-from harness.batch import Batch
-from harness.train import masked_loss, train
 from models.blocks import DecoderLayer, EncoderLayer, MultiHeadAttention, TokenEmbedding
 
 # ---------------------------------------------------------------- attention statistics
