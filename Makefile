@@ -21,6 +21,7 @@ run: $(STAMP)
 	$(BIN)/tvr report
 
 test: $(STAMP)
+	$(BIN)/lint-imports
 	MPLBACKEND=Agg $(BIN)/pytest -q
 
 bench: $(STAMP)

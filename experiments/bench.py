@@ -1,8 +1,8 @@
 """Ours versus PyTorch's layers (`tvr bench`): which comparisons, at which sizes.
 
-Each point is one comparison (measure "compare"): our mixer against its PyTorch reference
+Each point is one comparison (runner "compare"): our mixer against its PyTorch reference
 (versus="torch"), or the harness's timer against a bare torch.utils.benchmark.Timer on the
-same callable (versus="timer"). Sizes centre on the issue's (B=8, n=512, d=512, h=8); heads
+same callable (versus="timer"). Sizes centre on B=8, n=512, d=512, h=8; heads
 keep d_head = 64 as the paper's base model does. Dropout is 0 (it changes attention kernels).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from experiments.spec import Point, knobs
+from experiments.spec import CompareOptions, Point, config
 
 GRIDS = ("full", "quick", "tiny")
 CELL_REPS = 2
@@ -22,7 +22,7 @@ class _Sizes:
     rnns: tuple[tuple[int, int, int], ...]  # (B, n, d) for LSTM / GRU
     timer: tuple[int, int, int]  # (B, n, d) of the layer the harness-timer check times
     reps: int  # interleaved repetitions per comparison
-    peak_n: int | None = None  # None: the device's default peak matmul (harness.measure.compare)
+    peak_n: int | None = None  # None: the device default (harness.measure.compare)
     d_head: int = 64
 
 
@@ -52,13 +52,12 @@ def points(suite: str, device_type: str = "cpu", grid: str = "full",
     if grid not in GRIDS:
         raise ValueError(f"unknown bench grid {grid!r}; valid: {', '.join(GRIDS)}")
     sizes = (_CUDA if device_type == "cuda" else _CPU)[grid]
-    common = {"versus": "torch", "reps": sizes.reps}
-    if sizes.peak_n is not None:
-        common["peak_n"] = sizes.peak_n
-
-    def point(mixer: str, bnd: tuple[int, int, int], **cfg: object) -> Point:
+    def point(mixer: str, bnd: tuple[int, int, int], versus: str = "torch",
+              reps: int = sizes.reps, **cfg: object) -> Point:
         b, n, d = bnd
-        return Point(suite, "compare", mixer, n, d, b, dtype, knobs=knobs({**common, **cfg}))
+        options = CompareOptions(versus=versus, reps=reps, peak_n=sizes.peak_n)
+        return Point(suite, "compare", mixer, n, d, b, dtype, config=config(cfg),
+                     options=options)
 
     out = [point("transformer-layer", s, attn_backend=backend, n_heads=s[2] // sizes.d_head)
            for s in sizes.layers for backend in ("sdpa", "math")]

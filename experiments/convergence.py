@@ -1,16 +1,16 @@
-"""Convergence and ablation suites: models trained on the tasks of harness.tasks.
+"""Convergence and ablation suites: models trained on the tasks of harness.train.tasks.
 
-Every point's `role` names the study it belongs to ("convergence", "heads", ...), so one
+Every point's `study` names the study it belongs to ("convergence", "heads", ...), so one
 suite can hold several (convergence-quick holds all of them) and each figure picks its own
-rows. Training points use measure "train"; the init-time statistics use "attn-init",
+rows. Training points use runner "train"; the init-time statistics use "attn-init",
 "layer-grads" and "grad-distance" (harness.train.points, harness.train.probes).
 
-Shared recipe (why): a 2-layer, d_model=64, 4-head Pre-LN Transformer LM (the width the
-issue's scratch probes used; Pre-LN so constant-lr Adam needs no warm-up, which only the
+Shared recipe (why): a 2-layer, d_model=64, 4-head Pre-LN Transformer LM (the width of the
+early scratch probes; Pre-LN so constant-lr Adam needs no warm-up, which only the
 norm-warmup study varies), dropout 0 (the tasks are noise-free), Adam(0.9, 0.98, 1e-9) at a
 constant 1e-3, batch 32. LSTM and GRU LMs keep n_layers and get the d_model that matches the
-Transformer's parameter count on the same task within 10%: their points carry match=<the
-Transformer> and the Transformer's knobs, and the runner resolves the width at run time
+Transformer's parameter count on the same task within 10%: their points carry a Match (the
+Transformer and its config), and the runner resolves the width at run time
 (harness.train.points), so declaring a suite builds no model and loads no text.
 Expected times are estimates, not measurements: on CPU, each point's step budget times a
 ms-per-step fitted (per architecture, linear in tokens x layers x (d/64)^2, within ~5%) to
@@ -25,9 +25,9 @@ import dataclasses
 from typing import Any
 
 import models
-from experiments.spec import Point, knobs
+from experiments.spec import Match, Point, TaskSpec, TrainOptions, config
 
-D_MODEL = 64  # the issue's probes: 2-layer d=64 Transformer
+D_MODEL = 64  # the early scratch probes: 2-layer d=64 Transformer
 BATCH = 32  # sequences per update; eval uses the same batch size
 TRANSFORMER = dict(n_layers=2, n_heads=4, d_ff=256, dropout=0.0, norm="pre",
                    pos_encoding="sinusoidal")
@@ -44,27 +44,33 @@ def _fields(model: str) -> set[str]:
     return {f.name for f in dataclasses.fields(models.model_config(model))}
 
 
+_TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainOptions)} - {"task", "match"}
+
+
 def train_point(suite: str, study: str, model: str, task: str, n: int, seed: int,
                 steps: int = 0, d_model: int = D_MODEL, framing: str = "lm",
-                match: bool = False, measure: str = "train", **kn: Any) -> Point:
-    """One point; the Transformer config goes only to models that take it, match=True
-    has the runner give the model the parameter count of the Transformer of the same framing
-    at `d_model` (that Transformer's config rides along as knobs), and steps=0 marks an
-    init-time probe (no training knobs)."""
+                match: bool = False, runner: str = "train", k: int | None = None,
+                **settings: Any) -> Point:
+    """One point. `settings` are TrainOptions fields or model config keys; the Transformer
+    recipe goes only to models that take it. match=True has the runner give the model the
+    parameter count of the Transformer of the same framing at `d_model`, and steps=0 marks
+    an init-time probe (no training settings). `k` is distance-k's distance."""
     if framing == "seq2seq":
         model = SEQ2SEQ[model]
     ref = "transformer" if framing == "seq2seq" else "transformer-lm"
-    fields = _fields(model) | (_fields(ref) if match else set())
-    cfg = {k: v for k, v in (TRANSFORMER | kn).items() if k in fields}
-    if match:
-        cfg["match"] = ref
-    extra = {k: v for k, v in kn.items() if k not in fields}
-    task_kn = {"task": task, **({"vocab": VOCAB[task]} if VOCAB[task] else {})}
-    if framing != "lm":
-        task_kn["framing"] = framing
-    recipe = (RECIPE | {"steps": steps}) if steps else {}
-    return Point(suite, measure, "", n, d_model, BATCH, seed=seed, model=model, role=study,
-                 knobs=knobs({**task_kn, **recipe, **cfg, **extra}))
+    train = {key: v for key, v in settings.items() if key in _TRAIN_FIELDS}
+    arch = TRANSFORMER | {key: v for key, v in settings.items() if key not in _TRAIN_FIELDS}
+    unknown = set(arch) - _fields(model) - (_fields(ref) if match else set()) - set(TRANSFORMER)
+    if unknown:
+        raise ValueError(f"unknown setting {sorted(unknown)[0]!r} for {model!r}")
+    task_spec = TaskSpec(task, VOCAB[task], framing, config({"k": k} if k else {}))
+    options = TrainOptions(
+        task_spec, steps, **(RECIPE if steps else {}), **train,
+        match=Match(ref, config({key: v for key, v in arch.items() if key in _fields(ref)}))
+        if match else None)
+    return Point(suite, runner, model, n, d_model, BATCH, seed=seed, study=study,
+                 config=config({key: v for key, v in arch.items() if key in _fields(model)}),
+                 options=options)
 
 
 def _target(task: str) -> dict[str, Any]:
@@ -102,7 +108,7 @@ def scaling_points(suite: str, seeds: range, d_ks: tuple[int, ...], train_d_ks: 
         for scale in (True, False):
             common = dict(n_heads=1, d_ff=4 * d_k, attn_scale=scale)
             pts += [train_point(suite, "scaling-factor", "transformer-lm", "copy", 32, s,
-                                d_model=d_k, measure="attn-init", n_layers=1, **common)
+                                d_model=d_k, runner="attn-init", n_layers=1, **common)
                     for s in seeds]
             if d_k in train_d_ks:
                 pts += [train_point(suite, "scaling-factor", "transformer-lm", "copy", n, s,
@@ -142,7 +148,7 @@ def norm_warmup_points(suite: str, seeds: range, depths: tuple[int, ...], warmup
     for depth in depths:
         for norm in ("post", "pre"):
             pts += [train_point(suite, "norm-warmup", "transformer-lm", "corpus", n, s,
-                                measure="layer-grads", n_layers=depth, norm=norm)
+                                runner="layer-grads", n_layers=depth, norm=norm)
                     for s in seeds]
             pts += [train_point(suite, "norm-warmup", "transformer-lm", "corpus", n, s, steps,
                                 n_layers=depth, norm=norm, warmup=w)
@@ -153,7 +159,7 @@ def norm_warmup_points(suite: str, seeds: range, depths: tuple[int, ...], warmup
 def gradient_distance_points(suite: str, seeds: range, n: int, steps: int) -> list[Point]:
     """||dL_t/dx_{t-k}|| vs k, parameter-matched models, at init and after corpus training."""
     return [train_point(suite, "gradient-distance", a, "corpus", n, s, steps, match=True,
-                        measure="grad-distance") for a in ARCHS for s in seeds]
+                        runner="grad-distance") for a in ARCHS for s in seeds]
 
 
 # ---------------------------------------------------------------- the suites

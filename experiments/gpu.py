@@ -8,7 +8,7 @@ GiB at the largest points; sdpa keeps attention's memory linear in n.
 from __future__ import annotations
 
 from experiments.complexity import MIXERS
-from experiments.spec import Point, batch_for, knobs, powers_of_two, product
+from experiments.spec import Point, batch_for, config, powers_of_two, product
 
 TOKENS = 65536  # B * n per point: B = 2 at n = 32768, capped at 64 sequences
 D_HEAD = 64
@@ -19,7 +19,8 @@ def _point(suite: str, mixer: str, n: int, d: int) -> Point:
     # d_head = 64 as in the paper's base model: flash kernels take head sizes up to 256, and
     # the default 8 heads would give d_head = 512 at d = 4096 (math fallback, n^2 memory)
     cfg = {"n_heads": d // D_HEAD} if mixer == "self-attention" else {}
-    return Point(suite, "layer", mixer, n, d, batch_for(n, TOKENS), "bfloat16", knobs=knobs(cfg))
+    return Point(suite, "layer", mixer, n, d, batch_for(n, TOKENS), "bfloat16",
+                 config=config(cfg))
 
 
 def complexity_gpu() -> list[Point]:

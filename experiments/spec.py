@@ -1,43 +1,153 @@
-"""Typed point specs and the product-grid helper every suite uses."""
+"""Typed point specs and the product-grid helper every suite uses.
+
+A point is one measurement: the runner that measures it (a key of harness.run.runners.RUNNERS),
+its subject (a mixer kind for layer-level runners, a models.names() entry for training
+runners), its sizes, the model config handed to models.mixer / models.build unchanged, and
+the runner's own typed options. Its results row and its point_id derive from these fields.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+Config = tuple[tuple[str, Any], ...]  # sorted (key, value) pairs: hashable, stable order
+
+LAYER_RUNNERS = ("layer", "compare", "seq-ops", "path")  # subject is a mixer kind
+MODEL_RUNNERS = ("train", "attn-init", "layer-grads", "grad-distance")  # subject is a model
+
+
+def config(values: Mapping[str, Any] | None = None) -> Config:
+    return tuple(sorted((values or {}).items()))
+
+
+def _changed(options: object) -> dict[str, Any]:
+    """The fields of an options dataclass that differ from their defaults, in field order."""
+    return {f.name: getattr(options, f.name) for f in dataclasses.fields(options)  # type: ignore[arg-type]
+            if getattr(options, f.name) != f.default}
+
+
+@dataclass(frozen=True)
+class CompareOptions:
+    """Ours against a reference, timed interleaved (runner "compare", `tvr bench`)."""
+
+    versus: str = "torch"  # "torch": PyTorch's own layer; "timer": a bare benchmark.Timer
+    reps: int = 5  # interleaved repetitions
+    peak_n: int | None = None  # edge of the peak-rate matmul; None: the device's default
+
+    def columns(self) -> dict[str, Any]:
+        return _changed(self)
+
+
+@dataclass(frozen=True)
+class PathOptions:
+    """How Table 1's path-length search stacks layers (runner "path")."""
+
+    dilation_growth: bool = False  # stacked layer i gets dilation k^i: the O(log_k n) stack
+
+    def columns(self) -> dict[str, Any]:
+        # always a column: Table 1 selects the contiguous stacks by dilation_growth == False
+        return {"dilation_growth": self.dilation_growth}
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A task of harness.train.tasks: its name, data alphabet, framing and keywords."""
+
+    name: str
+    alphabet_size: int | None = None  # symbols in the task's data; None for a text corpus
+    framing: str = "lm"  # "lm" (one stream) or "seq2seq" (source, then target)
+    keywords: Config = ()  # mqar n_queries, distance-k k, corpus path and val_fraction
+
+    def columns(self) -> dict[str, Any]:
+        out = {"task": self.name} | _changed(self)
+        del out["name"]
+        return {**{k: v for k, v in out.items() if k != "keywords"}, **dict(self.keywords)}
+
+
+@dataclass(frozen=True)
+class Match:
+    """Parameter matching: the point's d_model becomes the width at which its model has the
+    parameter count of `model` built with `config` at the point's d_model (resolved at run
+    time, so declaring a suite builds nothing)."""
+
+    model: str
+    config: Config = ()
+
+    def columns(self) -> dict[str, Any]:
+        return {"match": self.model, **{f"match_{k}": v for k, v in self.config}}
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """Training-type runners: the task, the loop's settings, what to evaluate. A None means
+    the training loop's default (harness.train.loop.TrainConfig)."""
+
+    task: TaskSpec
+    steps: int = 0  # optimizer updates at most; 0: an init-time probe, no training
+    lr: float | None = None
+    schedule: str | None = None
+    warmup: int | None = None
+    clip: float | None = None
+    eval_every: int | None = None
+    eval_batches: int | None = None
+    target: float | None = None  # early stop at this held-out token accuracy
+    length_gen: bool = False  # evaluate at 2n and 4n too
+    match: Match | None = None
+
+    def columns(self) -> dict[str, Any]:
+        out = _changed(self)
+        out.pop("task")
+        match = out.pop("match", None)
+        return {**self.task.columns(), **out, **(match.columns() if match else {})}
+
+
+Options = CompareOptions | PathOptions | TrainOptions | None
+
 
 @dataclass(frozen=True)
 class Point:
-    """One measurement. `measure` names the harness runner (sweep.RUNNERS); a point is about
-    a `mixer` kind (layer-level) or a `model` name (whole network); `knobs` are its config."""
+    """One measurement (see the module docstring)."""
 
     suite: str
-    measure: str  # "layer" (time/FLOPs/memory of one mixer), "train", ...
-    mixer: str
+    runner: str
+    subject: str  # mixer kind (LAYER_RUNNERS) or model name (MODEL_RUNNERS)
     seq_len: int
     d_model: int
     batch_size: int
     dtype: str = "float32"
     seed: int = 0
-    knobs: tuple[tuple[str, Any], ...] = field(default=())  # sorted (key, value) pairs
+    config: Config = field(default=())  # models.mixer / models.build keywords, unchanged
+    options: Options = None
     compile: bool = False  # time torch.compile'd modules (`tvr run --compile`)
-    model: str = ""  # a models.names() entry, for whole-network points
-    role: str = ""  # what the suite measures this point for (e.g. the "n" grid of a fit)
+    fit: str = ""  # Table 1: the fit or group this point belongs to ("n", "d", "path", ...)
+    study: str = ""  # the ablation study this point belongs to ("heads", "positional", ...)
 
     @property
     def point_id(self) -> str:
-        """Deterministic name from the fields, so reruns and --resume find the same point."""
-        knobs = "".join(f"-{k}={v}" for k, v in self.knobs)
-        compiled = "-compiled" if self.compile else ""  # eager ids stay as they always were
-        role = f"{self.role}-" if self.role else ""
-        return (f"{role}{self.measure}-{self.model or self.mixer}{knobs}-n{self.seq_len}"
+        """Deterministic name from the fields, so reruns and resume find the same point."""
+        values = "".join(f"-{k}={v}" for k, v in sorted(self.columns().items()))
+        compiled = "-compiled" if self.compile else ""
+        group = f"{self.fit or self.study}-" if self.fit or self.study else ""
+        return (f"{group}{self.runner}-{self.subject}{values}-n{self.seq_len}"
                 f"-d{self.d_model}-b{self.batch_size}-{self.dtype}-s{self.seed}{compiled}")
 
-    @property
-    def config(self) -> dict[str, Any]:
-        return dict(self.knobs)
+    def columns(self) -> dict[str, Any]:
+        """The model config and the options, as the results row's extra columns."""
+        opts = self.options.columns() if self.options is not None else {}
+        return {**dict(self.config), **opts}
+
+    def fields(self) -> dict[str, Any]:
+        """The row's identifying columns: mixer or model by runner kind."""
+        model = self.runner in MODEL_RUNNERS
+        return {"suite": self.suite, "runner": self.runner,
+                "mixer": "" if model else self.subject, "model": self.subject if model else "",
+                "seq_len": self.seq_len, "d_model": self.d_model, "batch_size": self.batch_size,
+                "dtype": self.dtype, "seed": self.seed, "compile": self.compile,
+                "fit": self.fit, "study": self.study}
 
 
 def product(**axes: Iterable[Any]) -> list[dict[str, Any]]:
@@ -45,10 +155,6 @@ def product(**axes: Iterable[Any]) -> list[dict[str, Any]]:
     keys = list(axes)
     return [dict(zip(keys, values, strict=True))
             for values in itertools.product(*(list(v) for v in axes.values()))]
-
-
-def knobs(config: Mapping[str, Any] | None = None) -> tuple[tuple[str, Any], ...]:
-    return tuple(sorted((config or {}).items()))
 
 
 def batch_for(seq_len: int, tokens: int, max_batch: int = 64) -> int:

@@ -4,7 +4,7 @@ a fixed token count. Under 3 minutes on 2 cores."""
 
 from __future__ import annotations
 
-from experiments.spec import Point, knobs
+from experiments.spec import PathOptions, Point, config
 
 LAYERS = {  # mixer kind -> config used in every row of that layer type
     "self-attention": {"n_heads": 4},
@@ -22,9 +22,9 @@ def table1_points(suite: str, ns: tuple[int, ...], ds: tuple[int, ...], kr_n: in
     kernel/window sweeps at n = kr_n, structural points over `structure_ns` / `path_ns`,
     time at `tokens` tokens per batch over the n of `structure_ns` scaled up."""
 
-    def layer(role: str, mixer: str, n: int, d: int, batch: int = B, **extra) -> Point:
-        return Point(suite, "layer", mixer, n, d, batch, knobs=knobs(LAYERS[mixer] | extra),
-                     role=role)
+    def layer(fit: str, mixer: str, n: int, d: int, batch: int = B, **extra) -> Point:
+        return Point(suite, "layer", mixer, n, d, batch, config=config(LAYERS[mixer] | extra),
+                     fit=fit)
 
     pts = []
     for mixer in LAYERS:
@@ -41,16 +41,17 @@ def table1_points(suite: str, ns: tuple[int, ...], ds: tuple[int, ...], kr_n: in
     cell = {"lstm": {"rnn_impl": "cell"}}
     for mixer in LAYERS:
         cfg = LAYERS[mixer] | cell.get(mixer, {})
-        pts += [Point(suite, "seq-ops", mixer, n, 16, 1, knobs=knobs(cfg), role="seq-ops")
+        pts += [Point(suite, "seq-ops", mixer, n, 16, 1, config=config(cfg), fit="seq-ops")
                 for n in structure_ns]
-        path_cfgs = [cfg | {"dilated": False}]
+        stacks = [(cfg, PathOptions())]
         if mixer == "convolutional":  # causal, as WaveNet: a centred dilated stack would
             # need positions outside the sequence to link its two ends
-            path_cfgs = [cfg | {"dilated": dil, "padding": "causal"} for dil in (False, True)]
+            stacks = [(cfg | {"padding": "causal"}, PathOptions(dilation_growth=grow))
+                      for grow in (False, True)]
         if mixer == "restricted-attention":
-            path_cfgs = [cfg | {"dilated": False, "window": 4}]  # small r: several layers
-        pts += [Point(suite, "path", mixer, n, 8, 1, knobs=knobs(c), role="path")
-                for c in path_cfgs for n in path_ns]
+            stacks = [(cfg | {"window": 4}, PathOptions())]  # small r: several layers
+        pts += [Point(suite, "path", mixer, n, 8, 1, config=config(c), options=o, fit="path")
+                for c, o in stacks for n in path_ns]
     return pts
 
 

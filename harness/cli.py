@@ -1,6 +1,6 @@
 """The `tvr` command: one thin subcommand per verb.
 
-Exit codes (DESIGN.md): 0 done; 2 bad input, one line naming the value, no traceback; 1 else.
+Exit codes: 0 done; 2 bad input, one line naming the value, no traceback; 1 else.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import click
 
 import experiments
 import models
+from experiments.spec import Point, TrainOptions
 from harness.errors import BadInput
 
 OUT_HELP = "Results directory (suite CSVs, tables, figures, MLflow store)."
@@ -73,9 +74,9 @@ def _version() -> str:
 
 def _tracking_uri(out_dir: Path, tracking_uri: str | None) -> str | None:
     """resolve_tracking_uri, plus bad input (not a traceback later) when MLflow is missing."""
-    from harness.run import tracking
+    from harness.run.store import resolve_tracking_uri
 
-    uri = tracking.resolve_tracking_uri(out_dir, tracking_uri)
+    uri = resolve_tracking_uri(out_dir, tracking_uri)
     if uri is not None and importlib.util.find_spec("mlflow") is None:
         raise BadInput(f"tracking URI {uri}: MLflow is not installed here; install it or "
                        "pass --tracking-uri none")
@@ -160,25 +161,25 @@ def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume:
 
     points = experiments.points(suite)
     if only:
-        names = sorted({p.model or p.mixer for p in points})
+        names = sorted({p.subject for p in points})
         unknown = [o for o in only if o not in names]
         if unknown:
             raise BadInput(f"--only {unknown[0]}: suite {suite!r} has no such mixer or model; "
                            f"valid: {', '.join(names)}")
-        points = [p for p in points if (p.model or p.mixer) in only]
+        points = [p for p in points if p.subject in only]
     variant = []  # a run that changes what is measured gets its own results folder
     if corpus is not None:  # the path becomes a knob of the corpus-task points
         _check_utf8(corpus)
         points = [_with_corpus(p, str(Path(corpus).resolve())) for p in points]
         variant.append(f"corpus-{Path(corpus).stem}")
     if dtype is not None or compile_:
-        from harness.run.sweep import CAST_MEASURES
+        from harness.run.runners import CAST_RUNNERS
 
-        if not any(p.measure in CAST_MEASURES for p in points):
+        if not any(p.runner in CAST_RUNNERS for p in points):
             raise BadInput(f"--dtype/--compile: suite {suite!r} has no point that honours them "
-                           f"(only {', '.join(CAST_MEASURES)} points do)")
+                           f"(only {', '.join(CAST_RUNNERS)} points do)")
         points = [replace(p, dtype=dtype or p.dtype, compile=compile_)
-                  if p.measure in CAST_MEASURES else p for p in points]
+                  if p.runner in CAST_RUNNERS else p for p in points]
         variant += [dtype] if dtype else []
         variant += ["compiled"] if compile_ else []
     name = "-".join([suite, *variant])
@@ -207,11 +208,13 @@ def _check_utf8(path: str) -> None:
             from None
 
 
-def _with_corpus(point, path: str):
-    config = point.config
-    if config.get("task") != "corpus":
+def _with_corpus(point: Point, path: str) -> Point:
+    """The point trained on the text at `path` if it is a corpus-task point."""
+    opts = point.options
+    if not isinstance(opts, TrainOptions) or opts.task.name != "corpus":
         return point
-    return replace(point, knobs=tuple(sorted((config | {"path": path}).items())))
+    keywords = tuple(sorted((dict(opts.task.keywords) | {"path": path}).items()))
+    return replace(point, options=replace(opts, task=replace(opts.task, keywords=keywords)))
 
 
 @cli.command("bench")
@@ -239,6 +242,7 @@ def bench_cmd(out: str, device: str, dtype: str, tracking_uri: str | None, quick
     """Our transformer layer, LSTM and GRU against PyTorch's own layers (weights copied,
     outputs checked), forward+backward, timed interleaved; prints ratios, MFU and the
     harness-timer check, writes <out>/bench/results.csv and table.md."""
+    from harness.report import bench as bench_report
     from harness.run import bench, sweep
 
     if quick and tiny:
@@ -252,13 +256,19 @@ def bench_cmd(out: str, device: str, dtype: str, tracking_uri: str | None, quick
 
         torch.set_num_threads(threads)  # recorded in every row (machine facts: threads)
     if profile_:
-        markdown, path = bench.run_profile(dev, dtype, grid, out_dir)
+        setup, profiles = bench.run_profile(dev, dtype, grid)
+        markdown = bench_report.profile_markdown(setup, profiles)
+        path = bench_report.write_markdown(out_dir / bench.SUITE, bench_report.PROFILE_FILE,
+                                           markdown)
         click.echo(markdown + f"profile: {path}")
         return
     result = bench.run_bench(dev, dtype, grid, out_dir, uri, min_run_time)
-    click.echo(result.markdown, nl=False)
+    markdown = bench_report.bench_markdown(result.rows, result.facts, grid, result.dtype,
+                                           dev.type)
+    path = bench_report.write_markdown(out_dir / bench.SUITE, bench_report.TABLE_FILE, markdown)
+    click.echo(markdown, nl=False)
     click.echo(result.summary.line())
-    click.echo(f"table: {result.table_path}")
+    click.echo(f"table: {path}")
 
 
 def _load(out: str, suite: str):
@@ -328,13 +338,14 @@ def report_cmd(out: str, suite: str | None) -> None:
 @click.option("--tracking-uri", default=None, help="As for `tvr run`.")
 def ui_cmd(port: int, out: str, tracking_uri: str | None) -> None:
     """Browse the runs: start the MLflow UI on 127.0.0.1 with the same store."""
-    from harness.run import tracking
+    from harness.run.store import resolve_tracking_uri
+    from harness.run.ui import serve_ui
 
     out_dir = _out_dir(out)
-    uri = tracking.resolve_tracking_uri(out_dir, tracking_uri)
+    uri = resolve_tracking_uri(out_dir, tracking_uri)
     if uri is None:
         raise BadInput("--tracking-uri none: there is no store to browse")
-    raise SystemExit(tracking.serve_ui(uri, out_dir, port))
+    raise SystemExit(serve_ui(uri, out_dir, port))
 
 
 def main() -> None:

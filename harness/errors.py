@@ -1,4 +1,4 @@
-"""Errors the user can fix; the CLI prints them as one line and exits 2 (DESIGN.md exit codes)."""
+"""Errors the user can fix; the CLI prints them as one line and exits 2."""
 
 from __future__ import annotations
 

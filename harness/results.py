@@ -1,13 +1,15 @@
 """Tidy results in and out of `<out>/<suite>/results.csv`, written so a crash never loses a row.
 
-One row per point (DESIGN.md "Results"): the identifying columns first, then the metric columns
-in first-seen order, then message / torch_version / host.
+One row per point: the identifying columns first, then the config, options and metric columns
+in first-seen order, then message / torch_version / host. Written by harness.run, read by
+harness.report; files written by older versions are read under today's column names.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import socket
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -16,8 +18,8 @@ import pandas as pd
 
 from harness.errors import BadInput
 
-ID_COLUMNS = ["suite", "point_id", "model", "mixer", "seq_len", "d_model", "batch_size",
-              "device", "dtype", "seed", "status"]
+ID_COLUMNS = ["suite", "point_id", "runner", "model", "mixer", "seq_len", "d_model", "batch_size",
+              "device", "dtype", "seed", "status", "machine"]
 TAIL_COLUMNS = ["message", "torch_version", "host"]
 STATUSES = ("ok", "oom", "diverged", "error", "skipped")
 RESULTS_FILE = "results.csv"
@@ -26,6 +28,51 @@ SERIES_FILE = "series.csv"
 _FIXED = frozenset(ID_COLUMNS) | frozenset(TAIL_COLUMNS)
 # Read as text so ids such as "0007" or "1e3" never turn into numbers.
 _TEXT_DTYPES = {"suite": str, "point_id": str, "status": str, "message": str}
+# Columns of files written before points were typed: old name -> today's
+_RENAMED = {"measure": "runner", "vocab": "alphabet_size", "dilated": "dilation_growth"}
+_FIT_RUNNERS = ("layer", "seq-ops", "path")  # an old `role` of these rows is Table 1's fit
+
+
+def _current_names(frame: pd.DataFrame) -> pd.DataFrame:
+    """Old column names to today's, and a `machine`; the old `role` splits into `fit`
+    (Table 1's layer and structural rows) and `study` (the training studies)."""
+    frame = frame.rename(columns={k: v for k, v in _RENAMED.items()
+                                  if k in frame and v not in frame})
+    if "machine" not in frame:  # rows from before machines were named: their host names them
+        frame["machine"] = frame["host"] if "host" in frame else ""
+    if "role" in frame:
+        is_fit = frame["runner"].isin(_FIT_RUNNERS)
+        frame["fit"] = frame["role"].where(is_fit, "")
+        frame["study"] = frame["role"].where(~is_fit, "")
+        frame = frame.drop(columns="role")
+    return frame
+
+
+MACHINE_ENV = "TVR_MACHINE"
+_MACHINE_FILE = Path.home() / ".config" / "tvr-bench" / "machine-id"
+
+
+def this_machine() -> str:
+    """This machine's name in the `machine` column: $TVR_MACHINE if set, else the host name
+    and a random tag drawn once and kept in ~/.config/tvr-bench/machine-id. Host names alone
+    repeat across VMs and containers (and images share /etc/machine-id), so two machines
+    sharing a results folder would take each other's rows for their own."""
+    name = os.environ.get(MACHINE_ENV, "").strip()
+    if name:
+        return name
+    try:
+        tag = _MACHINE_FILE.read_text(encoding="utf-8").strip()
+    except OSError:
+        tag = ""
+    if not tag:
+        tag = secrets.token_hex(3)
+        try:
+            _MACHINE_FILE.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(_MACHINE_FILE, tag + "\n")
+        except OSError as exc:  # an unwritable home: the tag lasts this process only
+            print(f"warning: cannot keep this machine's tag in {_MACHINE_FILE} ({exc}); "
+                  f"set {MACHINE_ENV} to name this machine")
+    return f"{socket.gethostname()}-{tag}"
 
 
 def results_path(out_dir: Path, suite: str) -> Path:
@@ -96,14 +143,26 @@ def _parse(path: Path, **read_csv_kwargs: Any) -> pd.DataFrame:
     if not {"point_id", "status"} <= set(frame.columns):
         raise BadInput(f"{path} is not a results file (no point_id/status columns); "
                        "move it aside or fix it")
-    return frame
+    return _current_names(frame)
+
+
+ROW_KEY = ("point_id", "device", "machine")  # one row per point, device and machine
+
+
+def _same_point(frame: pd.DataFrame, row: Mapping[str, Any]) -> pd.Series:
+    same = pd.Series(True, index=frame.index)
+    for key in ROW_KEY:
+        column = frame[key] if key in frame else pd.Series("", index=frame.index)
+        same &= column.astype(str) == _cell(row.get(key))
+    return same
 
 
 def append_row(path: Path, row: Mapping[str, Any]) -> None:
     """Add one point's row to a results CSV, atomically (old rows survive any crash).
 
-    A row whose point_id is already in the file replaces the old row, so rerunning a failed
-    point leaves one row per point. Columns are the union of old and new ones.
+    A row of the same point, device and machine replaces the old row, so rerunning a failed
+    point leaves one row per point and machine; other machines' rows are never touched.
+    Columns are the union of old and new ones.
     """
     path = Path(path)
     missing = [k for k in ("suite", "point_id", "status") if not row.get(k)]
@@ -112,7 +171,7 @@ def append_row(path: Path, row: Mapping[str, Any]) -> None:
     if row["status"] not in STATUSES:
         raise ValueError(f"status {row['status']!r} is not one of {STATUSES}")
     old = _read_text(path)
-    old = old[old["point_id"] != str(row["point_id"])]
+    old = old[~_same_point(old, row)]
     new = pd.DataFrame([{k: _cell(v) for k, v in row.items()}], dtype=str)
     frames = [f for f in (old, new) if len(f)]
     table = pd.concat(frames, ignore_index=True).fillna("")
@@ -126,17 +185,18 @@ def series_path(out_dir: Path, suite: str) -> Path:
     return Path(out_dir) / suite / SERIES_FILE
 
 
-def append_series(path: Path, point_id: str, series: Mapping[str, Iterable[tuple[int, float]]]
-                  ) -> None:
-    """Store one point's curves as tidy rows (point_id, metric, step, value), atomically,
-    replacing any curves an earlier run of the same point left."""
+def append_series(path: Path, point_id: str, series: Mapping[str, Iterable[tuple[int, float]]],
+                  machine: str = "") -> None:
+    """Store one point's curves as tidy rows (point_id, machine, metric, step, value),
+    atomically, replacing any curves an earlier run of the same point on `machine` left."""
     path = Path(path)
-    old = pd.read_csv(path, dtype={"point_id": str}) if path.exists() else None
-    new = pd.DataFrame([(point_id, name, int(step), float(value))
+    old = _read_series(path) if path.exists() else None
+    new = pd.DataFrame([(point_id, machine, name, int(step), float(value))
                         for name, points in series.items() for step, value in points],
-                       columns=["point_id", "metric", "step", "value"])
+                       columns=["point_id", "machine", "metric", "step", "value"])
     if old is not None:
-        new = pd.concat([old[old["point_id"] != point_id], new], ignore_index=True)
+        mine = (old["point_id"] == point_id) & (old["machine"] == machine)
+        new = pd.concat([old[~mine], new], ignore_index=True)
     write_atomic(path, new.to_csv(index=False, lineterminator="\n"))
 
 
@@ -146,7 +206,15 @@ def read_series(out_dir: Path, suite: str) -> pd.DataFrame:
     if not path.exists():
         raise BadInput(f"no training curves for suite {suite!r} under {out_dir}: "
                        f"run `tvr run {suite}` first")
-    return pd.read_csv(path, dtype={"point_id": str})
+    return _read_series(path)
+
+
+def _read_series(path: Path) -> pd.DataFrame:
+    frame = pd.read_csv(path, dtype={"point_id": str, "machine": str}, keep_default_na=False,
+                        na_values={"value": ["", "nan"]})
+    if "machine" not in frame:  # written before rows named their machine
+        frame.insert(1, "machine", "")
+    return frame
 
 
 def read_results(path: Path) -> pd.DataFrame:
@@ -163,18 +231,33 @@ def read_results(path: Path) -> pd.DataFrame:
 FINAL_STATUSES = ("ok", "diverged")  # a diverged run is a result: rerunning it changes nothing
 
 
-def done_points(path: Path, device: str | None = None) -> set[str]:
-    """point_ids already finished (FINAL_STATUSES) on `device` (any device if None): what
-    --resume skips. Rows from another device never stand in for this one's."""
+def done_points(path: Path, device: str, machine: str) -> set[str]:
+    """point_ids already finished (FINAL_STATUSES) on `device` of `machine`: what resume
+    skips. Rows from another machine or device never stand in for this one's."""
     frame = read_results(path)
     done = frame["status"].isin(FINAL_STATUSES)
-    if device is not None and "device" in frame:
-        done &= frame["device"].astype(str) == device
+    done &= frame["device"].astype(str) == device
+    done &= frame["machine"].astype(str) == machine
     return set(frame.loc[done, "point_id"].astype(str))
 
 
-def load_results(out_dir: Path, suites: list[str] | None = None) -> pd.DataFrame:
-    """Every suite's rows under `out_dir` (or only `suites`) as one tidy frame.
+def one_machine(frame: pd.DataFrame, machine: str | None = None) -> pd.DataFrame:
+    """The rows of one machine: `machine` (default: this one) where it has rows, else the
+    machine with the most rows (the reference committed with the code, typically), so tables
+    never mix two machines' timings."""
+    if frame.empty or "machine" not in frame:
+        return frame
+    names = frame["machine"].astype(str)
+    wanted = machine or this_machine()
+    if not (names == wanted).any():
+        wanted = names.value_counts().index[0]
+    return frame[names == wanted]
+
+
+def load_results(out_dir: Path, suites: list[str] | None = None,
+                 machine: str | None = None) -> pd.DataFrame:
+    """Every suite's rows under `out_dir` (or only `suites`) as one tidy frame, each suite's
+    from one machine (see one_machine; machine="all" keeps every machine's rows).
 
     Raises BadInput naming the suites that have no results and the command that makes them.
     """
@@ -193,6 +276,8 @@ def load_results(out_dir: Path, suites: list[str] | None = None) -> pd.DataFrame
             raise BadInput(f"no results for suite(s) {', '.join(missing)} under {out_dir}: "
                            f"run {runs} first")
     frames = [read_results(p) for p in paths]
+    if machine != "all":
+        frames = [one_machine(f, machine) for f in frames]
     # pandas warns about (and will change) concat with empty frames: keep only non-empty ones.
     filled = [f for f in frames if len(f)] or frames[:1]
     table = pd.concat(filled, ignore_index=True)

@@ -7,22 +7,24 @@ Boolean masks follow F.scaled_dot_product_attention: True means "may attend".
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models.checks import check_choice
+
+# The one place the models pick their linear-map kernel: MultiHeadAttention's projections and
+# the FFN call this `linear`. kernels.linear is F.linear's arithmetic, run by oneDNN on CPU
+# float32 because MKL's sgemm reaches about half of oneDNN's speed on some CPUs (see
+# models/kernels.py); to time or test plain F.linear, import torch.nn.functional's here instead.
 from models.kernels import linear
 
 ATTN_BACKENDS = ("math", "sdpa")
 NORMS = ("post", "pre")
 POS_ENCODINGS = ("sinusoidal", "learned", "none")
-
-
-def check_choice(what: str, value: object, allowed: tuple) -> None:
-    """Raise ValueError naming the bad value and the valid ones."""
-    if value not in allowed:
-        raise ValueError(f"invalid {what} {value!r}; valid: {', '.join(map(repr, allowed))}")
 
 
 def causal_mask(n: int, s: int, device: torch.device | None = None) -> torch.Tensor:
@@ -79,18 +81,15 @@ class MultiHeadAttention(nn.Module):
         dropout: float = 0.0,
         attn_scale: bool = True,
         attn_backend: str = "math",
-        d_head: int | None = None,
     ) -> None:
         super().__init__()
         check_choice("attn_backend", attn_backend, ATTN_BACKENDS)
-        if d_head is None:
-            if d_model % n_heads:
-                raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
-            d_head = d_model // n_heads
-        self.n_heads, self.d_head, self.d_inner = n_heads, d_head, n_heads * d_head
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.dropout, self.attn_scale, self.attn_backend = dropout, attn_scale, attn_backend
-        self.in_proj = nn.Linear(d_model, 3 * self.d_inner)  # [W^Q; W^K; W^V]
-        self.out_proj = nn.Linear(self.d_inner, d_model)  # W^O
+        self.in_proj = nn.Linear(d_model, 3 * d_model)  # [W^Q; W^K; W^V], h*d_k = d rows each
+        self.out_proj = nn.Linear(d_model, d_model)  # W^O
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:  # (B, n, h*d_k) -> (B, h, n, d_k)
         return x.unflatten(-1, (self.n_heads, self.d_head)).transpose(1, 2)
@@ -106,8 +105,9 @@ class MultiHeadAttention(nn.Module):
         if memory is None:
             q, k, v = linear(x, w, b).chunk(3, dim=-1)  # 3 x (B, n, h*d_k)
         else:
-            q = linear(x, w[: self.d_inner], b[: self.d_inner])
-            k, v = linear(memory, w[self.d_inner :], b[self.d_inner :]).chunk(2, dim=-1)
+            d = self.d_model
+            q = linear(x, w[:d], b[:d])  # (B, n, h*d_k)
+            k, v = linear(memory, w[d:], b[d:]).chunk(2, dim=-1)  # 2 x (B, S, h*d_k)
         return self._heads(q), self._heads(k), self._heads(v)
 
     def forward(
@@ -149,9 +149,9 @@ class PositionwiseFFN(nn.Module):
         return linear(self.dropout(h), self.linear2.weight, self.linear2.bias)
 
 
-def sinusoid_table(n: int, d_model: int, offset: int = 0) -> torch.Tensor:
+def sinusoid_table(n: int, d_model: int) -> torch.Tensor:
     """(n, d): PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(same)."""
-    pos = torch.arange(offset, offset + n, dtype=torch.float64)[:, None]  # (n, 1)
+    pos = torch.arange(n, dtype=torch.float64)[:, None]  # (n, 1)
     inv_freq = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
     angles = pos * inv_freq  # (n, ceil(d/2))
     pe = torch.zeros(n, d_model, dtype=torch.float64)
@@ -231,69 +231,77 @@ class OutputHead(nn.Module):
         return self.proj(self.norm(x))
 
 
-class EncoderLayer(nn.Module):
-    """Self-attention and FFN sub-layers, each wrapped in a residual and LayerNorm.
+class _ResidualLayer(nn.Module):
+    """What encoder and decoder layers share: the attention sub-layers named in `attentions`
+    (in forward order), then the FFN, each wrapped in a residual and a LayerNorm.
 
     norm="post": x = LN(x + Dropout(F(x)))   (the paper)
     norm="pre":  x = x + Dropout(F(LN(x)))   (needs a final LN after the stack)
-    Attribute names follow nn.TransformerEncoderLayer so weights map one to one.
+    Attribute names follow nn.TransformerEncoderLayer / DecoderLayer (self_attn,
+    multihead_attn, norm1.., dropout1..) so weights map one to one.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        norm: str = "post",
-        attn_scale: bool = True,
-        attn_backend: str = "math",
-        causal: bool = False,
-    ) -> None:
-        super().__init__()
-        check_choice("norm", norm, NORMS)
-        self.pre, self.causal = norm == "pre", causal
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, attn_scale, attn_backend)
-        self.ffn = PositionwiseFFN(d_model, d_ff, dropout)
-        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-        self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
-
-    def forward(
-        self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None
-    ) -> torch.Tensor:  # (B, n, d) -> (B, n, d)
-        def sa(h: torch.Tensor) -> torch.Tensor:
-            return self.dropout1(self.self_attn(h, None, key_padding_mask, self.causal))
-
-        if self.pre:
-            x = x + sa(self.norm1(x))
-            return x + self.dropout2(self.ffn(self.norm2(x)))
-        x = self.norm1(x + sa(x))
-        return self.norm2(x + self.dropout2(self.ffn(x)))
-
-
-class DecoderLayer(nn.Module):
-    """Causal self-attention, cross-attention over the encoder memory, FFN; names as in
-    nn.TransformerDecoderLayer (self_attn, multihead_attn, norm1..3)."""
+    attentions: tuple[str, ...] = ()
 
     def __init__(
         self,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        norm: str = "post",
-        attn_scale: bool = True,
-        attn_backend: str = "math",
+        d_model: int,  # d: the layer maps (B, n, d) -> (B, n, d)
+        n_heads: int,  # h, so d_k = d_v = d / h
+        d_ff: int,  # the FFN's hidden width: (B, n, d) -> (B, n, d_ff) -> (B, n, d)
+        dropout: float = 0.0,  # on attention weights, the FFN hidden and each sub-layer output
+        norm: str = "post",  # one of NORMS
+        attn_scale: bool = True,  # divide scores by sqrt(d_k)
+        attn_backend: str = "math",  # one of ATTN_BACKENDS
     ) -> None:
         super().__init__()
         check_choice("norm", norm, NORMS)
         self.pre = norm == "pre"
-        args = (d_model, n_heads, dropout, attn_scale, attn_backend)
-        self.self_attn = MultiHeadAttention(*args)
-        self.multihead_attn = MultiHeadAttention(*args)
+        for name in self.attentions:  # before the FFN: a seeded init draws in this order
+            self.add_module(
+                name, MultiHeadAttention(d_model, n_heads, dropout, attn_scale, attn_backend)
+            )
         self.ffn = PositionwiseFFN(d_model, d_ff, dropout)
-        self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d_model) for _ in range(3))
-        self.dropout1, self.dropout2, self.dropout3 = (nn.Dropout(dropout) for _ in range(3))
+        n_sublayers = len(self.attentions) + 1
+        for i in range(1, n_sublayers + 1):
+            self.add_module(f"norm{i}", nn.LayerNorm(d_model))
+        for i in range(1, n_sublayers + 1):
+            self.add_module(f"dropout{i}", nn.Dropout(dropout))
+
+    def sublayer(
+        self, i: int, x: torch.Tensor, f: Callable[[torch.Tensor], torch.Tensor]
+    ) -> torch.Tensor:  # (B, n, d) -> (B, n, d)
+        """Sub-layer i (from 1) around f, with norm{i} and dropout{i} placed as `norm` says."""
+        norm, drop = getattr(self, f"norm{i}"), getattr(self, f"dropout{i}")
+        if self.pre:
+            return x + drop(f(norm(x)))
+        return norm(x + drop(f(x)))
+
+
+class EncoderLayer(_ResidualLayer):
+    """Self-attention and FFN sub-layers. Takes _ResidualLayer's arguments, and causal=True
+    for self-attention that sees no later position (the decoder-only LM's layers)."""
+
+    attentions = ("self_attn",)
+    self_attn: MultiHeadAttention
+
+    def __init__(self, *layer_args: Any, causal: bool = False, **layer_kwargs: Any) -> None:
+        super().__init__(*layer_args, **layer_kwargs)
+        self.causal = causal
+
+    def forward(
+        self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:  # (B, n, d) -> (B, n, d)
+        x = self.sublayer(1, x, lambda h: self.self_attn(h, None, key_padding_mask, self.causal))
+        return self.sublayer(2, x, self.ffn)
+
+
+class DecoderLayer(_ResidualLayer):
+    """Causal self-attention, cross-attention over the encoder memory, FFN; names as in
+    nn.TransformerDecoderLayer (self_attn, multihead_attn, norm1..3)."""
+
+    attentions = ("self_attn", "multihead_attn")
+    self_attn: MultiHeadAttention
+    multihead_attn: MultiHeadAttention
 
     def forward(
         self,
@@ -301,19 +309,6 @@ class DecoderLayer(nn.Module):
         memory: torch.Tensor,  # (B, S, d)
         memory_key_padding_mask: torch.Tensor | None = None,  # (B, S)
     ) -> torch.Tensor:  # (B, T, d)
-        def sa(h: torch.Tensor) -> torch.Tensor:
-            return self.dropout1(self.self_attn(h, causal=True))
-
-        def ca(h: torch.Tensor) -> torch.Tensor:
-            return self.dropout2(self.multihead_attn(h, memory, memory_key_padding_mask))
-
-        def ff(h: torch.Tensor) -> torch.Tensor:
-            return self.dropout3(self.ffn(h))
-
-        if self.pre:
-            x = x + sa(self.norm1(x))
-            x = x + ca(self.norm2(x))
-            return x + ff(self.norm3(x))
-        x = self.norm1(x + sa(x))
-        x = self.norm2(x + ca(x))
-        return self.norm3(x + ff(x))
+        x = self.sublayer(1, x, lambda h: self.self_attn(h, causal=True))
+        x = self.sublayer(2, x, lambda h: self.multihead_attn(h, memory, memory_key_padding_mask))
+        return self.sublayer(3, x, self.ffn)

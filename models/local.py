@@ -14,7 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.blocks import MultiHeadAttention, attention, check_choice
+from models.blocks import MultiHeadAttention, attention
+from models.checks import check_choice
 
 PADDINGS = ("causal", "centred")
 

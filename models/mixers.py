@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Protocol
-
 import torch
 from torch import nn
 
 from models.blocks import MultiHeadAttention, attention
 from models.rnn import Recurrent
-
-
-class Mixer(Protocol):
-    def __call__(self, x: torch.Tensor) -> torch.Tensor: ...  # (B, n, d) -> (B, n, d)
 
 
 class SelfAttention(nn.Module):

@@ -29,12 +29,11 @@ class FirstOutput(nn.Module):
 
 def _encoder_reference(ours: EncoderLayer) -> nn.Module:
     attn = ours.self_attn
-    if ours.causal or not attn.attn_scale or attn.d_inner != ours.norm1.normalized_shape[0]:
-        raise ValueError("nn.TransformerEncoderLayer has no causal flag, unscaled attention "
-                         "or d_head * n_heads != d_model; no reference for this config")
-    d = ours.norm1.normalized_shape[0]
+    if ours.causal or not attn.attn_scale:
+        raise ValueError("nn.TransformerEncoderLayer has no causal flag or unscaled attention; "
+                         "no reference for this config")
     ref = nn.TransformerEncoderLayer(
-        d, attn.n_heads, ours.ffn.linear1.out_features, dropout=attn.dropout,
+        attn.d_model, attn.n_heads, ours.ffn.linear1.out_features, dropout=attn.dropout,
         activation="relu", batch_first=True, norm_first=ours.pre,
         layer_norm_eps=ours.norm1.eps)
     # Our attribute names are nn.TransformerEncoderLayer's but for the fused in-projection

@@ -4,18 +4,41 @@ rnn_impl="fused" calls nn.LSTM / nn.GRU (cuDNN on CUDA, oneDNN on CPU); rnn_impl
 runs the same parameters through an explicit per-step loop written from the gate equations,
 so the recurrence h_t = f(h_{t-1}, x_t) is visible to autograd and to FLOP counters.
 Gate order and weight layout are PyTorch's: LSTM (i, f, g, o), GRU (r, z, n).
+The whole models take an RNNConfig (and the kind); the layers take flat arguments.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.blocks import OutputHead, TokenEmbedding, check_choice
+from models.blocks import OutputHead, TokenEmbedding
+from models.checks import check_choice, check_dropout, check_flag, check_positive
 
 RNN_KINDS = ("lstm", "gru")
 RNN_IMPLS = ("fused", "cell")
+
+
+@dataclass(frozen=True)
+class RNNConfig:
+    vocab_size: int = 37000  # same vocabulary as the Transformer it is compared with
+    d_model: int = 512  # hidden size = embedding size, as the Transformer's d_model
+    n_layers: int = 6  # stacked recurrent layers
+    dropout: float = 0.1  # on embeddings, between layers and before the head
+    # Validated but unused: presets and sweeps set max_len for every model, and a recurrence,
+    # having no positional table, runs on any length.
+    max_len: int = 1024
+    rnn_impl: str = "fused"  # cuDNN/oneDNN kernel; "cell" is the explicit per-step loop
+    tie_weights: bool = True  # as in the Transformer, so both have the same head
+
+    def __post_init__(self) -> None:
+        check_positive(self, "vocab_size", "d_model", "n_layers", "max_len")
+        check_dropout(self.dropout)
+        check_choice("rnn_impl", self.rnn_impl, RNN_IMPLS)
+        check_flag("tie_weights", self.tie_weights)
 
 State = torch.Tensor | tuple[torch.Tensor, torch.Tensor]
 
@@ -109,13 +132,13 @@ class RNNLM(nn.Module):
     """Decoder-only LSTM/GRU LM: embedding -> recurrent stack -> LayerNorm -> head, the same
     embedding and head as the Pre-LN Transformer."""
 
-    def __init__(self, kind: str, vocab_size: int, d_model: int, n_layers: int,
-                 dropout: float, rnn_impl: str, tie_weights: bool) -> None:
+    def __init__(self, kind: str, config: RNNConfig) -> None:
         super().__init__()
-        self.embed = TokenEmbedding(vocab_size, d_model)
-        self.drop = nn.Dropout(dropout)
-        self.rnn = Recurrent(kind, d_model, n_layers, rnn_impl, dropout)
-        self.head = OutputHead(self.embed, vocab_size, d_model, tie_weights, final_norm=True)
+        c = config
+        self.embed = TokenEmbedding(c.vocab_size, c.d_model)
+        self.drop = nn.Dropout(c.dropout)
+        self.rnn = Recurrent(kind, c.d_model, c.n_layers, c.rnn_impl, c.dropout)
+        self.head = OutputHead(self.embed, c.vocab_size, c.d_model, c.tie_weights, final_norm=True)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:  # (B, n) -> (B, n, V)
         y, _ = self.rnn(self.drop(self.embed(tokens)))
@@ -125,14 +148,14 @@ class RNNLM(nn.Module):
 class RNNSeq2Seq(nn.Module):
     """Encoder-decoder LSTM/GRU: the decoder starts from the encoder's final state."""
 
-    def __init__(self, kind: str, vocab_size: int, d_model: int, n_layers: int,
-                 dropout: float, rnn_impl: str, tie_weights: bool) -> None:
+    def __init__(self, kind: str, config: RNNConfig) -> None:
         super().__init__()
-        self.embed = TokenEmbedding(vocab_size, d_model)  # shared source/target vocabulary
-        self.drop = nn.Dropout(dropout)
-        self.encoder = Recurrent(kind, d_model, n_layers, rnn_impl, dropout)
-        self.decoder = Recurrent(kind, d_model, n_layers, rnn_impl, dropout)
-        self.head = OutputHead(self.embed, vocab_size, d_model, tie_weights, final_norm=True)
+        c = config
+        self.embed = TokenEmbedding(c.vocab_size, c.d_model)  # shared source/target vocabulary
+        self.drop = nn.Dropout(c.dropout)
+        self.encoder = Recurrent(kind, c.d_model, c.n_layers, c.rnn_impl, c.dropout)
+        self.decoder = Recurrent(kind, c.d_model, c.n_layers, c.rnn_impl, c.dropout)
+        self.head = OutputHead(self.embed, c.vocab_size, c.d_model, c.tie_weights, final_norm=True)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         # src (B, S), tgt_in (B, T) -> logits (B, T, V)

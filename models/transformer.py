@@ -1,17 +1,70 @@
-"""The encoder-decoder Transformer and its decoder-only variant, from the same blocks."""
+"""The encoder-decoder Transformer and its decoder-only variant, from the same blocks.
+
+Both take their frozen TransformerConfig, the sizes and choices by name that models.build
+fills in; the blocks they are made of take flat arguments.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from models.blocks import (
+    ATTN_BACKENDS,
+    NORMS,
+    POS_ENCODINGS,
     DecoderLayer,
     EncoderLayer,
     OutputHead,
     TokenEmbedding,
     positional_encoding,
 )
+from models.checks import check_choice, check_dropout, check_flag, check_heads, check_positive
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    vocab_size: int = 37000  # the paper's shared source/target BPE vocabulary (WMT14 En-De)
+    d_model: int = 512  # Table 3, base model
+    n_layers: int = 6  # N = 6 encoder and 6 decoder layers
+    n_heads: int = 8  # h = 8, so d_k = d_v = 64
+    d_ff: int = 2048  # 4 * d_model
+    dropout: float = 0.1  # P_drop of the base model
+    max_len: int = 1024  # positions tabulated up front; sinusoids extend past it on demand
+    norm: str = "post"  # the paper's LN(x + Sublayer(x))
+    pos_encoding: str = "sinusoidal"  # the paper's choice; "learned" performed the same there
+    attn_scale: bool = True  # divide by sqrt(d_k)
+    attn_backend: str = "sdpa"  # same numbers as "math" (tested), and the fast kernel
+    tie_weights: bool = True  # embeddings and pre-softmax projection share one matrix
+
+    def __post_init__(self) -> None:
+        check_positive(self, "vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_len")
+        check_heads(self.d_model, self.n_heads)
+        check_dropout(self.dropout)
+        check_choice("norm", self.norm, NORMS)
+        check_choice("pos_encoding", self.pos_encoding, POS_ENCODINGS)
+        check_choice("attn_backend", self.attn_backend, ATTN_BACKENDS)
+        check_flag("attn_scale", self.attn_scale)
+        check_flag("tie_weights", self.tie_weights)
+
+
+def _layers(layer: type[nn.Module], c: TransformerConfig, **kwargs: bool) -> nn.ModuleList:
+    """c.n_layers layers of one type, sized and wired by the config."""
+    return nn.ModuleList(
+        layer(c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm, c.attn_scale, c.attn_backend,
+              **kwargs)
+        for _ in range(c.n_layers)
+    )
+
+
+def _inputs(c: TransformerConfig) -> tuple[TokenEmbedding, nn.Module, nn.Dropout]:
+    """What both models apply to tokens first: the embedding (scaled by sqrt(d)), positions
+    (per c.pos_encoding), dropout."""
+    return (TokenEmbedding(c.vocab_size, c.d_model),
+            positional_encoding(c.pos_encoding, c.d_model, c.max_len),
+            nn.Dropout(c.dropout))
 
 
 def _xavier_init(module: nn.Module) -> None:
@@ -25,31 +78,15 @@ class Transformer(nn.Module):
     """Encoder-decoder: shared token embedding (scaled by sqrt(d)) + positions + dropout,
     N encoder layers, N decoder layers (causal self-attention, cross-attention), head."""
 
-    def __init__(
-        self,
-        vocab_size: int,
-        d_model: int,
-        n_layers: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float,
-        max_len: int,
-        norm: str,
-        pos_encoding: str,
-        attn_scale: bool,
-        attn_backend: str,
-        tie_weights: bool,
-    ) -> None:
+    def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
-        layer_args = (d_model, n_heads, d_ff, dropout, norm, attn_scale, attn_backend)
-        self.embed = TokenEmbedding(vocab_size, d_model)
-        self.pos = positional_encoding(pos_encoding, d_model, max_len)
-        self.drop = nn.Dropout(dropout)
-        self.encoder = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(n_layers))
-        self.decoder = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(n_layers))
-        self.enc_norm = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()
+        c = config
+        self.embed, self.pos, self.drop = _inputs(c)
+        self.encoder = _layers(EncoderLayer, c)
+        self.decoder = _layers(DecoderLayer, c)
+        self.enc_norm = nn.LayerNorm(c.d_model) if c.norm == "pre" else nn.Identity()
         _xavier_init(self)
-        self.head = OutputHead(self.embed, vocab_size, d_model, tie_weights, norm == "pre")
+        self.head = OutputHead(self.embed, c.vocab_size, c.d_model, c.tie_weights, c.norm == "pre")
 
     def encode(
         self, src: torch.Tensor, src_key_padding_mask: torch.Tensor | None = None
@@ -82,32 +119,13 @@ class Transformer(nn.Module):
 class TransformerLM(nn.Module):
     """Decoder-only: causal encoder layers (no cross-attention) over one token stream."""
 
-    def __init__(
-        self,
-        vocab_size: int,
-        d_model: int,
-        n_layers: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float,
-        max_len: int,
-        norm: str,
-        pos_encoding: str,
-        attn_scale: bool,
-        attn_backend: str,
-        tie_weights: bool,
-    ) -> None:
+    def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
-        self.embed = TokenEmbedding(vocab_size, d_model)
-        self.pos = positional_encoding(pos_encoding, d_model, max_len)
-        self.drop = nn.Dropout(dropout)
-        self.layers = nn.ModuleList(
-            EncoderLayer(d_model, n_heads, d_ff, dropout, norm, attn_scale, attn_backend,
-                         causal=True)
-            for _ in range(n_layers)
-        )
+        c = config
+        self.embed, self.pos, self.drop = _inputs(c)
+        self.layers = _layers(EncoderLayer, c, causal=True)
         _xavier_init(self)
-        self.head = OutputHead(self.embed, vocab_size, d_model, tie_weights, norm == "pre")
+        self.head = OutputHead(self.embed, c.vocab_size, c.d_model, c.tie_weights, c.norm == "pre")
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:  # (B, n) -> (B, n, V)
         x = self.drop(self.pos(self.embed(tokens)))

@@ -1,6 +1,6 @@
 """Ours versus PyTorch's own layer, timed interleaved in one process.
 
-A comparison point (measure "compare") times our mixer and its reference (models.reference)
+A comparison (runner "compare") times our mixer and its reference (models.reference)
 on one input, forward+backward in train mode, and reports the ratio of their times. Machine
 noise (other processes on shared cores, clock changes) drifts over seconds, so the two are
 measured in alternation: each repetition times every contestant once, in a rotated order,
@@ -17,17 +17,15 @@ from typing import Any
 import torch
 from torch import nn
 
-import models
-from experiments.spec import Point
 from harness.measure.flops import count_flops, kernels_used
 from harness.measure.timing import compiled_calls, layer_calls, time_fn
 from models.kernels import onednn_mm, uses_onednn
 from models.reference import torch_reference
 
-# Targets (ours / reference time) from issue 6. A target of None means "reported only".
+# Targets (ours / reference time): the speed this project holds its layers to. A variant
+# without one is reported only.
 TARGETS: dict[str, float] = {"transformer-layer/sdpa": 0.9, "lstm/fused": 1.02,
                              "gru/fused": 1.02, "harness-timer": 1.03}
-MFU_TARGET_CPU = 0.5  # transformer layer at n = d = 512, fp32 (issue 6)
 # Peak matmul edge per device: large enough that the GEMM runs at its best rate.
 PEAK_N = {"cpu": 2048, "cuda": 8192}
 # Outputs must agree before timing means anything. The check is there to catch a wrong
@@ -35,15 +33,6 @@ PEAK_N = {"cpu": 2048, "cuda": 8192}
 # (|diff| <= tol * (1 + |ref|)); bf16 keeps 8 bits of mantissa, fp16 11.
 TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-7, torch.bfloat16: 0.1,
              torch.float16: 0.02}
-_OWN_KNOBS = ("versus", "reps", "peak_n")  # read here; the rest is the mixer's config
-
-
-def variant(point: Point) -> str:
-    """"transformer-layer/sdpa", "lstm/cell", "harness-timer": what a row compares."""
-    cfg = point.config
-    if cfg.get("versus") == "timer":
-        return "harness-timer"
-    return f"{point.mixer}/{cfg.get('attn_backend') or cfg.get('rnn_impl') or 'default'}"
 
 
 def interleaved(measures: dict[str, Callable[[], float]], reps: int) -> dict[str, list[float]]:
@@ -97,49 +86,58 @@ def agreement(ours: nn.Module, ref: nn.Module, x: torch.Tensor) -> float:
     return diff.max().item()
 
 
-def _split(point: Point) -> tuple[dict[str, Any], dict[str, Any]]:
-    own = {k: v for k, v in point.config.items() if k in _OWN_KNOBS}
-    return own, {k: v for k, v in point.config.items() if k not in _OWN_KNOBS}
+def _versus_timer(fwdbwd: Callable[[], object], device: torch.device, reps: int,
+                  min_run_time: float) -> tuple[dict[str, Any], dict[str, list[float]]]:
+    """The harness's time_fn against a bare benchmark.Timer on the same call."""
+    fwdbwd(), fwdbwd()  # warm-up, as for the other comparisons
+    timed = interleaved({"ours": lambda: time_fn(fwdbwd, device, min_run_time, 0).median_ms,
+                         "ref": lambda: timer_ms(fwdbwd, min_run_time)}, reps)
+    return {"reference": "torch.utils.benchmark.Timer"}, timed
 
 
-def run_compare(point: Point, device: torch.device, min_run_time: float) -> dict[str, Any]:
-    """The metrics of one comparison point (see the module docstring)."""
-    own, cfg = _split(point)
-    dtype = getattr(torch, point.dtype)
-    reps = int(own.get("reps", 5))
-    torch.manual_seed(point.seed)
-    ours = models.mixer(point.mixer, point.d_model, **cfg).to(device=device, dtype=dtype).train()
-    x = torch.randn(point.batch_size, point.seq_len, point.d_model, device=device, dtype=dtype)
+def _versus_torch(kind: str, ours: nn.Module, fwdbwd: Callable[[], object], x: torch.Tensor,
+                  reps: int, peak_n: int, min_run_time: float, compile: bool
+                  ) -> tuple[dict[str, Any], dict[str, list[float]]]:
+    """Ours against PyTorch's own layer with copied weights, with the machine's peak matmul
+    rate measured in the same rotation."""
+    ref = torch_reference(kind, ours)
+    ref_fwd, ref_fwdbwd = layer_calls(ref, x)
+    row: dict[str, Any] = {"reference": type(getattr(ref, "rnn", ref)).__name__,
+                           "ref_kernel": kernels_used(ref_fwd),
+                           "max_abs_diff": agreement(ours, ref, x)}
+    if compile:
+        _, fwdbwd, row["compile_s"] = compiled_calls(ours, x)
+        _, ref_fwdbwd, row["ref_compile_s"] = compiled_calls(ref, x)
+    peaks, matmul_flops = peak_matmuls(x.device, x.dtype, peak_n)
+    fns = {"ours": fwdbwd, "ref": ref_fwdbwd} | {f"peak_{k}": f for k, f in peaks.items()}
+    for fn in list(fns.values()) * 2:  # warm-up: caches, allocator, threads
+        fn()
+    # one short blocked_autorange per turn (time_fn's five samples would make turns
+    # long, and long turns interleave worse); medians over the repetitions
+    timed = interleaved({name: (lambda fn=fn: timer_ms(fn, min_run_time))
+                         for name, fn in fns.items()}, reps)
+    for name in peaks:  # a peak is the best rate seen, not a typical one
+        row[f"peak_{name}_flops_per_s"] = matmul_flops / (min(timed[f"peak_{name}"]) / 1e3)
+    best = max(peaks, key=lambda name: row[f"peak_{name}_flops_per_s"])
+    row |= {"peak_flops_per_s": row[f"peak_{best}_flops_per_s"], "peak_kernel": best,
+            "peak_dtype": str(x.dtype).removeprefix("torch.")}
+    return row, timed
+
+
+def compare_layer(kind: str, ours: nn.Module, x: torch.Tensor, variant: str, versus: str,
+                  reps: int, peak_n: int | None, min_run_time: float, compile: bool = False
+                  ) -> dict[str, Any]:
+    """The metrics of one comparison of `ours` (a mixer of `kind`) on x (see the module
+    docstring): times, ratios, MFU, kernels, and whether the variant's target is met."""
     fwd, fwdbwd = layer_calls(ours, x)
-    row: dict[str, Any] = {"variant": variant(point), "kernel": kernels_used(fwd),
+    row: dict[str, Any] = {"variant": variant, "kernel": kernels_used(fwd),
                            "flops_fwdbwd": count_flops(fwdbwd), "reps": reps}
-    if own.get("versus") == "timer":
-        fwdbwd(), fwdbwd()  # warm-up, as for the other comparisons
-        timed = interleaved({"ours": lambda: time_fn(fwdbwd, device, min_run_time, 0).median_ms,
-                             "ref": lambda: timer_ms(fwdbwd, min_run_time)}, reps)
-        row["reference"] = "torch.utils.benchmark.Timer"
+    if versus == "timer":
+        more, timed = _versus_timer(fwdbwd, x.device, reps, min_run_time)
     else:
-        ref = torch_reference(point.mixer, ours)
-        ref_fwd, ref_fwdbwd = layer_calls(ref, x)
-        row |= {"reference": type(getattr(ref, "rnn", ref)).__name__,
-                "ref_kernel": kernels_used(ref_fwd), "max_abs_diff": agreement(ours, ref, x)}
-        if point.compile:
-            _, fwdbwd, row["compile_s"] = compiled_calls(ours, x)
-            _, ref_fwdbwd, row["ref_compile_s"] = compiled_calls(ref, x)
-        peaks, matmul_flops = peak_matmuls(device, dtype, int(own.get("peak_n",
-                                                                      PEAK_N[device.type])))
-        fns = {"ours": fwdbwd, "ref": ref_fwdbwd} | {f"peak_{k}": f for k, f in peaks.items()}
-        for fn in list(fns.values()) * 2:  # warm-up: caches, allocator, threads
-            fn()
-        # one short blocked_autorange per turn (time_fn's five samples would make turns
-        # long, and long turns interleave worse); medians over the repetitions
-        timed = interleaved({name: (lambda fn=fn: timer_ms(fn, min_run_time))
-                             for name, fn in fns.items()}, reps)
-        for name in peaks:  # a peak is the best rate seen, not a typical one
-            row[f"peak_{name}_flops_per_s"] = matmul_flops / (min(timed[f"peak_{name}"]) / 1e3)
-        best = max(peaks, key=lambda name: row[f"peak_{name}_flops_per_s"])
-        row |= {"peak_flops_per_s": row[f"peak_{best}_flops_per_s"], "peak_kernel": best,
-                "peak_dtype": point.dtype}
+        more, timed = _versus_torch(kind, ours, fwdbwd, x, reps,
+                                    peak_n or PEAK_N[x.device.type], min_run_time, compile)
+    row |= more
     ours_ms, ref_ms = statistics.median(timed["ours"]), statistics.median(timed["ref"])
     per_rep = [a / b for a, b in zip(timed["ours"], timed["ref"], strict=True)]
     row |= {"ours_ms": ours_ms, "ref_ms": ref_ms, "ratio": ours_ms / ref_ms,
@@ -149,15 +147,15 @@ def run_compare(point: Point, device: torch.device, min_run_time: float) -> dict
             "ratio_best": min(timed["ours"]) / min(timed["ref"]),
             **{f"{name}_reps_ms": ";".join(f"{t:.4g}" for t in times)
                for name, times in timed.items()},
-            "tokens_per_s": point.batch_size * point.seq_len / (ours_ms / 1e3)}
+            "tokens_per_s": x.shape[0] * x.shape[1] / (ours_ms / 1e3)}
     if "peak_flops_per_s" in row:
         row["mfu"] = row["flops_fwdbwd"] / (ours_ms / 1e3) / row["peak_flops_per_s"]
         row["ref_mfu"] = row["flops_fwdbwd"] / (ref_ms / 1e3) / row["peak_flops_per_s"]
-    target = TARGETS.get(row["variant"])
+    target = TARGETS.get(variant)
     row["target"] = target
     if target is not None:
         # the timer comparison is two-sided: the harness must neither add nor hide time
         ratio = row["ratio"]
-        row["meets_target"] = (abs(ratio - 1) <= target - 1 if row["variant"] == "harness-timer"
+        row["meets_target"] = (abs(ratio - 1) <= target - 1 if variant == "harness-timer"
                                else ratio <= target)
     return row

@@ -1,7 +1,7 @@
 """REPORT.md: every suite's measured tables and figures, with the machine they came from.
 
 One section per suite found under <out>; a section function per kind of suite, chosen by the
-measures in its results (SECTIONS). Tables are also written per suite as .md and .csv.
+runners in its results (SECTIONS). Tables are also written per suite as .md and .csv.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pandas as pd
 from harness.errors import BadInput
 from harness.report import figures as plots
 from harness.report import tables
-from harness.report.study_tables import STUDY_MEASURES, study_tables
+from harness.report.study_tables import STUDY_RUNNERS, study_tables
 from harness.report.table1 import is_table1, table1
 from harness.results import RESULTS_FILE, load_results, write_atomic
 
@@ -62,20 +62,20 @@ def table1_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
 
 
 def study_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
-    """Convergence and ablation studies: one summary table per study and measure."""
+    """Convergence and ablation studies: one summary table per study and runner."""
     lines = ["Means over seeds; `reached` counts the seeds that hit the target accuracy, "
              "`steps_to_target` averages over those.", ""]
     for spec, table in study_tables(df):
         lines += [f"### {spec.title}", "",
-                  _save_table(out_dir, suite, f"{spec.role}-{spec.measure}", table)]
+                  _save_table(out_dir, suite, f"{spec.study}-{spec.runner}", table)]
     return lines
 
 
 # (predicate on a suite's results, section) in order; the first that applies is used
 SECTIONS: list[tuple[Callable[[str, pd.DataFrame], bool], Callable[..., list[str]]]] = [
     (lambda suite, df: is_table1(df), table1_section),
-    (lambda suite, df: (df["measure"] == "layer").any(), layer_section),
-    (lambda suite, df: df["measure"].isin(STUDY_MEASURES).any(), study_section),
+    (lambda suite, df: (df["runner"] == "layer").any(), layer_section),
+    (lambda suite, df: df["runner"].isin(STUDY_RUNNERS).any(), study_section),
 ]
 
 
@@ -103,7 +103,7 @@ def write_report(out_dir: Path, suite: str | None = None) -> Path:
         skipped: list[str] = []
         try:
             figures = plots.draw(out_dir, name, skipped=skipped)
-        except BadInput:  # no figure applies to this suite's measures
+        except BadInput:  # no figure applies to this suite's runners
             figures = []
         parts += [f"![{p.stem}]({name}/{p.name})" for p in figures] + [""]
         parts += [f"- figure {reason}" for reason in skipped] + ([""] if skipped else [])

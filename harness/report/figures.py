@@ -1,4 +1,9 @@
-"""One seaborn function per figure; each reads stored results and returns the figure."""
+"""Every figure by name, and the layer figures: one seaborn function per figure; each reads
+stored results and returns the figure.
+
+FIGURES holds the layer sweep and Table 1 figures defined here beside the study figures of
+harness.report.curves and harness.report.ablations; `draw` writes them as PNG files.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from harness.errors import BadInput  # noqa: E402
-from harness.report import curves  # noqa: E402
+from harness.report import ablations, curves  # noqa: E402
 from harness.report.tables import crossover_table, sweep_frame  # noqa: E402
 from harness.results import load_results, write_atomic  # noqa: E402
 
@@ -79,17 +84,19 @@ def throughput(df: pd.DataFrame) -> plt.Figure:
     return g.figure
 
 
-def _by_role(df: pd.DataFrame, role: str) -> pd.DataFrame:
-    ok = df[(df["status"] == "ok") & (df["role"] == role)].copy()
+def _by_fit(df: pd.DataFrame, fit: str) -> pd.DataFrame:
+    """The ok rows of one fit of the Table 1 grid ("seq-ops", "path", "memory", ...)."""
+    ok = df[(df["status"] == "ok") & (df["fit"] == fit)].copy()
     if ok.empty:
-        raise BadInput(f"no ok points with role {role!r}; run `tvr run table1`")
+        raise BadInput(f"no ok points of Table 1 fit {fit!r}; run `tvr run table1`")
     return ok
 
 
 def _label(df: pd.DataFrame) -> pd.Series:
-    """Layer names for the legend: a dilated convolution is its own line."""
-    dilated = df.get("dilated", pd.Series(False, index=df.index)).astype(str) == "True"
-    return df["mixer"].where(~dilated, "convolutional (dilated)")
+    """Layer names for the legend: a convolution stack whose dilation grows by k per layer
+    is its own line."""
+    growth = df.get("dilation_growth", pd.Series(False, index=df.index)).astype(str) == "True"
+    return df["mixer"].where(~growth, "convolutional (dilated)")
 
 
 def _lines(df: pd.DataFrame, y: str, ylabel: str, title: str, logy: bool = True) -> plt.Figure:
@@ -105,20 +112,20 @@ def _lines(df: pd.DataFrame, y: str, ylabel: str, title: str, logy: bool = True)
 
 def sequential_ops(df: pd.DataFrame) -> plt.Figure:
     """Longest chain of dependent ops in one layer's forward vs n (recurrence: cell loop)."""
-    return _lines(_by_role(df, "seq-ops"), "seq_ops", "sequential ops (autograd depth)",
+    return _lines(_by_fit(df, "seq-ops"), "seq_ops", "sequential ops (autograd depth)",
                   "Sequential operations per layer")
 
 
 def path_length(df: pd.DataFrame) -> plt.Figure:
     """Fewest sequential applications linking x[0] to y[n-1] (recurrence: steps)."""
-    return _lines(_by_role(df, "path"), "path_length", "layers (recurrent: time steps)",
+    return _lines(_by_fit(df, "path"), "path_length", "layers (recurrent: time steps)",
                   "Maximum path length, measured from gradients")
 
 
 def memory(df: pd.DataFrame) -> plt.Figure:
     """Bytes saved for backward per sequence vs n (attention: explicit scores, math)."""
-    memory_points = _by_role(df, "memory")  # explicit attention scores (math backend)
-    ok = pd.concat([memory_points, _by_role(df, "n")[lambda f: f["mixer"] != "self-attention"]])
+    memory_points = _by_fit(df, "memory")  # explicit attention scores (math backend)
+    ok = pd.concat([memory_points, _by_fit(df, "n")[lambda f: f["mixer"] != "self-attention"]])
     ok["MiB_per_seq"] = ok["saved_bytes"] / ok["batch_size"] / 2**20
     return _lines(ok, "MiB_per_seq", "MiB saved for backward / sequence",
                   f"Activation memory vs n (d = {ok['d_model'].iloc[0]}; "
@@ -127,7 +134,7 @@ def memory(df: pd.DataFrame) -> plt.Figure:
 
 def fixed_tokens(df: pd.DataFrame) -> plt.Figure:
     """Forward+backward time per layer at a fixed B*n as n grows."""
-    ok = _by_role(df, "fixed-tokens")
+    ok = _by_fit(df, "fixed-tokens")
     tokens = int((ok["batch_size"] * ok["seq_len"]).iloc[0])
     return _lines(ok, "fwdbwd_ms", "ms per fwd+bwd (B*n fixed)",
                   f"Time at {tokens} tokens per batch (d = {ok['d_model'].iloc[0]})")
@@ -141,47 +148,60 @@ def png_bytes(fig: plt.Figure) -> bytes:
     return buf.getvalue()
 
 
+def _values(rows: pd.DataFrame, column: str) -> set[str]:
+    """The non-empty values of `column` in rows (none if the column is absent)."""
+    return set(rows[column].dropna()) - {""} if column in rows else set()
+
+
+def _wants(value: str | None, present: set[str]) -> bool:
+    """None: anything; "": nothing (a plain sweep); else that value among those present."""
+    return value is None or (value in present if value else not present)
+
+
 @dataclass(frozen=True)
 class Figure:
     draw: Callable[[Path, str], plt.Figure]  # (out_dir, suite) -> figure
-    measure: str  # the Point.measure whose rows it needs; `plot all` draws what applies
-    role: str | None = None  # also needs rows of this Point.role; "" = a suite without roles
+    runner: str  # the runner whose rows it needs; `plot all` draws what applies
+    fit: str | None = None  # also needs rows of this Table 1 fit; "" = rows in no fit
+    study: str | None = None  # also needs rows of this study; "" = rows in no study
 
     def applies(self, df: pd.DataFrame) -> bool:
-        if self.measure not in set(df.get("measure", ())):
+        if self.runner not in set(df.get("runner", ())):
             return False
-        mine = df[df["measure"] == self.measure]  # the role must be on rows of this measure
-        roles = set(mine["role"].dropna()) - {""} if "role" in mine else set()
-        return self.role is None or (self.role in roles if self.role else not roles)
+        mine = df[df["runner"] == self.runner]  # fit and study must be on this runner's rows
+        return (_wants(self.fit, _values(mine, "fit"))
+                and _wants(self.study, _values(mine, "study")))
 
 
 def _layer(fn: Callable[[pd.DataFrame], plt.Figure]) -> Callable[[Path, str], plt.Figure]:
     return lambda out_dir, suite: fn(load_results(out_dir, [suite]))
 
 
+STUDY_FIGURES = {**curves.FIGURES, **ablations.FIGURES}  # name -> (draw, runner, study)
 FIGURES: dict[str, Figure] = {
-    "crossover": Figure(_layer(crossover), "layer", role=""),
-    "throughput": Figure(_layer(throughput), "layer", role=""),
-    "sequential-ops": Figure(_layer(sequential_ops), "seq-ops", role="seq-ops"),
-    "path-length": Figure(_layer(path_length), "path", role="path"),
-    "memory": Figure(_layer(memory), "layer", role="memory"),
-    "fixed-tokens": Figure(_layer(fixed_tokens), "layer", role="fixed-tokens"),
-    # training and probe studies (harness.report.curves): role = the study
-    **{name: Figure(fn, measure, role) for name, (fn, measure, role) in curves.FIGURES.items()},
+    "crossover": Figure(_layer(crossover), "layer", fit="", study=""),
+    "throughput": Figure(_layer(throughput), "layer", fit="", study=""),
+    "sequential-ops": Figure(_layer(sequential_ops), "seq-ops", fit="seq-ops"),
+    "path-length": Figure(_layer(path_length), "path", fit="path"),
+    "memory": Figure(_layer(memory), "layer", fit="memory"),
+    "fixed-tokens": Figure(_layer(fixed_tokens), "layer", fit="fixed-tokens"),
+    # training and probe studies
+    **{name: Figure(fn, runner, study=study)
+       for name, (fn, runner, study) in STUDY_FIGURES.items()},
 }
 
 
 def draw(out_dir: Path, suite: str, name: str | None = None,
          skipped: list[str] | None = None) -> list[Path]:
-    """Write figure `name` (or every figure whose measure the suite has) as
+    """Write figure `name` (or every figure whose runner the suite has) as
     <out>/<suite>/<name>.png, atomically; returns the paths written. Drawing all, a figure
     the data cannot support is left out with its reason appended to `skipped`, instead of
     costing the others; a single named figure raises BadInput."""
     df = load_results(out_dir, [suite])
     names = [name] if name else [n for n, f in FIGURES.items() if f.applies(df)]
     if not names:
-        measures = sorted(set(df.get("measure", ())))
-        raise BadInput(f"no figure applies to suite {suite!r} (measures: {measures})")
+        runners = sorted(set(df.get("runner", ())))
+        raise BadInput(f"no figure applies to suite {suite!r} (runners: {runners})")
     paths = []
     for fig_name in names:
         try:

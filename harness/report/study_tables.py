@@ -10,15 +10,15 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness.report.curves import ARCH, task_label
+from harness.report.labels import labelled
 
-STUDY_MEASURES = ("train", "attn-init", "layer-grads", "grad-distance")
+STUDY_RUNNERS = ("train", "attn-init", "layer-grads", "grad-distance")
 
 
 @dataclass(frozen=True)
 class StudyTable:
-    role: str  # the study (Point.role)
-    measure: str  # its Point.measure
+    study: str  # the study (results column `study`)
+    runner: str  # what measured its rows (results column `runner`)
     title: str
     by: tuple[str, ...]  # one row per combination of these columns
     values: tuple[str, ...]  # metric columns, mean over seeds (absent ones are skipped)
@@ -53,21 +53,13 @@ TABLES = (
 )
 
 
-def _labels(df: pd.DataFrame) -> pd.DataFrame:
-    """The figures' labels (architecture, task_label), so tables and figures agree."""
-    out = df.copy()
-    out["architecture"] = out["model"].map(ARCH).fillna(out["model"])
-    if "task" in out:
-        out["task_label"] = task_label(out)
-    return out
-
-
 def study_table(df: pd.DataFrame, spec: StudyTable) -> pd.DataFrame:
     """spec's summary of df's finished rows (empty frame if the study is absent)."""
-    if "role" not in df:
+    if "study" not in df:
         return pd.DataFrame()
-    keep = (df["role"] == spec.role) & (df["measure"] == spec.measure)
-    rows = _labels(df[keep & df["status"].isin(["ok", "diverged"])])
+    keep = (df["study"] == spec.study) & (df["runner"] == spec.runner)
+    # the figures' labels (architecture, task_label), so tables and figures agree
+    rows = labelled(df[keep & df["status"].isin(["ok", "diverged"])])
     if rows.empty:
         return pd.DataFrame()
     values = [v for v in spec.values if v in rows and rows[v].notna().any()]

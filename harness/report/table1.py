@@ -1,5 +1,4 @@
-"""Table 1 of the paper, reproduced from measurements: runners for the structural points and
-the table itself.
+"""Table 1 of the paper, reproduced from measurements (the points are harness.run.runners').
 
 Rows: self-attention, recurrent (LSTM), convolutional, restricted self-attention. Columns:
 the paper's three claims beside fitted log-log exponents of what this code measured.
@@ -11,16 +10,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import torch
-from torch import nn
 
-import models
-from experiments.spec import Point
 from harness.errors import BadInput
-from harness.measure.structure import max_path_length, recurrent_path_length, sequential_ops
 from harness.report.tables import layer_frame, loglog_fit
-
-RECURRENT = ("lstm", "gru")
 
 # layer name in the table -> (mixer kind, paper's complexity, sequential ops, max path length)
 ROWS = {
@@ -31,34 +23,6 @@ ROWS = {
     "self-attention (restricted)": ("restricted-attention", "O(r n d)", "O(1)", "O(n/r)"),
 }
 ATTENTION = ("self-attention", "restricted-attention")
-
-
-def _layer(point: Point, index: int = 0) -> nn.Module:
-    """A fresh mixer for stack position `index`. A "dilated" convolution multiplies its
-    dilation by k per layer, so L layers see k^L positions: the paper's O(log_k n) stack."""
-    config = dict(point.config)
-    if config.pop("dilated", False):
-        # past n a dilation only adds padding (no position is that far): cap it, or a deep
-        # search would allocate k^L zeros
-        config["dilation"] = min(config.get("kernel_size", 3) ** index, point.seq_len)
-    torch.manual_seed(point.seed + index)
-    return models.mixer(point.mixer, point.d_model, **config)
-
-
-def run_seq_ops(point: Point, device: torch.device, min_run_time: float) -> dict[str, Any]:
-    """Longest chain of dependent ops in one forward (recurrent layers via rnn_impl="cell")."""
-    return {"seq_ops": sequential_ops(_layer(point).to(device), point.seq_len, point.d_model)}
-
-
-def run_path(point: Point, device: torch.device, min_run_time: float) -> dict[str, Any]:
-    """Fewest sequential applications linking x[0] to y[n-1]: time steps for a recurrent
-    layer (its cells), stacked layers for every other type; decided from exact gradients."""
-    n, d = point.seq_len, point.d_model
-    if point.mixer in RECURRENT:
-        steps = recurrent_path_length(_layer(point).to(device), n, d, seed=point.seed)
-        return {"path_length": steps, "path_unit": "steps"}
-    layers = max_path_length(lambda i: _layer(point, i).to(device), n, d, max_depth=n)
-    return {"path_length": layers, "path_unit": "layers"}
 
 
 # ---------------------------------------------------------------- the table
@@ -72,25 +36,26 @@ def _fit(df: pd.DataFrame, x: str, y: str) -> tuple[float, float, str]:
     return k, r2, f"{x}={df[x].min()}..{df[x].max()}"
 
 
-def _group(df: pd.DataFrame, role: str, mixer: str, **knobs: Any) -> pd.DataFrame:
-    """Rows of one role (a knob the suite sets to say what a point is for) and mixer."""
-    sel = (df["role"] == role) & (df["mixer"] == mixer)
-    for k, v in knobs.items():
+def _group(df: pd.DataFrame, fit: str, mixer: str, **columns: Any) -> pd.DataFrame:
+    """Rows of one fit (the group of the Table 1 grid a point belongs to: "n", "d", "kr",
+    "memory", "fixed-tokens", "seq-ops", "path") and mixer, with the given column values."""
+    sel = (df["fit"] == fit) & (df["mixer"] == mixer)
+    for k, v in columns.items():
         sel &= df[k] == v
     return df[sel]
 
 
 def is_table1(df: pd.DataFrame) -> bool:
     """Results of a Table 1 grid (structural points beside layer points)?"""
-    return "role" in df and bool(df["measure"].isin(["seq-ops", "path"]).any())
+    return "fit" in df and bool(df["runner"].isin(["seq-ops", "path"]).any())
 
 
 def table1(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """(the table, notes saying which range each fit used and what else was seen)."""
     ok = df[df["status"] == "ok"]
-    if "role" not in ok.columns or ok.empty:
+    if "fit" not in ok.columns or ok.empty:
         raise BadInput("these are not table1 results; run `tvr run table1` first")
-    layers = layer_frame(ok[ok["measure"] == "layer"])
+    layers = layer_frame(ok[ok["runner"] == "layer"])
     # attention's O() counts its sequence products (QK^T, AV); projections are O(n d^2)
     layers["gflop_mix"] = np.where(layers["mixer"].isin(ATTENTION),
                                    layers["flops_fwd_attn"], layers["flops_fwd"]) \
@@ -108,7 +73,8 @@ def table1(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
             "time_n": _fit(by_n, "seq_len", "ms_per_seq"),
             "time_d": _fit(by_d, "d_model", "ms_per_seq"),
             "seq_ops_n": _fit(_group(ok, "seq-ops", mixer), "seq_len", "seq_ops"),
-            "path_n": _fit(_group(ok, "path", mixer, dilated=False), "seq_len", "path_length"),
+            "path_n": _fit(_group(ok, "path", mixer, dilation_growth=False), "seq_len",
+                           "path_length"),
             "memory_n": _fit(_group(layers, "memory", mixer) if mixer == "self-attention"
                              else by_n, "seq_len", "saved_per_seq"),
         }
@@ -136,7 +102,7 @@ def _extra_notes(ok: pd.DataFrame, layers: pd.DataFrame) -> list[str]:
             continue
         k, r2, rng = _fit(g.assign(**{knob: g[knob].astype(int)}), knob, "gflop_mix")
         notes.append(f"{mixer}: counted FLOPs grow as {knob}^{k:.2f} (R^2 {r2:.3f}, {rng})")
-    dil = _group(ok, "path", "convolutional", dilated=True)
+    dil = _group(ok, "path", "convolutional", dilation_growth=True)
     if not dil.empty:
         pairs = ", ".join(f"n={int(n)}: {int(p) if p == p else 'not reached'}" for n, p in
                           zip(dil["seq_len"], dil["path_length"], strict=True))

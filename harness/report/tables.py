@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from harness.errors import BadInput
+from harness.report.markdown import markdown_table
 
 PAPER = {  # Table 1 of the paper: complexity per layer
     "self-attention": "O(n^2 d)",
@@ -62,11 +63,19 @@ def layer_frame(df: pd.DataFrame) -> pd.DataFrame:
     return ok
 
 
+def _ungrouped(df: pd.DataFrame) -> pd.Series:
+    """Rows in no Table 1 fit and no study: the points of a plain sweep."""
+    plain = pd.Series(True, index=df.index)
+    for col in ("fit", "study"):
+        if col in df:
+            plain &= df[col].isna() | (df[col] == "")
+    return plain
+
+
 def sweep_frame(df: pd.DataFrame) -> pd.DataFrame:
-    """layer_frame of a plain sweep (no Point.role): one point per (mixer, n, d)."""
+    """layer_frame of a plain sweep (no fit, no study): one point per (mixer, n, d)."""
     ok = layer_frame(df)
-    if "role" in ok:
-        ok = ok[ok["role"].isna() | (ok["role"] == "")]
+    ok = ok[_ungrouped(ok)]
     if ok.empty or ok.duplicated(["mixer", "seq_len", "d_model"]).any():
         raise BadInput("these results are not one plain layer sweep (one point per mixer, n "
                        "and d); use the suite's own table, e.g. `tvr table` for table1")
@@ -159,6 +168,5 @@ def render(table: pd.DataFrame, fmt: str, floatfmt: str = ".4g") -> str:
     if fmt == "latex":
         return table.style.hide(axis="index").format(precision=3, na_rep="").to_latex() + "\n"
     if fmt == "markdown":
-        table = table.astype(object).where(table.notna(), None)  # blank cells, not "nan"
-        return table.to_markdown(index=False, floatfmt=floatfmt, missingval="") + "\n"
+        return markdown_table(table, floatfmt) + "\n"
     raise BadInput(f"unknown format {fmt!r}; valid: {', '.join(FORMATS)}")

@@ -143,6 +143,69 @@ def count_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
+class _History:
+    """The evaluation records of one run, with the training sums since the last record."""
+
+    def __init__(self, model: nn.Module, task: Task, cfg: TrainConfig, d_model: int | None,
+                 eval_set: list[Batch], on_eval: Callable[[dict[str, Any]], None] | None):
+        self.model, self.task, self.cfg, self.d_model = model, task, cfg, d_model
+        self.eval_set, self.on_eval = eval_set, on_eval
+        self.records: list[dict[str, Any]] = []
+        self.tokens, self.wall = 0, 0.0  # totals: input tokens trained on, training seconds
+        self._reset()
+
+    def _reset(self) -> None:
+        self.since: dict[str, float] = {"loss": 0.0, "grad": 0.0, "steps": 0, "tokens": 0,
+                                        "wall": 0.0}
+
+    def add(self, loss: float, grad: float, tokens: int, seconds: float) -> None:
+        self.tokens += tokens
+        self.wall += seconds
+        for key, value in (("loss", loss), ("grad", grad), ("steps", 1), ("tokens", tokens),
+                           ("wall", seconds)):
+            self.since[key] += value
+
+    def record(self, step: int) -> dict[str, Any]:
+        since, n = self.since, max(1, self.since["steps"])
+        rec: dict[str, Any] = {"step": step, **evaluate(self.model, self.eval_set)}
+        if self.task.reports_bpc:
+            rec["bits_per_char"] = rec["bits_per_token"]
+        rec |= {
+            "train_loss": since["loss"] / n if since["steps"] else math.nan,
+            "grad_norm": since["grad"] / n if since["steps"] else math.nan,
+            "lr": lr_at(max(step, 1), self.cfg, self.d_model),  # the rate of update `step`
+            "tokens": self.tokens,
+            "tokens_per_s": since["tokens"] / since["wall"] if since["wall"] else math.nan,
+            "wall_s": self.wall,
+        }
+        self._reset()
+        self.records.append(rec)
+        if self.on_eval is not None:
+            self.on_eval(rec)
+        return rec
+
+    def result(self, status: str, step: int, final: dict[str, Any], hit: bool,
+               diverged_at: int | None = None) -> TrainResult:
+        return TrainResult(status, step, self.records, step if hit else None,
+                           self.tokens if hit else None, self.wall if hit else None, final,
+                           count_params(self.model), diverged_at)
+
+
+def _update(model: nn.Module, batch: Batch, opt: torch.optim.Optimizer, sched: Any,
+            params: list[torch.Tensor], clip: float | None) -> tuple[float, float]:
+    """One update on `batch`: (loss, pre-clipping gradient norm). The optimizer does not
+    step when either is not finite."""
+    loss = masked_loss(batch.logits(model), batch)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    grad_norm = nn.utils.clip_grad_norm_(params, clip or math.inf)
+    loss_value, grad_value = loss.item(), grad_norm.item()
+    if math.isfinite(loss_value) and math.isfinite(grad_value):
+        opt.step()
+        sched.step()
+    return loss_value, grad_value
+
+
 def train(
     model: nn.Module,
     task: Task,
@@ -162,69 +225,28 @@ def train(
     opt, sched = make_optimizer(model, cfg, d_model)
     params = [p for p in model.parameters() if p.requires_grad]
     eval_set = [b.to(device) for b in task.eval_batches(cfg.batch_size, cfg.eval_batches)]
-    history: list[dict[str, Any]] = []
-    tokens, wall = 0, 0.0
-    since: dict[str, float] = {"loss": 0.0, "grad": 0.0, "steps": 0, "tokens": 0, "wall": 0.0}
-
-    def record(step: int) -> dict[str, Any]:
-        n = max(1, since["steps"])
-        rec: dict[str, Any] = {"step": step, **evaluate(model, eval_set)}
-        if task.reports_bpc:
-            rec["bits_per_char"] = rec["bits_per_token"]
-        rec |= {
-            "train_loss": since["loss"] / n if since["steps"] else math.nan,
-            "grad_norm": since["grad"] / n if since["steps"] else math.nan,
-            "lr": lr_at(max(step, 1), cfg, d_model),  # the rate of update `step`
-            "tokens": tokens,
-            "tokens_per_s": since["tokens"] / since["wall"] if since["wall"] else math.nan,
-            "wall_s": wall,
-        }
-        since.update(loss=0.0, grad=0.0, steps=0, tokens=0, wall=0.0)
-        history.append(rec)
-        if on_eval is not None:
-            on_eval(rec)
-        return rec
-
-    def result(status: str, step: int, final: dict[str, Any], hit: bool,
-               diverged_at: int | None = None) -> TrainResult:
-        return TrainResult(status, step, history, step if hit else None,
-                           tokens if hit else None, wall if hit else None, final,
-                           count_params(model), diverged_at)
-
+    history = _History(model, task, cfg, d_model, eval_set, on_eval)
     # fork_rng: seed dropout for this run without changing the caller's global RNG state
     cuda = [device] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=cuda):
         torch.manual_seed(cfg.seed)
-        rec = record(0)
+        rec = history.record(0)
         for step in range(1, cfg.steps + 1):
             start = time.perf_counter()
             batch = task.train_batch(step, cfg.batch_size).to(device)
-            loss = masked_loss(batch.logits(model), batch)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            grad_norm = nn.utils.clip_grad_norm_(params, cfg.clip or math.inf)
-            loss_value, grad_value = loss.item(), grad_norm.item()
-            if not (math.isfinite(loss_value) and math.isfinite(grad_value)):
-                final = {"step": step, "train_loss": loss_value, "grad_norm": grad_value}
-                return result("diverged", step, final, False, diverged_at=step)
-            opt.step()
-            sched.step()
+            loss, grad = _update(model, batch, opt, sched, params, cfg.clip)
+            if not (math.isfinite(loss) and math.isfinite(grad)):
+                final = {"step": step, "train_loss": loss, "grad_norm": grad}
+                return history.result("diverged", step, final, False, diverged_at=step)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
-            elapsed = time.perf_counter() - start
-            wall += elapsed
-            tokens += batch.n_input_tokens
-            since["loss"] += loss_value
-            since["grad"] += grad_value
-            since["steps"] += 1
-            since["tokens"] += batch.n_input_tokens
-            since["wall"] += elapsed
+            history.add(loss, grad, batch.n_input_tokens, time.perf_counter() - start)
             if step % cfg.eval_every == 0 or step == cfg.steps:
-                rec = record(step)
+                rec = history.record(step)
                 target = cfg.target_accuracy
                 if target is not None and rec["accuracy"] >= target:
-                    return result("ok", step, rec, True)
-    return result("ok", cfg.steps, rec, False)
+                    return history.result("ok", step, rec, True)
+    return history.result("ok", cfg.steps, rec, False)
 
 
 def param_count(name: str, **config: Any) -> int:

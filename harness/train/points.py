@@ -1,22 +1,19 @@
 """Runners for training-type points: train a model on a task, or measure it at initialisation.
 
-A point's knobs (experiments.spec.knobs) hold three kinds of keys: the task's (task, framing,
-vocab = the data alphabet, and its keywords), the training loop's (steps, lr, ...), and the
-model's (any field of the model's config; d_model comes from Point.d_model, vocab_size from
-the task). An unknown key is a ValueError, which the sweep records as an error row.
+A training point carries the model config (handed to models.build as it is; d_model comes
+from the point, vocab_size from the task) and TrainOptions: the task spec, the training
+loop's settings (None = the loop's default), length generalisation and parameter matching.
 
 Parameter matching happens here, at run time (declaring a suite must stay cheap): a point
-with match=REF is built at the d_model that gives it REF's parameter count, REF being built
-at Point.d_model from the knobs it takes (so a matched LSTM point carries the Transformer's
-n_heads, d_ff, ... as knobs). Its rows record the resolved d_model.
+with a Match is built at the d_model that gives it the matched model's parameter count, that
+model being built at Point.d_model from its own config. Its rows record the resolved d_model.
 
-Runners (sweep.RUNNERS): "train" here; "attn-init", "layer-grads" and "grad-distance" in
-harness.probes. Each returns metrics plus "series" {name: [(step, value), ...]}.
+Runners (harness.run.runners.RUNNERS): "train" here; "attn-init", "layer-grads" and
+"grad-distance" in harness.train.probes.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,8 +25,9 @@ import torch
 from torch import nn
 
 import models
-from experiments.spec import Point
+from experiments.spec import Config, Point, TrainOptions
 from harness.measure.flops import count_flops
+from harness.runner import Context, Result
 from harness.train.batch import Task
 from harness.train.loop import (
     TrainConfig,
@@ -40,14 +38,12 @@ from harness.train.loop import (
     param_count,
     train,
 )
-from harness.train.tasks import TASK_KEYWORDS, make_task
+from harness.train.tasks import make_task
 
-TASK_KEYS = ("task", "framing", "vocab", *TASK_KEYWORDS)
-# knob -> TrainConfig field
-TRAIN_KEYS = {"steps": "steps", "lr": "lr", "schedule": "schedule", "warmup": "warmup",
-              "clip": "clip", "eval_every": "eval_every", "eval_batches": "eval_batches",
-              "target": "target_accuracy"}
-OTHER_KEYS = ("length_gen", "match")  # evaluate at 2n and 4n too; parameter-match to a model
+# TrainOptions field -> TrainConfig field, where the names differ
+_TRAIN_FIELDS = {"target": "target_accuracy"}
+_LOOP_SETTINGS = ("steps", "lr", "schedule", "warmup", "clip", "eval_every", "eval_batches",
+                  "target")
 LENGTH_FACTORS = (2, 4)  # length generalisation: train at n, evaluate at 2n and 4n
 SERIES_KEYS = ("loss", "accuracy", "seq_accuracy", "bits_per_char", "train_loss", "grad_norm",
                "lr", "tokens_per_s")
@@ -55,7 +51,6 @@ FINAL_KEYS = ("loss", "accuracy", "seq_accuracy", "bits_per_char", "train_loss",
 # Below this many parameters a CPU step is too short for intra-op threads to pay for their
 # synchronisation; on a shared 2-core machine one thread ran tiny models several times faster.
 TINY_PARAMS = 2_000_000
-_FROM_POINT = {"vocab_size", "d_model"}  # set from the task and Point.d_model, never a knob
 
 
 @dataclass(frozen=True)
@@ -68,12 +63,8 @@ class TrainSpec:
     eval_lengths: tuple[int, ...]  # extra held-out lengths (length generalisation)
 
 
-def _model_fields(name: str) -> set[str]:
-    return {f.name for f in dataclasses.fields(models.model_config(name))}
-
-
 @cache
-def _matched_d_model(model: str, ref: str, base: tuple[tuple[str, Any], ...]) -> int:
+def _matched_d_model(model: str, ref: str, base: Config) -> int:
     """d_model giving `model` the parameter count of `ref` built from `base` (cached: a
     suite has many seeds of one configuration)."""
     config = dict(base)
@@ -83,49 +74,49 @@ def _matched_d_model(model: str, ref: str, base: tuple[tuple[str, Any], ...]) ->
 
 
 def matched_d_model(point: Point, vocab_size: int, max_len: int) -> int:
-    """The point's d_model, or with knob match=REF the width matching REF's parameters
-    (REF built at the point's d_model, vocabulary and max_len, and the knobs it takes)."""
-    ref = point.config.get("match")
-    if ref is None:
+    """The point's d_model, or with a Match the width matching the matched model's
+    parameters (built at the point's d_model, vocabulary and max_len, and its own config)."""
+    match = _options(point).match
+    if match is None:
         return point.d_model
-    base = {k: v for k, v in point.config.items() if k in _model_fields(ref)}
-    base = {"max_len": max_len} | base | {"vocab_size": vocab_size, "d_model": point.d_model}
-    return _matched_d_model(point.model, ref, tuple(sorted(base.items())))
+    base = {"max_len": max_len} | dict(match.config) | {"vocab_size": vocab_size,
+                                                         "d_model": point.d_model}
+    return _matched_d_model(point.subject, match.model, tuple(sorted(base.items())))
+
+
+def _options(point: Point) -> TrainOptions:
+    if not isinstance(point.options, TrainOptions):
+        raise ValueError(f"point {point.point_id} has no TrainOptions (runner {point.runner!r})")
+    return point.options
 
 
 def point_task(point: Point) -> Task:
     """The task a point trains or probes on, seeded by the point's seed."""
-    cfg = point.config
-    if "task" not in cfg:
-        raise ValueError(f"point {point.point_id} has no 'task' knob")
-    kw = {k: cfg[k] for k in TASK_KEYWORDS if k in cfg}
-    return make_task(cfg["task"], point.seq_len, cfg.get("vocab"), cfg.get("framing", "lm"),
-                     point.seed, **kw)
+    task = _options(point).task
+    return make_task(task.name, point.seq_len, task.alphabet_size, task.framing, point.seed,
+                     **dict(task.keywords))
 
 
 def train_spec(point: Point, device: str = "cpu") -> TrainSpec:
-    """Split the knobs into task, model and training settings; ValueError on unknown keys."""
-    cfg = point.config
-    fields = _model_fields(point.model)
-    ref_fields = _model_fields(cfg["match"]) if "match" in cfg else set()
-    allowed = {*TASK_KEYS, *TRAIN_KEYS, *OTHER_KEYS} | ((fields | ref_fields) - _FROM_POINT)
-    unknown = sorted(set(cfg) - allowed)
-    if unknown:
-        raise ValueError(f"unknown knob {unknown[0]!r} for {point.model!r} (d_model and "
-                         f"vocab_size come from the point and the task); valid: "
-                         f"{', '.join(sorted(allowed))}")
+    """The task, model config and training settings a point builds; ValueError on bad ones."""
+    opts = _options(point)
+    for key in ("vocab_size", "d_model"):
+        if key in dict(point.config):
+            raise ValueError(f"invalid config key {key!r}: d_model comes from the point, "
+                             f"vocab_size from the task")
     task = point_task(point)
-    lengths = tuple(f * point.seq_len for f in LENGTH_FACTORS) if cfg.get("length_gen") else ()
+    lengths = tuple(f * point.seq_len for f in LENGTH_FACTORS) if opts.length_gen else ()
     longest = task.train_batch(0, 1).model_len
     for n in lengths:
         longest = max(longest, task.eval_batches(1, 1, seq_len=n)[0].model_len)
     model = {"max_len": longest}  # learned positions must cover the longest evaluated input
-    model |= {k: v for k, v in cfg.items() if k in fields}
+    model |= dict(point.config)
     model |= {"vocab_size": task.vocab_size,
               "d_model": matched_d_model(point, task.vocab_size, model["max_len"])}
-    models.model_config(point.model, **model)  # validate now: a bad value names itself
-    train_kw = {field: cfg[knob] for knob, field in TRAIN_KEYS.items() if knob in cfg}
-    tcfg = TrainConfig(batch_size=point.batch_size, seed=point.seed, device=device, **train_kw)
+    models.model_config(point.subject, **model)  # validate now: a bad value names itself
+    loop = {_TRAIN_FIELDS.get(k, k): getattr(opts, k) for k in _LOOP_SETTINGS
+            if getattr(opts, k) is not None and (k != "steps" or opts.steps)}
+    tcfg = TrainConfig(batch_size=point.batch_size, seed=point.seed, device=device, **loop)
     return TrainSpec(task, model, tcfg, lengths)
 
 
@@ -134,7 +125,7 @@ def build_model(point: Point, spec: TrainSpec, device: torch.device) -> nn.Modul
     if point.dtype != "float32":
         raise ValueError(f"invalid dtype {point.dtype!r} for training points; use float32")
     torch.manual_seed(point.seed)
-    return models.build(point.model, **spec.model).to(device)
+    return models.build(point.subject, **spec.model).to(device)
 
 
 @contextmanager
@@ -201,9 +192,10 @@ def length_metrics(model: nn.Module, spec: TrainSpec, device: torch.device) -> d
     return out
 
 
-def run_train(point: Point, device: torch.device, min_run_time: float) -> dict[str, Any]:
-    """Train the point's model on its task; final metrics, curves as "series", and status
-    "diverged" (with the step in the message) if a loss or gradient went NaN/inf."""
+def run_train(point: Point, ctx: Context) -> Result:
+    """Train the point's model on its task; final metrics, curves, and status "diverged"
+    (with the step in the message) if a loss or gradient went NaN/inf."""
+    device = ctx.device
     spec = train_spec(point, str(device))
     model = build_model(point, spec, device)
     with tiny_threads(model, device) as threads:
@@ -215,9 +207,9 @@ def run_train(point: Point, device: torch.device, min_run_time: float) -> dict[s
                                             "d_model": spec.model["d_model"]}
         if result.status == "ok":
             metrics |= length_metrics(model, spec, device)
-    metrics["series"] = history_series(result.history)
+    out = Result(metrics, history_series(result.history))
     if result.status != "ok":
-        metrics["status"] = result.status
-        metrics["message"] = (f"loss or gradient not finite at step {result.diverged_at} "
-                              f"(train_loss {result.final.get('train_loss')})")
-    return metrics
+        out.status = result.status
+        out.message = (f"loss or gradient not finite at step {result.diverged_at} "
+                       f"(train_loss {result.final.get('train_loss')})")
+    return out

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from experiments.spec import Point
+from harness.runner import Context, Result
 from harness.train.batch import Batch
 from harness.train.loop import masked_loss, train
 from harness.train.points import (
@@ -89,9 +90,10 @@ def attention_qk(model: nn.Module, batch: Batch, layer: int = 0
     return q, k, attn
 
 
-def run_attn_init(point: Point, device: torch.device, min_run_time: float) -> dict[str, Any]:
+def run_attn_init(point: Point, ctx: Context) -> Result:
     """q.k variance, entropy and softmax Jacobian of the first attention layer at init, with
     the point's attn_scale; plus Var(q.k) of i.i.d. N(0, 1) q, k of the same shape."""
+    device = ctx.device
     spec = train_spec(point, str(device))
     model = build_model(point, spec, device).eval()
     batch = spec.task.eval_batches(point.batch_size, 1)[0].to(device)
@@ -103,8 +105,8 @@ def run_attn_init(point: Point, device: torch.device, min_run_time: float) -> di
         unit = [torch.randn(q.shape, generator=gen, device=device, dtype=torch.float64)
                 for _ in range(2)]
         ref = attention_stats(*unit, attn.attn_scale, causal)
-    return stats | {"qk_var_unit": ref["qk_var"], "attn_entropy_unit": ref["attn_entropy"],
-                    "softmax_jacobian_norm_unit": ref["softmax_jacobian_norm"]}
+    return Result(stats | {"qk_var_unit": ref["qk_var"], "attn_entropy_unit": ref["attn_entropy"],
+                           "softmax_jacobian_norm_unit": ref["softmax_jacobian_norm"]})
 
 
 # ---------------------------------------------------------------- per-layer gradients
@@ -127,17 +129,18 @@ def layer_grad_norms(model: nn.Module, batch: Batch) -> list[float]:
     return norms
 
 
-def run_layer_grads(point: Point, device: torch.device, min_run_time: float) -> dict[str, Any]:
+def run_layer_grads(point: Point, ctx: Context) -> Result:
     """Gradient norm of every layer at initialisation; series "layer_grad_norm" with
     step = layer number (1 = nearest the input)."""
+    device = ctx.device
     spec = train_spec(point, str(device))
     model = build_model(point, spec, device).train()
     batch = spec.task.train_batch(0, point.batch_size).to(device)
     with tiny_threads(model, device):
         norms = layer_grad_norms(model, batch)
-    return {"n_layers_probed": len(norms), "grad_norm_first": norms[0],
-            "grad_norm_last": norms[-1], "grad_norm_last_over_first": norms[-1] / norms[0],
-            "series": {"layer_grad_norm": list(enumerate(norms, start=1))}}
+    return Result({"n_layers_probed": len(norms), "grad_norm_first": norms[0],
+                   "grad_norm_last": norms[-1], "grad_norm_last_over_first": norms[-1] / norms[0]},
+                  {"layer_grad_norm": list(enumerate(norms, start=1))})
 
 
 # ---------------------------------------------------------------- gradient vs distance
@@ -173,10 +176,10 @@ def _decay(norms: list[float]) -> float:
     return math.log10(norms[-1] / norms[1]) if norms[-1] > 0 and norms[1] > 0 else -math.inf
 
 
-def run_grad_distance(point: Point, device: torch.device, min_run_time: float
-                      ) -> dict[str, Any]:
+def run_grad_distance(point: Point, ctx: Context) -> Result:
     """||dL_t/dx_{t-k}|| vs k at init and after training on the point's task; series
     "grad_norm_init" / "grad_norm_trained" with step = k, and the training curves."""
+    device = ctx.device
     spec = train_spec(point, str(device))
     model = build_model(point, spec, device)
     probe = spec.task.eval_batches(point.batch_size, 1)[0].to(device)
@@ -190,11 +193,9 @@ def run_grad_distance(point: Point, device: torch.device, min_run_time: float
         "grad_decay_init": _decay(init), "threads_used": threads,
         "d_model": spec.model["d_model"]}  # the row's d_model: the width trained (match)
     series = history_series(result.history) | {"grad_norm_init": list(enumerate(init))}
-    if trained:
-        metrics["grad_decay_trained"] = _decay(trained)
-        series["grad_norm_trained"] = list(enumerate(trained))
-    else:
-        metrics["status"] = result.status
-        metrics["message"] = f"training diverged at step {result.diverged_at}"
-    metrics["series"] = series
-    return metrics
+    if not trained:
+        return Result(metrics, series, result.status,
+                      f"training diverged at step {result.diverged_at}")
+    metrics["grad_decay_trained"] = _decay(trained)
+    series["grad_norm_trained"] = list(enumerate(trained))
+    return Result(metrics, series)

@@ -222,7 +222,7 @@ _SPECS: dict[str, tuple[Callable[..., _Spec], tuple[str, ...]]] = {
     "distance-k": (_DistanceK, ("k",)),
 }
 CORPUS_TASKS = ("corpus",)
-# every keyword make_task() takes for some task (a point's knobs pass these through)
+# every keyword make_task() takes for some task (a TaskSpec.keywords passes these through)
 TASK_KEYWORDS: tuple[str, ...] = (*dict.fromkeys(k for _, kws in _SPECS.values() for k in kws),
                                   *CORPUS_KEYWORDS)
 

@@ -9,7 +9,7 @@ from mlflow import MlflowClient
 import experiments
 from harness.cli import cli
 from harness.results import read_results, results_path
-from harness.run import sweep
+from harness.run.runners import RUNNERS
 
 FAST = ["--min-run-time", "0.01"]
 
@@ -95,39 +95,39 @@ def test_dry_run_measures_nothing(tmp_path):
 
 def test_resume_after_kill_measures_no_point_twice(tmp_path, monkeypatch):
     measured: list[str] = []
-    real = sweep.RUNNERS["layer"]
+    real = RUNNERS["layer"]
 
-    def counting(point, device, min_run_time):
+    def counting(point, ctx):
         if len(measured) == 2:
             raise KeyboardInterrupt  # the user kills the run during the third point
         measured.append(point.point_id)
-        return real(point, device, min_run_time)
+        return real(point, ctx)
 
-    monkeypatch.setitem(sweep.RUNNERS, "layer", counting)
+    monkeypatch.setitem(RUNNERS, "layer", counting)
     args = ("run", "smoke", "--out", str(tmp_path), "--tracking-uri", "none", *FAST)
     assert tvr(*args).exit_code != 0
     assert len(read_results(results_path(tmp_path, "smoke"))) == 2
 
-    def after(point, device, min_run_time):
+    def after(point, ctx):
         measured.append(point.point_id)
-        return real(point, device, min_run_time)
+        return real(point, ctx)
 
-    monkeypatch.setitem(sweep.RUNNERS, "layer", after)
+    monkeypatch.setitem(RUNNERS, "layer", after)
     result = tvr(*args)
-    assert result.exit_code == 0 and "2 already done, skipped" in result.output
+    assert result.exit_code == 0 and "2 already done on this machine, skipped" in result.output
     assert sorted(measured) == sorted(p.point_id for p in experiments.points("smoke"))
     assert len(read_results(results_path(tmp_path, "smoke"))) == len(measured)
 
 
 def test_failed_point_is_an_error_row_not_a_crash(tmp_path, monkeypatch):
-    real = sweep.RUNNERS["layer"]
+    real = RUNNERS["layer"]
 
-    def flaky(point, device, min_run_time):
-        if point.mixer == "gru":
+    def flaky(point, ctx):
+        if point.subject == "gru":
             raise RuntimeError("forced failure")
-        return real(point, device, min_run_time)
+        return real(point, ctx)
 
-    monkeypatch.setitem(sweep.RUNNERS, "layer", flaky)
+    monkeypatch.setitem(RUNNERS, "layer", flaky)
     result = tvr("run", "smoke", "--out", str(tmp_path), "--tracking-uri", "none", *FAST)
     assert result.exit_code == 0, result.output
     df = read_results(results_path(tmp_path, "smoke"))

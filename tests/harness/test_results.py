@@ -26,7 +26,8 @@ from harness.results import (
 def _row(point_id: str, status: str = "ok", suite: str = "smoke", **metrics: object) -> dict:
     return {"suite": suite, "point_id": point_id, "mixer": "lstm", "seq_len": 64,
             "d_model": 32, "batch_size": 2, "device": "cpu", "dtype": "float32", "seed": 0,
-            "status": status, "torch_version": "2.x", "host": "h", **metrics}
+            "status": status, "machine": "m1", "torch_version": "2.x", "host": "h",
+            **metrics}
 
 
 def test_results_path(tmp_path: Path) -> None:
@@ -56,7 +57,7 @@ def test_append_keeps_old_rows_verbatim(tmp_path: Path) -> None:
     assert second[0]["fwd_ms"] == "0.30000000000000004"  # floats survive every rewrite
     assert {k: second[0][k] for k in first[0]} == first[0]
     assert second[0]["flops"] == "" and second[1]["flops"] == "1000000000000.0"
-    assert done_points(path) == {"007", "008"}
+    assert done_points(path, "cpu", "m1") == {"007", "008"}
 
 
 def test_rerun_point_replaces_its_row(tmp_path: Path) -> None:
@@ -119,18 +120,62 @@ def test_write_atomic_text_bytes_and_mode(tmp_path: Path) -> None:
 
 def test_done_points_are_final_results(tmp_path: Path) -> None:
     path = results_path(tmp_path, "smoke")
-    assert done_points(path) == set()
+    assert done_points(path, "cpu", "m1") == set()
     for pid, status in [("a", "ok"), ("b", "oom"), ("c", "error"), ("d", "skipped"), ("e", "ok"),
                         ("f", "diverged")]:
         append_row(path, _row(pid, status=status))
-    assert done_points(path) == {"a", "e", "f"}
+    assert done_points(path, "cpu", "m1") == {"a", "e", "f"}
 
 
 def test_done_points_of_another_device_do_not_count(tmp_path: Path) -> None:
     path = results_path(tmp_path, "smoke")
     append_row(path, _row("a", status="ok", device="cpu"))
     append_row(path, _row("b", status="ok", device="cuda"))
-    assert done_points(path, "cuda") == {"b"} and done_points(path) == {"a", "b"}
+    assert done_points(path, "cuda", "m1") == {"b"} and done_points(path, "cpu", "m1") == {"a"}
+
+
+def test_two_machines_rows_live_side_by_side(tmp_path: Path) -> None:
+    """Another machine's row of the same point is neither replaced nor counted as done here;
+    tables read one machine: this one where it has rows, else the one with the most rows."""
+    path = results_path(tmp_path, "smoke")
+    append_row(path, _row("a", fwd_ms=1.0, machine="reference"))
+    append_row(path, _row("b", fwd_ms=2.0, machine="reference"))
+    append_row(path, _row("a", fwd_ms=3.0, machine="mine"))
+    append_row(path, _row("a", fwd_ms=4.0, machine="mine"))  # a rerun replaces only its own
+    frame = read_results(path)
+    assert sorted(zip(frame["machine"], frame["fwd_ms"], strict=True)) == [
+        ("mine", 4.0), ("reference", 1.0), ("reference", 2.0)]
+    assert done_points(path, "cpu", "mine") == {"a"}
+    assert done_points(path, "cpu", "reference") == {"a", "b"}
+    assert set(results.one_machine(frame, "mine")["machine"]) == {"mine"}
+    assert set(results.one_machine(frame, "new")["machine"]) == {"reference"}
+    assert len(load_results(tmp_path, machine="all")) == 3
+
+
+def test_this_machine_is_named_by_env_or_a_kept_tag(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(results.MACHINE_ENV, "lab-gpu-3")
+    assert results.this_machine() == "lab-gpu-3"
+    monkeypatch.delenv(results.MACHINE_ENV)
+    monkeypatch.setattr(results, "_MACHINE_FILE", tmp_path / "machine-id")
+    first = results.this_machine()
+    assert first == results.this_machine()  # the tag is kept, not drawn again
+    (tmp_path / "machine-id").unlink()
+    assert results.this_machine() != first  # a new home is a new machine
+
+
+def test_files_of_older_versions_read_under_todays_names(tmp_path: Path) -> None:
+    path = results_path(tmp_path, "old")
+    path.parent.mkdir()
+    path.write_text("suite,point_id,mixer,model,device,status,measure,role,vocab,dilated,host\n"
+                    "old,p,lstm,,cpu,ok,path,path,,False,vm\n"
+                    "old,q,,gru-lm,cpu,ok,train,heads,16,,vm\n")
+    frame = read_results(path)
+    assert frame["runner"].tolist() == ["path", "train"]
+    assert frame["fit"].fillna("").tolist() == ["path", ""]
+    assert frame["study"].fillna("").tolist() == ["", "heads"]
+    assert "alphabet_size" in frame and "dilation_growth" in frame and "role" not in frame
+    assert frame["machine"].tolist() == ["vm", "vm"]
 
 
 def test_read_missing_is_empty_with_columns(tmp_path: Path) -> None:

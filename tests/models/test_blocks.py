@@ -152,7 +152,27 @@ def copy_params_(ours: nn.Module, ref: nn.Module, names: dict[str, str]) -> None
             ref_p[theirs].copy_(ours_p[mine])
 
 
-def assert_grads_close(ours: nn.Module, ref: nn.Module, names: dict[str, str]) -> None:
+def twin(t: torch.Tensor) -> torch.Tensor:
+    """A separate leaf with t's values, for the reference module's gradients."""
+    return t.detach().clone().requires_grad_()
+
+
+def assert_parity_with_grads(
+    out: torch.Tensor,
+    expected: torch.Tensor,
+    inputs: list[tuple[torch.Tensor, torch.Tensor]],  # (ours, the reference's twin) leaves
+    ours: nn.Module,
+    ref: nn.Module,
+    names: dict[str, str],
+) -> None:
+    """Outputs agree, and so do the gradients of one random loss for each input pair and for
+    each parameter pair along `names`."""
+    torch.testing.assert_close(out, expected, **F64)
+    g = rand(*out.shape)
+    (out * g).sum().backward()
+    (expected * g).sum().backward()
+    for mine, theirs in inputs:
+        torch.testing.assert_close(mine.grad, theirs.grad, **F64)
     ours_p, ref_p = dict(ours.named_parameters()), dict(ref.named_parameters())
     for mine, theirs in names.items():
         assert ours_p[mine].grad is not None, mine
@@ -181,18 +201,13 @@ def mha_pair(backend: str) -> tuple[MultiHeadAttention, nn.MultiheadAttention]:
 def test_self_attention_matches_nn_multihead_attention(backend: str, masks: str) -> None:
     ours, ref = mha_pair(backend)
     x = rand(B, N, D, grad=True)
-    x_ref = x.detach().clone().requires_grad_()
+    x_ref = twin(x)
     kpm = right_padding([N, 3], N) if "padding" in masks else None
     causal = "causal" in masks
     out = ours(x, key_padding_mask=kpm, causal=causal)
     expected, _ = ref(x_ref, x_ref, x_ref, key_padding_mask=kpm, need_weights=False,
                       attn_mask=masked_above_diagonal(N) if causal else None, is_causal=causal)
-    torch.testing.assert_close(out, expected, **F64)
-    g = rand(B, N, D)
-    (out * g).sum().backward()
-    (expected * g).sum().backward()
-    torch.testing.assert_close(x.grad, x_ref.grad, **F64)
-    assert_grads_close(ours, ref, mha_names())
+    assert_parity_with_grads(out, expected, [(x, x_ref)], ours, ref, mha_names())
 
 
 @pytest.mark.parametrize("backend", ["math", "sdpa"])
@@ -200,17 +215,11 @@ def test_self_attention_matches_nn_multihead_attention(backend: str, masks: str)
 def test_cross_attention_matches_nn_multihead_attention(backend: str, padding: bool) -> None:
     ours, ref = mha_pair(backend)
     x, mem = rand(B, N, D, grad=True), rand(B, S, D, grad=True)
-    x_ref, mem_ref = (t.detach().clone().requires_grad_() for t in (x, mem))
+    x_ref, mem_ref = twin(x), twin(mem)
     kpm = right_padding([S, 4], S) if padding else None
     out = ours(x, mem, key_padding_mask=kpm)
     expected, _ = ref(x_ref, mem_ref, mem_ref, key_padding_mask=kpm, need_weights=False)
-    torch.testing.assert_close(out, expected, **F64)
-    g = rand(B, N, D)
-    (out * g).sum().backward()
-    (expected * g).sum().backward()
-    torch.testing.assert_close(x.grad, x_ref.grad, **F64)
-    torch.testing.assert_close(mem.grad, mem_ref.grad, **F64)
-    assert_grads_close(ours, ref, mha_names())
+    assert_parity_with_grads(out, expected, [(x, x_ref), (mem, mem_ref)], ours, ref, mha_names())
 
 
 def test_multihead_attention_rejects_indivisible_heads() -> None:
@@ -265,17 +274,12 @@ def test_encoder_layer_matches_nn_transformer_encoder_layer(
     perturb_(ours)
     copy_params_(ours, ref, ENCODER_NAMES)
     x = rand(B, N, D, grad=True)
-    x_ref = x.detach().clone().requires_grad_()
+    x_ref = twin(x)
     kpm = right_padding([N, 2], N) if masks == "padding" else None
     out = ours(x, key_padding_mask=kpm)
     expected = ref(x_ref, src_mask=masked_above_diagonal(N) if causal else None,
                    src_key_padding_mask=kpm, is_causal=causal)
-    torch.testing.assert_close(out, expected, **F64)
-    g = rand(B, N, D)
-    (out * g).sum().backward()
-    (expected * g).sum().backward()
-    torch.testing.assert_close(x.grad, x_ref.grad, **F64)
-    assert_grads_close(ours, ref, ENCODER_NAMES)
+    assert_parity_with_grads(out, expected, [(x, x_ref)], ours, ref, ENCODER_NAMES)
 
 
 @pytest.mark.parametrize("backend", ["math", "sdpa"])
@@ -290,18 +294,12 @@ def test_decoder_layer_matches_nn_transformer_decoder_layer(
     perturb_(ours)
     copy_params_(ours, ref, DECODER_NAMES)
     y, mem = rand(B, N, D, grad=True), rand(B, S, D, grad=True)
-    y_ref, mem_ref = (t.detach().clone().requires_grad_() for t in (y, mem))
+    y_ref, mem_ref = twin(y), twin(mem)
     kpm = right_padding([S, 3], S) if padding else None
     out = ours(y, mem, memory_key_padding_mask=kpm)
     expected = ref(y_ref, mem_ref, tgt_mask=masked_above_diagonal(N), tgt_is_causal=True,
                    memory_key_padding_mask=kpm)
-    torch.testing.assert_close(out, expected, **F64)
-    g = rand(B, N, D)
-    (out * g).sum().backward()
-    (expected * g).sum().backward()
-    torch.testing.assert_close(y.grad, y_ref.grad, **F64)
-    torch.testing.assert_close(mem.grad, mem_ref.grad, **F64)
-    assert_grads_close(ours, ref, DECODER_NAMES)
+    assert_parity_with_grads(out, expected, [(y, y_ref), (mem, mem_ref)], ours, ref, DECODER_NAMES)
 
 
 @pytest.mark.parametrize("layer", [EncoderLayer, DecoderLayer])
@@ -352,11 +350,6 @@ def test_sinusoid_shift_matrix_depends_on_k() -> None:
     pe = sinusoid_table(30, 16).double()
     wrong = pe[:20] @ rotation(2, 16).T
     assert (wrong - pe[3:23]).abs().max() > 1e-2
-
-
-def test_sinusoid_table_offset() -> None:
-    torch.testing.assert_close(sinusoid_table(5, 8, offset=10), sinusoid_table(15, 8)[10:],
-                               atol=1e-7, rtol=0)
 
 
 def test_sinusoidal_positions_extend_past_max_len() -> None:

@@ -18,24 +18,18 @@ def n_params(module: torch.nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-def model_inputs(name: str, vocab: int) -> tuple[torch.Tensor, ...]:
-    if name in ("transformer", "lstm", "gru"):  # encoder-decoder: (src, tgt_in)
-        return torch.randint(0, vocab, (2, 7)), torch.randint(0, vocab, (2, 5))
-    return (torch.randint(0, vocab, (2, 6)),)
-
-
 def test_names_include_the_contract() -> None:
     expected = {"transformer", "lstm", "gru", "transformer-lm", "lstm-lm", "gru-lm"}
     assert expected <= set(models.names())
 
 
 @pytest.mark.parametrize("name", models.names())
-def test_every_model_builds_runs_and_backpropagates(name: str) -> None:
+def test_every_model_builds_runs_and_backpropagates(name: str, model_inputs) -> None:
     model = models.build(name, preset="tiny")
-    vocab = models.model_config(name, "tiny").vocab_size
-    inputs = model_inputs(name, vocab)
+    vocab_size = models.model_config(name, "tiny").vocab_size
+    inputs = model_inputs(name, vocab_size)
     logits = model(*inputs)
-    assert logits.shape == (*inputs[-1].shape, vocab)
+    assert logits.shape == (*inputs[-1].shape, vocab_size)
     logits.logsumexp(-1).mean().backward()
     assert n_params(model) > 0
     for pname, p in model.named_parameters():

@@ -1,4 +1,5 @@
-"""models/rnn.py: the explicit LSTM/GRU cells against nn.LSTM / nn.GRU, and causality."""
+"""models/rnn.py: the explicit LSTM/GRU cells against nn.LSTM / nn.GRU. Whole RNN models are
+tested with every other model in test_models.py (causality, fused = cell)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,10 @@ import pytest
 import torch
 from torch import nn
 
-import models
 from models.rnn import Recurrent, gru_layer, lstm_layer
 
 F64 = dict(atol=1e-10, rtol=1e-10)  # float64 parity: rounding only
 B, N, D = 3, 6, 5
-SMALL = dict(vocab_size=16, d_model=8, n_layers=2, dropout=0.0, max_len=32)
 
 
 def rand(*shape: int) -> torch.Tensor:
@@ -113,57 +112,3 @@ def test_dropout_between_layers_is_off_in_eval(kind: str) -> None:
 def test_recurrent_rejects_unknown_impl(kind: str) -> None:
     with pytest.raises(ValueError, match=r"'y'.*'fused', 'cell'"):
         Recurrent(kind, D, impl="y")
-
-
-# --- whole models ----------------------------------------------------------------------------
-
-
-def build(name: str, impl: str) -> nn.Module:
-    return models.build(name, rnn_impl=impl, **SMALL).double().eval()
-
-
-def tokens(*shape: int) -> torch.Tensor:
-    return torch.randint(0, SMALL["vocab_size"], shape)
-
-
-def change_from(x: torch.Tensor, t: int) -> torch.Tensor:
-    """A copy of x whose tokens at positions t.. all differ from the original."""
-    v = SMALL["vocab_size"]
-    y = x.clone()
-    y[:, t:] = (x[:, t:] + torch.randint_like(x[:, t:], 1, v)) % v
-    return y
-
-
-@pytest.mark.parametrize("impl", ["fused", "cell"])
-@pytest.mark.parametrize("name", ["lstm-lm", "gru-lm"])
-@pytest.mark.parametrize("t", [1, 5])
-def test_rnn_lm_is_causal(name: str, impl: str, t: int) -> None:
-    model = build(name, impl)
-    x = tokens(2, 8)
-    with torch.no_grad():
-        before, after = model(x), model(change_from(x, t))
-    torch.testing.assert_close(after[:, :t], before[:, :t], **F64)
-    assert (after[:, t] - before[:, t]).abs().max() > 1e-3
-
-
-@pytest.mark.parametrize("impl", ["fused", "cell"])
-@pytest.mark.parametrize("name", ["lstm", "gru"])
-@pytest.mark.parametrize("t", [1, 5])
-def test_rnn_decoder_is_causal_and_reads_the_source(name: str, impl: str, t: int) -> None:
-    model = build(name, impl)
-    src, tgt = tokens(2, 7), tokens(2, 8)
-    with torch.no_grad():
-        before, after = model(src, tgt), model(src, change_from(tgt, t))
-        other_src = model(change_from(src, 0), tgt)
-    torch.testing.assert_close(after[:, :t], before[:, :t], **F64)
-    assert (after[:, t] - before[:, t]).abs().max() > 1e-3
-    assert (other_src[:, 0] - before[:, 0]).abs().max() > 1e-3  # encoder state reaches step 0
-
-
-@pytest.mark.parametrize("name", ["lstm", "gru", "lstm-lm", "gru-lm"])
-def test_rnn_impls_give_the_same_model(name: str) -> None:
-    fused, cell = build(name, "fused"), build(name, "cell")
-    cell.load_state_dict(fused.state_dict())
-    args = (tokens(2, 7), tokens(2, 5)) if name in ("lstm", "gru") else (tokens(2, 7),)
-    with torch.no_grad():
-        torch.testing.assert_close(cell(*args), fused(*args), **F64)

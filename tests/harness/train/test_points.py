@@ -10,9 +10,11 @@ from mlflow import MlflowClient
 
 import experiments
 import models
-from experiments.spec import Point, knobs
+from experiments.spec import Match, Point, TaskSpec, TrainOptions, config
 from harness.results import read_results, results_path
 from harness.run import sweep
+from harness.run.runners import RUNNERS
+from harness.runner import Context
 from harness.train.batch import Batch
 from harness.train.loop import param_count
 from harness.train.points import run_train, train_spec
@@ -25,74 +27,78 @@ from harness.train.probes import (
 )
 from harness.train.tasks import make_task
 
-CPU = torch.device("cpu")
+CPU = Context(torch.device("cpu"), 0.1)
 TINY = dict(n_layers=1, n_heads=2, d_ff=32, dropout=0.0)
 CONVERGENCE_SUITES = ["convergence", "scaling-factor", "heads", "ffn-width", "positional",
                      "norm-warmup", "gradient-distance", "convergence-quick",
                      "convergence-smoke"]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """As in test_train: OpenMP workers on a shared CPU make tiny models far slower."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def tiny_point(measure: str = "train", model: str = "transformer-lm", d: int = 16,
-               **kn: object) -> Point:
-    cfg = {"task": "copy", "vocab": 8, "steps": 20, "eval_every": 10} | kn
+TRAIN_FIELDS = ("steps", "lr", "eval_every", "target", "length_gen")
+
+
+def tiny_point(runner: str = "train", model: str = "transformer-lm", d: int = 16,
+               match: Match | None = None, **settings: object) -> Point:
+    """Copy n=4 on 8 symbols, batch 8; settings are TrainOptions fields or model config."""
+    train = {"steps": 20, "eval_every": 10} | {k: v for k, v in settings.items()
+                                               if k in TRAIN_FIELDS}
+    cfg = {k: v for k, v in settings.items() if k not in TRAIN_FIELDS}
     if model.startswith("transformer"):
         cfg = TINY | cfg
-    return Point("t", measure, "", 4, d, 8, model=model, role="test", knobs=knobs(cfg))
+    options = TrainOptions(TaskSpec("copy", 8), **train, match=match)
+    return Point("t", runner, model, 4, d, 8, config=config(cfg), options=options,
+                 study="test")
 
 
 def test_train_runner_returns_metrics_series_and_restores_threads() -> None:
     torch.set_num_threads(2)  # the runner drops to 1 for a tiny model, then restores 2
-    m = run_train(tiny_point(length_gen=True), CPU, 0.1)
+    result = run_train(tiny_point(length_gen=True), CPU)
+    m = result.values
     assert torch.get_num_threads() == 2
-    assert "status" not in m  # ok: the sweep's default
+    assert result.status == "ok"
     assert m["steps_run"] == 20 and m["threads_used"] == 1
     assert m["n_params"] == param_count("transformer-lm", **train_spec(tiny_point()).model)
     assert 0 <= m["final_accuracy"] <= 1 and m["flops_fwd_per_token"] > 0
     assert {"accuracy_2n", "accuracy_4n", "loss_4n"} <= set(m)
-    steps = [s for s, _ in m["series"]["loss"]]
+    steps = [s for s, _ in result.series["loss"]]
     assert steps == [0, 10, 20]
-    assert [s for s, _ in m["series"]["train_loss"]] == [10, 20]  # no training loss at 0
+    assert [s for s, _ in result.series["train_loss"]] == [10, 20]  # no training loss at 0
 
 
 def test_train_runner_early_stop_records_steps_to_target() -> None:
-    m = run_train(tiny_point(target=0.01), CPU, 0.1)  # chance accuracy already passes 1%
+    m = run_train(tiny_point(target=0.01), CPU).values  # chance accuracy already passes 1%
     assert m["steps_to_target"] == m["steps_run"] == 10
 
 
 def test_match_knob_resolves_the_width_at_run_time(tmp_path) -> None:
-    """match=REF: the LSTM gets the d_model matching REF (built from the knobs it takes at
-    Point.d_model) within 10%, and the row records that width; without match the
-    Transformer-only knobs are unknown to an LSTM."""
+    """A Match: the LSTM gets the d_model matching the Transformer (built from its own
+    config at Point.d_model) within 10%, and the row records that width; Transformer-only
+    config keys are unknown to an LSTM."""
     wide = TINY | {"d_ff": 256}  # a Transformer an LSTM of the same d_model falls short of
-    matched = tiny_point(model="lstm-lm", d=16, match="transformer-lm", **wide)
+    match = Match("transformer-lm", config(wide))
+    matched = tiny_point(model="lstm-lm", d=16, match=match, n_layers=1, dropout=0.0)
     ref = train_spec(tiny_point(d=16, **wide)).model
     got = train_spec(matched).model
     assert got["d_model"] > 16 and "n_heads" not in got
     n_ref, n_got = param_count("transformer-lm", **ref), param_count("lstm-lm", **got)
     assert abs(n_got - n_ref) <= 0.1 * n_ref
-    assert train_spec(tiny_point(match="transformer-lm", **wide)).model == ref  # itself
-    with pytest.raises(ValueError, match="unknown knob 'd_ff'"):
+    assert train_spec(tiny_point(match=match, **wide)).model == ref  # itself
+    with pytest.raises(ValueError, match="unknown config key .* for model .lstm-lm."):
         train_spec(tiny_point(model="lstm-lm", **TINY))
-    sweep.run_suite("t", [matched], CPU, tmp_path, None, progress=False)
+    sweep.run_suite("t", [matched], CPU.device, tmp_path, None, progress=False)
     row = read_results(results_path(tmp_path, "t")).iloc[0]
     assert row["status"] == "ok" and row["d_model"] == got["d_model"]
 
 
 def test_diverged_row_and_curves_through_the_sweep(tmp_path) -> None:
     """A forced NaN (lr 1e30) becomes a "diverged" row naming the step; an ok point's curves
-    reach series.csv and MLflow with step=; a bad knob becomes an error row."""
+    reach series.csv and MLflow with step=; a bad config key becomes an error row."""
     points = [tiny_point(lr=1e30), tiny_point(), tiny_point(bogus=1)]
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    summary = sweep.run_suite("t", points, CPU, tmp_path, uri, progress=False)
+    summary = sweep.run_suite("t", points, CPU.device, tmp_path, uri, progress=False)
     assert summary.statuses == {"diverged": 1, "ok": 1, "error": 1}
     df = read_results(results_path(tmp_path, "t")).set_index("point_id")
     bad = df.loc[points[0].point_id]
@@ -133,7 +139,7 @@ def test_softmax_jacobian_norm_matches_autograd() -> None:
 
 def test_attn_init_runner_reports_model_and_reference() -> None:
     p = tiny_point("attn-init", d=32, attn_scale=False, n_heads=1)
-    m = run_attn_init(p, CPU, 0.1)
+    m = run_attn_init(p, CPU).values
     assert m["d_k"] == 32 and m["qk_var"] > 0
     assert m["qk_var_unit"] == pytest.approx(32, rel=0.25)  # a 1-batch Monte Carlo
     assert 0 < m["attn_entropy"] <= m["attn_entropy_max"]
@@ -180,33 +186,35 @@ def test_distance_grads_need_a_scored_last_position() -> None:
 
 
 def test_grad_distance_runner_measures_before_and_after_training() -> None:
-    m = run_grad_distance(tiny_point("grad-distance", model="gru-lm", steps=5,
-                                     n_layers=1, dropout=0.0), CPU, 0.1)
-    n = len(m["series"]["grad_norm_init"])
-    assert n == len(m["series"]["grad_norm_trained"]) == 8  # copy n=4, LM: 2n input tokens
-    assert m["series"]["grad_norm_init"] != m["series"]["grad_norm_trained"]
+    result = run_grad_distance(tiny_point("grad-distance", model="gru-lm", steps=5,
+                                          n_layers=1, dropout=0.0), CPU)
+    series, m = result.series, result.values
+    n = len(series["grad_norm_init"])
+    assert n == len(series["grad_norm_trained"]) == 8  # copy n=4, LM: 2n input tokens
+    assert series["grad_norm_init"] != series["grad_norm_trained"]
     assert math.isfinite(m["grad_decay_init"]) and m["steps_run"] == 5
 
 
 @pytest.mark.parametrize("suite", CONVERGENCE_SUITES)
 def test_suite_points_are_valid(suite: str) -> None:
-    """Every point has a runner, a unique id, and knobs that build its task and pass
-    models.model_config (train_spec validates both)."""
+    """Every point has a runner, a study, a unique id, and options and config that build
+    its task and pass models.model_config (train_spec validates both)."""
     points = experiments.points(suite)
     assert len({p.point_id for p in points}) == len(points)
     for p in points:
-        assert p.measure in sweep.RUNNERS and p.role
+        assert p.runner in RUNNERS and p.study
         spec = train_spec(p)
-        models.model_config(p.model, **spec.model)
+        models.model_config(p.subject, **spec.model)
 
 
 def test_quick_convergence_models_are_parameter_matched() -> None:
-    """Within 10% of the Transformer's count on the same task, as the issue requires."""
+    """Within 10% of the Transformer's count on the same task."""
     counts: dict[tuple, dict[str, int]] = {}
     for p in experiments.points("convergence-quick"):
-        if p.role == "convergence" and p.seed == 0:
-            key = (p.config["task"], p.seq_len, p.config.get("k"))
-            counts.setdefault(key, {})[p.model] = param_count(p.model, **train_spec(p).model)
+        if p.study == "convergence" and p.seed == 0:
+            key = (p.options.task, p.seq_len)
+            counts.setdefault(key, {})[p.subject] = param_count(p.subject,
+                                                                **train_spec(p).model)
     for key, c in counts.items():
         ref = c.pop("transformer-lm")
         assert set(c) == {"lstm-lm", "gru-lm"}

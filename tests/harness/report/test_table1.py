@@ -7,12 +7,14 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from experiments.spec import Point, knobs
+from experiments.spec import PathOptions, Point, config
 from experiments.table1 import table1_points
 from harness.cli import cli
-from harness.report.table1 import run_path, table1
+from harness.report.table1 import table1
 from harness.results import read_results, results_path
 from harness.run import sweep
+from harness.run.runners import run_path
+from harness.runner import Context
 
 CPU = torch.device("cpu")
 
@@ -68,9 +70,10 @@ def test_table_columns_and_cli(tiny):
         assert (out / "t1" / f"{name}.png").exists(), name
 
 
-def _path(mixer: str, n: int, **cfg) -> int:
-    point = Point("t", "path", mixer, n, 4, 1, knobs=knobs({"dilated": False} | cfg))
-    return run_path(point, CPU, 0.0)["path_length"]
+def _path(mixer: str, n: int, growth: bool = False, **cfg) -> int:
+    options = PathOptions(dilation_growth=growth)
+    point = Point("t", "path", mixer, n, 4, 1, config=config(cfg), options=options)
+    return run_path(point, Context(CPU)).values["path_length"]
 
 
 @pytest.mark.parametrize("n", [2, 5, 9])
@@ -79,7 +82,7 @@ def test_exact_path_lengths(n):
     assert _path("lstm", n, rnn_impl="cell") == n - 1
     assert _path("convolutional", n, kernel_size=3) == math.ceil((n - 1) / 1)  # centred: 1/side
     assert _path("convolutional", n, kernel_size=3, padding="causal") == math.ceil((n - 1) / 2)
-    assert _path("convolutional", n, kernel_size=3, padding="causal", dilated=True) == \
+    assert _path("convolutional", n, kernel_size=3, padding="causal", growth=True) == \
         math.ceil(math.log(n, 3) - 1e-9)  # reach after L layers: 3^L - 1 >= n - 1
 
 

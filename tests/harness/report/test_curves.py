@@ -38,7 +38,7 @@ def test_every_point_ok_with_curves(smoke_out):
     assert len(df) == len(experiments.points(SUITE))
     assert (df["status"] == "ok").all(), df.loc[df["status"] != "ok", "message"].tolist()
     series = read_series(smoke_out, SUITE)
-    trained = df.loc[df["measure"] == "train", "point_id"]
+    trained = df.loc[df["runner"] == "train", "point_id"]
     assert set(trained) <= set(series["point_id"])
     assert {"loss", "accuracy", "layer_grad_norm", "grad_norm_init",
             "grad_norm_trained"} <= set(series["metric"])
@@ -47,7 +47,7 @@ def test_every_point_ok_with_curves(smoke_out):
 def test_plot_all_draws_every_study_figure(smoke_out):
     result = tvr("plot", "all", "--suite", SUITE, "--out", str(smoke_out))
     assert result.exit_code == 0, result.output
-    for name in curves.FIGURES:
+    for name in plots.STUDY_FIGURES:
         png = smoke_out / SUITE / f"{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     assert "crossover" not in result.output  # layer figures do not apply to training rows
@@ -57,7 +57,8 @@ def test_figures_read_stored_results_only(smoke_out, monkeypatch):
     """Drawing must not train or measure anything: with the training loop, the layer timer
     and the optimiser step all raising, every study figure still draws."""
     from harness.measure import timing as measure
-    from harness.run import sweep
+    from harness.run import runners
+    from harness.runner import Context
     from harness.train import loop as train
     from harness.train import points as ablations
     from harness.train import probes
@@ -67,13 +68,15 @@ def test_figures_read_stored_results_only(smoke_out, monkeypatch):
 
     # patch each name where it is bound, since `from x import f` copies the reference
     for module, name in ((train, "train"), (ablations, "train"), (probes, "train"),
-                         (measure, "measure_layer"), (sweep, "measure_layer"),
+                         (measure, "measure_layer"), (runners, "measure_layer"),
                          (torch.optim.Adam, "step")):
         monkeypatch.setattr(module, name, broken)
-    point = next(p for p in experiments.points(SUITE) if p.measure == "train")
+    trained = set(read_results(results_path(smoke_out, SUITE)).query("runner == 'train'")
+                  ["point_id"])
+    point = next(p for p in experiments.points(SUITE) if p.point_id in trained)
     with pytest.raises(AssertionError, match="retrained"):  # the patches do cut training off
-        ablations.run_train(point, torch.device("cpu"), 0.1)
-    for name in curves.FIGURES:
+        ablations.run_train(point, Context(torch.device("cpu"), 0.1))
+    for name in plots.STUDY_FIGURES:
         fig = plots.FIGURES[name].draw(smoke_out, SUITE)
         assert any(ax.has_data() for ax in fig.axes), name
         plt.close(fig)
@@ -98,7 +101,7 @@ def test_fill_stopped_carries_a_run_that_reached_its_target():
 
 def test_figure_for_a_missing_study_is_bad_input(smoke_out, tmp_path):
     df = read_results(results_path(smoke_out, SUITE))
-    only = df[df["role"] == "heads"]
+    only = df[df["study"] == "heads"]
     (tmp_path / "h").mkdir()
     only.to_csv(results_path(tmp_path, "h"), index=False)
     applies = [n for n, f in plots.FIGURES.items() if f.applies(only)]

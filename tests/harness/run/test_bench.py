@@ -11,10 +11,12 @@ import models
 from experiments import bench as grids
 from harness import cli as cli_module
 from harness.cli import cli
-from harness.measure.compare import interleaved, run_compare, variant
+from harness.measure.compare import interleaved
 from harness.measure.flops import count_flops
 from harness.measure.timing import layer_calls
 from harness.results import read_results, results_path
+from harness.run.runners import run_compare, variant
+from harness.runner import Context
 from models import kernels
 from models.reference import torch_reference
 
@@ -22,14 +24,7 @@ B, N, D, H = 2, 12, 16, 4
 FAST = ["--min-run-time", "0.01", "--tracking-uri", "none", "--device", "cpu"]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # Tiny sizes gain nothing from threads, and on shared cores OpenMP threads that wait for
-    # each other make a sub-millisecond layer take ~100x longer.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tvr(*args: str):
@@ -126,14 +121,15 @@ def test_interleaved_alternates_direction_and_rotates():
     assert pairs.count(["a", "b"]) == pairs.count(["b", "a"])
 
 
-def test_bench_grids_centre_on_the_issue_size_and_cover_every_comparison():
+def test_bench_grids_centre_on_the_headline_size_and_cover_every_comparison():
     pts = experiments.points("bench")
     assert {variant(p) for p in pts} == {
         "transformer-layer/sdpa", "transformer-layer/math", "lstm/fused", "lstm/cell",
         "gru/fused", "gru/cell", "harness-timer"}
     head = pts[0]
-    assert (head.batch_size, head.seq_len, head.d_model, head.config["n_heads"]) == (8, 512, 512, 8)
-    assert all(p.suite == "bench" and p.measure == "compare" for p in pts)
+    sizes = (head.batch_size, head.seq_len, head.d_model, dict(head.config)["n_heads"])
+    assert sizes == (8, 512, 512, 8)
+    assert all(p.suite == "bench" and p.runner == "compare" for p in pts)
     assert all(p.dtype == "bfloat16" for p in experiments.points("bench-gpu"))
     with pytest.raises(ValueError, match="unknown bench grid 'huge'"):
         grids.points("bench", grid="huge")
@@ -143,7 +139,7 @@ def test_bench_grids_centre_on_the_issue_size_and_cover_every_comparison():
 def test_compare_row_records_kernels_ratio_and_mfu(backend, kernel):
     point = next(p for p in grids.points("bench", "cpu", "tiny")
                  if variant(p) == f"transformer-layer/{backend}")
-    row = run_compare(point, torch.device("cpu"), min_run_time=0.01)
+    row = run_compare(point, Context(torch.device("cpu"), 0.01)).values
     assert row["kernel"] == kernel and row["ref_kernel"] == "sdpa-flash"
     assert row["ratio"] == pytest.approx(row["ours_ms"] / row["ref_ms"])
     assert row["ratio_min"] <= row["ratio"] <= row["ratio_max"]
@@ -172,14 +168,14 @@ def test_compare_refuses_to_time_layers_that_disagree(monkeypatch):
     monkeypatch.setattr("harness.measure.compare.torch_reference", wrong_reference)
     point = grids.points("bench", "cpu", "tiny")[0]
     with pytest.raises(AssertionError, match="disagree"):
-        run_compare(point, torch.device("cpu"), min_run_time=0.01)
+        run_compare(point, Context(torch.device("cpu"), 0.01))
 
 
 @pytest.mark.parametrize("which", ["transformer-layer/sdpa", "lstm/cell"])
 def test_compare_in_bfloat16_passes_the_agreement_check(which):
     point = next(p for p in grids.points("bench", "cpu", "tiny", "bfloat16")
                  if variant(p) == which)
-    row = run_compare(point, torch.device("cpu"), min_run_time=0.01)
+    row = run_compare(point, Context(torch.device("cpu"), 0.01)).values
     assert row["peak_dtype"] == "bfloat16" and row["ratio"] > 0
 
 
@@ -245,10 +241,13 @@ def test_run_compile_marks_points_in_their_ids():
 
 
 @pytest.mark.slow
-def test_run_compile_times_the_compiled_layer(tmp_path, monkeypatch):
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_run_compile_times_the_compiled_layer(tmp_path, monkeypatch, device):
+    """--compile times the compiled layer and reports compile time apart, on each device."""
     first = experiments.points("smoke")[:1]
     monkeypatch.setitem(experiments.SUITES, "smoke", lambda: first)
-    result = tvr("run", "smoke", "--out", str(tmp_path), "--compile", *FAST)
+    result = tvr("run", "smoke", "--out", str(tmp_path), "--compile",
+                 "--min-run-time", "0.01", "--tracking-uri", "none", "--device", device)
     assert result.exit_code == 0, result.output
     row = read_results(results_path(tmp_path, "smoke-compiled")).iloc[0]
     assert row["status"] == "ok", row["message"]

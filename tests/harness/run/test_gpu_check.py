@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gpu-check"
+SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "gpu-check"
 STEPS = ("environment", "gpu tests", "bench", "complexity", "figures")
 
 

@@ -1,0 +1,239 @@
+"""Figures of the ablation studies: positional encodings, heads, FFN width, the 1/sqrt(d_k)
+scale, Post-LN vs Pre-LN with warm-up, and gradient reach over distance.
+
+Like harness.report.curves (whose data helpers these use), each figure reads a suite's stored
+results and curves and never retrains; FIGURES maps figure name -> (function, runner, study).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+from matplotlib.ticker import FuncFormatter
+
+from harness.report.curves import (
+    CI,
+    SEED,
+    Draw,
+    by_length,
+    curves_of,
+    fill_stopped,
+    length_axes,
+    log_ticks,
+    rows,
+    titled,
+)
+from harness.report.labels import ARCH_COLORS, ARCH_ORDER, METRIC_LABELS, present, task_order
+
+SCALES = ["1/sqrt(d_k)", "unscaled"]
+NORMS = {"post": "Post-LN", "pre": "Pre-LN"}
+NORM_COLORS = {"Post-LN": "#d62728", "Pre-LN": "#1f77b4"}
+
+
+def _scaled(pts: pd.DataFrame) -> pd.Series:
+    """"1/sqrt(d_k)" or "unscaled" per row, from the attn_scale column."""
+    return pts["attn_scale"].map(lambda v: SCALES[0] if str(v) == "True" else SCALES[1])
+
+
+# ---------------------------------------------------------------- architecture choices
+
+
+def positional(out_dir: Path, suite: str) -> plt.Figure:
+    """sinusoidal vs learned vs none: accuracy at n, 2n, 4n on order-dependent tasks."""
+    long = by_length(rows(out_dir, suite, "positional"))
+    order = task_order(long)
+    g = sns.relplot(data=long, x="eval length", y="accuracy", hue="pos_encoding",
+                    hue_order=["sinusoidal", "learned", "none"], col="task_label",
+                    col_order=order, kind="line", marker="o", errorbar=CI, seed=SEED, height=3,
+                    aspect=1.2)
+    length_axes(g)
+    g.set_titles("trained on {col_name}")
+    g.set_axis_labels("evaluation length", "held-out token accuracy")
+    g.legend.set_title("positions")
+    return titled(g.figure, "Positional encodings: order and length extrapolation")
+
+
+def heads(out_dir: Path, suite: str) -> plt.Figure:
+    """Counted forward FLOPs per token, measured training tokens/s and final accuracy vs h
+    at fixed d_model (the seed: total cost like single-head attention with full d)."""
+    pts = rows(out_dir, suite, "heads").sort_values("n_heads")
+    pts["h"] = pts["n_heads"].astype(int).astype(str)
+    order = list(dict.fromkeys(pts["h"]))
+    pts["kflops"] = pts["flops_fwd_per_token"] / 1e3
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), layout="constrained")
+    panels = [("kflops", "counted forward kFLOP / token"),
+              ("tokens_per_s", "training tokens / s (measured)"),
+              ("final_accuracy", "final held-out accuracy")]
+    for ax, (col, label) in zip(axes, panels, strict=True):
+        sns.barplot(data=pts, x="h", y=col, order=order, color="#1f77b4", errorbar=CI,
+                    seed=SEED, ax=ax)
+        ax.set(xlabel="heads h", ylabel=label)
+    task = pts["task_label"].iloc[0]
+    fig.suptitle(f"Heads at d_model={int(pts['d_model'].iloc[0])} ({task}): d_k = d/h")
+    return fig
+
+
+def ffn_width(out_dir: Path, suite: str) -> plt.Figure:
+    """Held-out bits/char curves and final value for d_ff/d_model in 1, 2, 4, 8."""
+    pts = rows(out_dir, suite, "ffn-width")
+    pts["d_ff / d_model"] = (pts["d_ff"] / pts["d_model"]).astype(int).astype(str)
+    order = sorted(pts["d_ff / d_model"].unique(), key=int)
+    metric = "bits_per_char" if pts["final_bits_per_char"].notna().any() else "loss"
+    long = curves_of(out_dir, suite, pts, [metric])
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    sns.lineplot(data=long, x="step", y="value", hue="d_ff / d_model", hue_order=order,
+                 palette="viridis", errorbar=CI, seed=SEED, ax=axes[0])
+    axes[0].set(xlabel="training step", ylabel=METRIC_LABELS[metric], title="curves")
+    sns.pointplot(data=pts, x="d_ff / d_model", y=f"final_{metric}", order=order,
+                  errorbar=CI, seed=SEED, ax=axes[1])
+    axes[1].set(xlabel="d_ff / d_model", ylabel=f"final {METRIC_LABELS[metric]}",
+                title="after the step budget")
+    return titled(fig, f"FFN width ({pts['task_label'].iloc[0]})")
+
+
+# ---------------------------------------------------------------- the 1/sqrt(d_k) scale
+
+
+def scaling_curves(out_dir: Path, suite: str) -> plt.Figure:
+    """Training with and without the 1/sqrt(d_k) factor, one panel per d_k."""
+    pts = rows(out_dir, suite, "scaling-factor")
+    pts["scaled"] = _scaled(pts)
+    long = fill_stopped(curves_of(out_dir, suite, pts, ["accuracy"]), ["d_model", "scaled"])
+    g = sns.relplot(data=long, x="step", y="value", hue="scaled", hue_order=SCALES,
+                    col="d_model", kind="line", errorbar=CI, seed=SEED, height=3, aspect=1.2,
+                    facet_kws={"sharex": False})
+    g.set_titles("d_k = {col_name} (one head)")
+    g.set_axis_labels("training step", "held-out token accuracy")
+    g.legend.set_title(None)
+    return titled(g.figure, f"Scaled vs unscaled dot products: {pts['task_label'].iloc[0]} "
+                  "(a seed that stopped at 99% keeps its last value)")
+
+
+def _variance_panel(ax: plt.Axes, pts: pd.DataFrame, d: list[float]) -> None:
+    """Var(q.k) vs d_k for i.i.d. N(0, 1) q, k and the model's, against Var = d_k."""
+    var = pts.melt(id_vars=["d_k", "seed"], value_vars=["qk_var_unit", "qk_var_normalised",
+                                                        "qk_var"], var_name="q, k")
+    var["q, k"] = var["q, k"].map({
+        "qk_var_unit": "i.i.d. N(0,1)", "qk_var": "model at init (raw)",
+        "qk_var_normalised": "model, / (Var q_i Var k_i)"})
+    sns.lineplot(data=var, x="d_k", y="value", hue="q, k", marker="o", errorbar=CI, seed=SEED,
+                 ax=ax)
+    ax.plot(d, d, "k--", lw=1, label="Var = d_k (the seed)")
+    ax.set(xscale="log", yscale="log", xlabel="d_k", ylabel="Var(q . k)",
+           title="dot-product variance")
+    log_ticks(ax, d)
+    ax.legend(fontsize=7, title=None)
+
+
+def _softmax_panel(ax: plt.Axes, pts: pd.DataFrame, d: list[float], col: str, label: str
+                   ) -> None:
+    """`col` vs d_k, scaled and unscaled, for the model's q, k and i.i.d. N(0, 1) ones."""
+    both = pts.melt(id_vars=["d_k", "seed", "scaled"], value_vars=[col, f"{col}_unit"],
+                    var_name="q, k")
+    both["q, k"] = both["q, k"].map({col: "model", f"{col}_unit": "i.i.d. N(0,1)"})
+    sns.lineplot(data=both, x="d_k", y="value", hue="scaled", hue_order=SCALES, style="q, k",
+                 style_order=["model", "i.i.d. N(0,1)"],
+                 markers={"model": "o", "i.i.d. N(0,1)": "X"},
+                 dashes={"model": "", "i.i.d. N(0,1)": (3, 2)}, errorbar=CI, seed=SEED, ax=ax)
+    if col == "attn_entropy":
+        ax.plot(d, pts.groupby("d_k")["attn_entropy_max"].mean().loc[d].to_numpy(), "k:",
+                lw=1, label="uniform (the maximum)")
+    ax.set(xscale="log", xlabel="d_k", ylabel=label, title=label.split(" (")[0])
+    log_ticks(ax, d)
+
+
+def qk_variance(out_dir: Path, suite: str) -> plt.Figure:
+    """At init: Var(q.k) vs d_k against the seed's Var = d_k; attention entropy and the
+    softmax Jacobian norm with and without the scale factor, for the model's q, k and for
+    i.i.d. N(0, 1) ones."""
+    pts = rows(out_dir, suite, "scaling-factor", "attn-init")
+    pts["scaled"] = _scaled(pts)
+    d = sorted(float(v) for v in pts["d_k"].unique())
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.9), layout="constrained")
+    _variance_panel(axes[0], pts, d)
+    _softmax_panel(axes[1], pts, d, "attn_entropy", "attention entropy (nats)")
+    _softmax_panel(axes[2], pts, d, "softmax_jacobian_norm", "||softmax Jacobian||_F / row")
+    handles, labels = axes[1].get_legend_handles_labels()  # one legend for panels 2 and 3
+    for ax in axes[1:]:
+        ax.get_legend().remove()
+    fig.legend(handles, labels, loc="outside right upper", fontsize=8)
+    fig.suptitle("Why 1/sqrt(d_k): the first attention layer of an initialised model")
+    return fig
+
+
+# ---------------------------------------------------------------- normalisation, gradients
+
+
+def norm_warmup(out_dir: Path, suite: str) -> plt.Figure:
+    """Held-out loss curves of Post-LN and Pre-LN with and without warm-up, per depth."""
+    pts = rows(out_dir, suite, "norm-warmup")
+    pts["LN"] = pts["norm"].map(NORMS)
+    pts["warm-up"] = pts["warmup"].astype(int).map(lambda w: f"{w} steps" if w else "none")
+    long = curves_of(out_dir, suite, pts, ["loss"])
+    g = sns.relplot(data=long, x="step", y="value", hue="LN", hue_order=list(NORM_COLORS),
+                    style="warm-up", style_order=sorted(pts["warm-up"].unique()),
+                    col="n_layers", kind="line", errorbar=CI, seed=SEED, height=3, aspect=1.15,
+                    palette=NORM_COLORS)
+    g.set_titles("depth {col_name}")
+    g.set_axis_labels("training step", METRIC_LABELS["loss"])
+    for depth, ax in g.axes_dict.items():
+        bad = pts[(pts["n_layers"] == depth) & (pts["status"] == "diverged")]
+        if len(bad):
+            ax.text(0.5, 0.9, f"diverged: {', '.join(bad['LN'] + ' / ' + bad['warm-up'])}",
+                    transform=ax.transAxes, ha="center", fontsize=7, color="black")
+    return titled(g.figure, "Post-LN vs Pre-LN, with and without learning-rate warm-up "
+                  f"({pts['task_label'].iloc[0]})")
+
+
+def layer_grad_norms(out_dir: Path, suite: str) -> plt.Figure:
+    """Gradient norm of each layer's parameters at init, Post-LN vs Pre-LN, per depth."""
+    pts = rows(out_dir, suite, "norm-warmup", "layer-grads")
+    pts["LN"] = pts["norm"].map(NORMS)
+    long = curves_of(out_dir, suite, pts, ["layer_grad_norm"])
+    g = sns.relplot(data=long, x="step", y="value", hue="LN", hue_order=list(NORM_COLORS),
+                    col="n_layers", kind="line", marker="o", errorbar=CI, seed=SEED, height=3,
+                    aspect=1.1, palette=NORM_COLORS, facet_kws={"sharex": False})
+    g.set(yscale="log")
+    # plain 2 and 0.5, not 2x10^0; minor ticks labelled at 2, 3, 5 only, so labels never touch
+    plain = FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}".lstrip("0.")[:1] in "1235" else "")
+    for depth, ax in g.axes_dict.items():
+        ax.set_xticks(range(1, int(depth) + 1, max(1, int(depth) // 6)))
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(plain)
+    g.set_titles("depth {col_name}")
+    g.set_axis_labels("layer (1 = input side)", "||grad|| of the layer's parameters")
+    return titled(g.figure, "Per-layer gradient norm at initialisation (Xiong et al. 2020)")
+
+
+def grad_distance(out_dir: Path, suite: str) -> plt.Figure:
+    """||dL_t/dx_{t-k}|| vs k per architecture, at init and after training (log scale)."""
+    pts = rows(out_dir, suite, "gradient-distance", "grad-distance")
+    long = curves_of(out_dir, suite, pts, ["grad_norm_init", "grad_norm_trained"])
+    long["when"] = long["metric"].map({"grad_norm_init": "at initialisation",
+                                       "grad_norm_trained": "after training"})
+    long = long[(long["step"] > 0) & (long["value"] > 0)]  # log axes: k = 0 is the token itself
+    g = sns.relplot(data=long, x="step", y="value", hue="architecture", col="when",
+                    col_order=["at initialisation", "after training"], kind="line",
+                    errorbar=CI, seed=SEED, palette=ARCH_COLORS, height=3.2, aspect=1.2,
+                    hue_order=present(ARCH_ORDER, long["architecture"]))
+    g.set(yscale="log")  # exponential decay is a straight line here
+    g.set_titles("{col_name}")
+    g.set_axis_labels("distance k back from the scored position", "||dL_t / dx_(t-k)||")
+    return titled(g.figure, "Gradient reaching an input k steps back "
+                  f"({pts['task_label'].iloc[0]}, parameter-matched)")
+
+
+# name -> (draw, the runner whose rows it reads, the study it reads)
+FIGURES: dict[str, tuple[Draw, str, str]] = {
+    "scaling-curves": (scaling_curves, "train", "scaling-factor"),
+    "qk-variance": (qk_variance, "attn-init", "scaling-factor"),
+    "heads": (heads, "train", "heads"),
+    "ffn-width": (ffn_width, "train", "ffn-width"),
+    "positional": (positional, "train", "positional"),
+    "norm-warmup": (norm_warmup, "train", "norm-warmup"),
+    "layer-grad-norms": (layer_grad_norms, "layer-grads", "norm-warmup"),
+    "grad-distance": (grad_distance, "grad-distance", "gradient-distance"),
+}

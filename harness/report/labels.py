@@ -1,0 +1,55 @@
+"""Names shown in figures and tables: architectures, their colours, a task's panel label.
+
+Figures and summary tables label rows with the same functions, so a table row and a figure
+panel of the same configuration read the same.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+ARCH = {"transformer-lm": "Transformer", "transformer": "Transformer", "lstm-lm": "LSTM",
+        "lstm": "LSTM", "gru-lm": "GRU", "gru": "GRU"}
+ARCH_ORDER = ["Transformer", "LSTM", "GRU"]
+ARCH_COLORS = {"Transformer": "#1f77b4", "LSTM": "#d62728", "GRU": "#2ca02c"}
+METRIC_LABELS = {"accuracy": "held-out token accuracy", "loss": "held-out loss (nats/token)",
+                 "bits_per_char": "held-out bits per character"}
+
+
+def architecture(df: pd.DataFrame) -> pd.Series:
+    """"Transformer", "LSTM", "GRU" for each row's model (another model keeps its name)."""
+    return df["model"].map(ARCH).fillna(df["model"])
+
+
+def task_label(df: pd.DataFrame) -> pd.Series:
+    """"copy n=8", "distance-k k=4 n=16", "sort n=8 seq2seq": one panel per such label."""
+    label = df["task"].astype(str)
+    if "k" in df:
+        k = df["k"].map(lambda v: "" if pd.isna(v) else f" k={int(v)}")
+        label = label + k
+    label = label + " n=" + df["seq_len"].astype(int).astype(str)
+    if "framing" in df:
+        label = label + df["framing"].map(lambda f: " seq2seq" if f == "seq2seq" else "")
+    return label
+
+
+def task_order(df: pd.DataFrame) -> list[str]:
+    """Panel order: by task, then k and n numerically (so k=4 comes before k=12)."""
+    keys = df.assign(_k=df["k"] if "k" in df else 0).sort_values(
+        ["task", "_k", "seq_len", "task_label"], na_position="first")
+    return list(dict.fromkeys(keys["task_label"]))
+
+
+def labelled(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of df with `architecture` and, where rows have a task, `task_label` columns."""
+    out = df.copy()
+    out["architecture"] = architecture(out)
+    if "task" in out:
+        out["task_label"] = task_label(out)
+    return out
+
+
+def present(order: list[str], values: pd.Series) -> list[str]:
+    """The entries of `order` that occur in `values`, in order (a hue order for seaborn)."""
+    seen = set(values)
+    return [v for v in order if v in seen]

@@ -1,0 +1,123 @@
+"""The runner table: which function measures a point of each `Point.runner`.
+
+Layer-level runners are here, thin adapters from a point to harness.measure; training-type
+runners live in harness.train. Every runner is `runner(point, context) -> Result`
+(harness.runner); a raised exception becomes an error (or oom) row in the sweep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+import models
+from experiments.spec import CompareOptions, PathOptions, Point
+from harness.measure.compare import compare_layer
+from harness.measure.structure import max_path_length, recurrent_path_length, sequential_ops
+from harness.measure.timing import measure_layer, saved_tensor_bytes
+from harness.runner import Context, Result, Runner
+from harness.train.points import run_train
+from harness.train.probes import run_attn_init, run_grad_distance, run_layer_grads
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# Runners that cast the layer to Point.dtype and honour Point.compile; `tvr run
+# --dtype/--compile` changes only their points.
+CAST_RUNNERS = ("layer", "compare")
+RECURRENT = ("lstm", "gru")
+
+
+def _layer_input(point: Point, device: torch.device, batch: int, n: int) -> torch.Tensor:
+    return torch.randn(batch, n, point.d_model, device=device, dtype=DTYPES[point.dtype])
+
+
+def _build_mixer(point: Point, device: torch.device) -> nn.Module:
+    torch.manual_seed(point.seed)
+    module = models.mixer(point.subject, point.d_model, **dict(point.config))
+    return module.to(device=device, dtype=DTYPES[point.dtype]).train()
+
+
+def predict_layer_bytes(point: Point, device: torch.device) -> int:
+    """Predicted training footprint of a layer point: activations saved for backward, measured
+    at n = 8, 16, 32 with batch 1 and extrapolated with the exact quadratic through them
+    (attention's n^2 term, recurrence's n term), times the batch; plus weights and grads."""
+    module = _build_mixer(point, device)
+    ns = np.array([8, 16, 32])
+    saved = [saved_tensor_bytes(lambda n=n: module(_layer_input(point, device, 1, int(n))),
+                                module.parameters()) for n in ns]
+    coeffs = np.polyfit(ns, saved, 2)
+    per_seq = max(0.0, float(np.polyval(coeffs, point.seq_len)))
+    params = sum(p.numel() * p.element_size() for p in module.parameters())
+    return int(point.batch_size * per_seq + 2 * params)
+
+
+def run_layer(point: Point, ctx: Context) -> Result:
+    """Time, FLOPs, saved bytes and kernel of one mixer on x[B, n, d]."""
+    module = _build_mixer(point, ctx.device)
+    x = _layer_input(point, ctx.device, point.batch_size, point.seq_len)
+    return Result(measure_layer(module, x, min_run_time=ctx.min_run_time,
+                                compile=point.compile))
+
+
+def variant(point: Point) -> str:
+    """"transformer-layer/sdpa", "lstm/cell", "harness-timer": what a comparison compares."""
+    options = point.options if isinstance(point.options, CompareOptions) else CompareOptions()
+    if options.versus == "timer":
+        return "harness-timer"
+    cfg = dict(point.config)
+    return f"{point.subject}/{cfg.get('attn_backend') or cfg.get('rnn_impl') or 'default'}"
+
+
+def run_compare(point: Point, ctx: Context) -> Result:
+    """Our mixer against PyTorch's own layer (or the harness timer against a bare Timer),
+    interleaved; see harness.measure.compare."""
+    options = point.options if isinstance(point.options, CompareOptions) else CompareOptions()
+    ours = _build_mixer(point, ctx.device)
+    x = _layer_input(point, ctx.device, point.batch_size, point.seq_len)
+    return Result(compare_layer(point.subject, ours, x, variant(point), options.versus,
+                                options.reps, options.peak_n, ctx.min_run_time, point.compile))
+
+
+def _stacked(point: Point, index: int = 0) -> nn.Module:
+    """A fresh mixer for stack position `index`. With dilation_growth a convolution's
+    dilation is k^index, so L layers see k^L positions: the paper's O(log_k n) stack."""
+    config = dict(point.config)
+    if isinstance(point.options, PathOptions) and point.options.dilation_growth:
+        # past n a dilation only adds padding (no position is that far): cap it, or a deep
+        # search would allocate k^L zeros
+        config["dilation"] = min(config.get("kernel_size", 3) ** index, point.seq_len)
+    torch.manual_seed(point.seed + index)
+    return models.mixer(point.subject, point.d_model, **config)
+
+
+def run_seq_ops(point: Point, ctx: Context) -> Result:
+    """Longest chain of dependent ops in one forward (recurrent layers via rnn_impl="cell")."""
+    layer = _stacked(point).to(ctx.device)
+    return Result({"seq_ops": sequential_ops(layer, point.seq_len, point.d_model)})
+
+
+def run_path(point: Point, ctx: Context) -> Result:
+    """Fewest sequential applications linking x[0] to y[n-1]: time steps for a recurrent
+    layer (its cells), stacked layers for every other type; decided from exact gradients."""
+    n, d = point.seq_len, point.d_model
+    if point.subject in RECURRENT:
+        steps = recurrent_path_length(_stacked(point).to(ctx.device), n, d, seed=point.seed)
+        return Result({"path_length": steps, "path_unit": "steps"})
+    layers = max_path_length(lambda i: _stacked(point, i).to(ctx.device), n, d, max_depth=n)
+    return Result({"path_length": layers, "path_unit": "layers"})
+
+
+RUNNERS: dict[str, Runner] = {
+    "layer": run_layer,  # time, FLOPs, memory of one mixer
+    "compare": run_compare,  # ours vs PyTorch's layer, interleaved (tvr bench)
+    "seq-ops": run_seq_ops,  # Table 1's sequential operations (autograd graph depth)
+    "path": run_path,  # Table 1's maximum path length
+    "train": run_train,  # train a model on a task: final metrics + curves
+    "attn-init": run_attn_init,  # q.k variance, attention entropy, softmax Jacobian at init
+    "layer-grads": run_layer_grads,  # per-layer gradient norm at init
+    "grad-distance": run_grad_distance,  # ||dL_t/dx_{t-k}|| vs k, at init and trained
+}
+# Runners whose memory can be predicted before measuring (`tvr run --max-memory`).
+PREDICTORS: dict[str, Callable[[Point, torch.device], int]] = {"layer": predict_layer_bytes}

@@ -1,0 +1,41 @@
+"""What every runner takes and returns: `runner(point, context) -> Result`.
+
+The runner table is harness.run.runners.RUNNERS; layer-level runners live there, training-type
+runners in harness.train.points and harness.train.probes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from experiments.spec import Point
+
+Series = dict[str, list[tuple[int, float]]]  # metric -> [(step, value), ...]
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where and how long to measure: the same for every point of a sweep."""
+
+    device: torch.device
+    min_run_time: float = 0.2  # seconds of timed calls per timing (layer and compare points)
+
+
+@dataclass
+class Result:
+    """A runner's outcome. `status` is "ok", or "diverged" for a run that ended without an
+    exception but did not succeed (`message` says how); exceptions become error rows in the
+    sweep. `series` are curves: logged to MLflow with step= and stored in series.csv."""
+
+    values: dict[str, Any]
+    series: Series = field(default_factory=dict)
+    status: str = "ok"
+    message: str = ""
+
+
+Runner = Callable[["Point", Context], Result]

@@ -1,0 +1,195 @@
+"""The Tracker against a real MLflow SQLite store, read back with MlflowClient."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
+
+import experiments
+from harness.run import sweep
+from harness.run.tracking import Tracker
+from harness.runner import Result
+
+
+def _uri(out_dir: Path) -> str:
+    return f"sqlite:///{out_dir.resolve()}/mlflow.db"
+
+
+def _children(client: MlflowClient, tracker: Tracker) -> dict[str, object]:
+    runs = client.search_runs(
+        [tracker.experiment_id], f"tags.`mlflow.parentRunId` = '{tracker.parent_run_id}'")
+    return {r.data.tags["point_id"]: r for r in runs}
+
+
+def test_parent_and_nested_runs(out_dir: Path) -> None:
+    uri = _uri(out_dir)
+    csv = out_dir / "smoke" / "results.csv"
+    csv.parent.mkdir(parents=True, exist_ok=True)
+    csv.write_text("suite,point_id\nsmoke,a\n")
+    with Tracker(uri, "smoke", out_dir, {"device": "cpu", "resume": True}) as tracker:
+        tracker.log_point("a", {"mixer": "lstm", "cfg": {"d_model": 32, "n": {"x": 1}}},
+                          {"fwd_ms": 1.25, "flops": 4e9, "bad": float("nan"), "none": None,
+                           "inf": math.inf},
+                          "ok", series={"loss": [(0, 2.0), (1, 1.5), (2, math.nan), (3, 1.0)]})
+        tracker.log_point("b", {"mixer": "gru"}, {}, "error", message="RuntimeError: boom")
+        tracker.log_artifact(csv)
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("smoke")
+    assert exp is not None and exp.experiment_id == tracker.experiment_id
+    assert exp.artifact_location == (out_dir / "mlartifacts" / "smoke").resolve().as_uri()
+    parent = client.get_run(tracker.parent_run_id)
+    assert parent.info.status == "FINISHED"
+    assert parent.info.run_name.startswith("smoke-")
+    assert {"suite", "host", "torch_version"} <= set(parent.data.tags)
+    assert parent.data.params == {"device": "cpu", "resume": "True"}
+    assert [a.path for a in client.list_artifacts(tracker.parent_run_id)] == ["results.csv"]
+
+    kids = _children(client, tracker)
+    assert set(kids) == {"a", "b"}
+    ok, bad = kids["a"], kids["b"]
+    assert ok.info.status == "FINISHED" and ok.data.tags["status"] == "ok"
+    assert "message" not in ok.data.tags
+    assert ok.data.params == {"mixer": "lstm", "cfg.d_model": "32", "cfg.n.x": "1"}
+    assert ok.data.metrics == {"fwd_ms": 1.25, "flops": 4e9, "loss": 1.0}
+    history = client.get_metric_history(ok.info.run_id, "loss")
+    assert sorted((m.step, m.value) for m in history) == [(0, 2.0), (1, 1.5), (3, 1.0)]
+    assert bad.info.status == "FAILED" and bad.data.tags["status"] == "error"
+    assert bad.data.tags["message"] == "RuntimeError: boom"
+
+
+def test_second_invocation_reuses_experiment(out_dir: Path) -> None:
+    uri = _uri(out_dir)
+    ids = set()
+    for _ in range(2):
+        with Tracker(uri, "again", out_dir, {}) as tracker:
+            ids.add(tracker.experiment_id)
+    client = MlflowClient(tracking_uri=uri)
+    assert len(ids) == 1
+    assert len(client.search_runs(list(ids))) == 2
+
+
+@pytest.mark.parametrize(("error", "status"), [(RuntimeError, "FAILED"),
+                                               (KeyboardInterrupt, "KILLED")])
+def test_parent_status_on_exception(out_dir: Path, error: type[BaseException],
+                                    status: str) -> None:
+    with pytest.raises(error), Tracker(_uri(out_dir), "crash", out_dir, {}) as tracker:
+        raise error()
+    run = MlflowClient(tracking_uri=_uri(out_dir)).get_run(tracker.parent_run_id)
+    assert run.info.status == status
+
+
+def test_large_point_is_split_within_mlflow_limits(out_dir: Path) -> None:
+    params = {f"p{i}": i for i in range(150)}  # > 100 params per request
+    series = {"loss": [(s, 1.0 / (s + 1)) for s in range(1500)]}  # > 1000 metrics per request
+    with Tracker(_uri(out_dir), "big", out_dir, {}) as tracker:
+        tracker.log_point("big", params, {"m": 1.0}, "ok", series=series)
+    client = MlflowClient(tracking_uri=_uri(out_dir))
+    (child,) = _children(client, tracker).values()
+    assert len(child.data.params) == 150
+    assert len(client.get_metric_history(child.info.run_id, "loss")) == 1500
+
+
+def test_non_numeric_metric_is_a_bug(out_dir: Path) -> None:
+    with Tracker(_uri(out_dir), "typo", out_dir, {}) as tracker, \
+            pytest.raises(TypeError, match="'fwd_ms'"):
+        tracker.log_point("a", {}, {"fwd_ms": "fast"}, "ok")
+
+
+def test_non_numeric_metric_leaves_no_run_and_tracking_on(out_dir: Path) -> None:
+    with Tracker(_uri(out_dir), "typo-series", out_dir, {}) as tracker:
+        with pytest.raises(TypeError, match="'loss'"):
+            tracker.log_point("a", {}, {}, "ok", series={"loss": [(0, "x")]})
+        assert tracker.error is None
+        tracker.log_point("b", {}, {"m": 1.0}, "ok")
+    client = MlflowClient(tracking_uri=_uri(out_dir))
+    assert set(_children(client, tracker)) == {"b"}
+    assert client.get_run(tracker.parent_run_id).info.status == "FINISHED"
+
+
+def _locked(calls: list[str], fail_from: int):
+    """A MlflowClient.log_batch that fails like a locked SQLite store from call `fail_from` on
+    (call 1 is the parent's params)."""
+    real = MlflowClient.log_batch
+
+    def log_batch(self: MlflowClient, run_id: str, *args: object, **kwargs: object) -> None:
+        calls.append(run_id)
+        if len(calls) >= fail_from:
+            raise MlflowException("(sqlite3.OperationalError) database is locked\n"
+                                  "[SQL: INSERT INTO metrics ...]")
+        real(self, run_id, *args, **kwargs)
+
+    return log_batch
+
+
+def test_store_failure_turns_tracking_off(out_dir: Path, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(MlflowClient, "log_batch", _locked(calls, fail_from=3))
+    csv = tmp_path / "results.csv"
+    csv.write_text("x\n")
+    with Tracker(_uri(out_dir), "locked", out_dir, {}) as tracker:
+        tracker.log_point("a", {"p": 1}, {"m": 1.0}, "ok")
+        tracker.log_point("b", {"p": 2}, {"m": 2.0}, "ok")  # the store fails here
+        assert tracker.error is not None
+        tracker.log_point("c", {"p": 3}, {"m": 3.0}, "ok")  # no-ops from here on
+        tracker.log_artifact(csv)
+        # Bugs in the caller stay loud after the store failed.
+        with pytest.raises(TypeError, match="'m'"):
+            tracker.log_point("d", {}, {"m": "fast"}, "ok")
+        with pytest.raises(FileNotFoundError):
+            tracker.log_artifact(tmp_path / "missing.csv")
+    assert len(calls) == 3
+    err = capsys.readouterr().err
+    warnings = [line for line in err.splitlines() if "tracking is off" in line]
+    assert len(warnings) == 1, err
+    assert "MlflowException" in warnings[0] and "database is locked" in warnings[0]
+    assert "results CSV is unaffected" in warnings[0]
+    client = MlflowClient(tracking_uri=_uri(out_dir))
+    kids = _children(client, tracker)
+    assert set(kids) == {"a", "b"}
+    assert kids["a"].info.status == "FINISHED"
+    assert kids["b"].info.status == "FAILED"  # the store still let us close it
+    assert client.get_run(tracker.parent_run_id).info.status == "FAILED"
+    assert client.list_artifacts(tracker.parent_run_id) == []
+
+
+def test_store_failure_mid_sweep_keeps_the_sweep(out_dir: Path,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """The sweep logs outside its per-point try: the Tracker must absorb the failure."""
+    points = experiments.points("smoke")
+    assert len(points) >= 3
+    monkeypatch.setattr(sweep, "run_point",
+                        lambda point, *args, **kwargs: (Result({"fwd_ms": 1.0}), None))
+    calls: list[str] = []
+    monkeypatch.setattr(MlflowClient, "log_batch", _locked(calls, fail_from=3))
+    summary = sweep.run_suite("sweep-locked", points, torch.device("cpu"), out_dir,
+                              _uri(out_dir), resume=False, progress=False)
+    assert summary.statuses["ok"] == len(points)
+    assert len(calls) == 3
+    rows = (out_dir / "sweep-locked" / "results.csv").read_text().splitlines()
+    assert len(rows) == len(points) + 1
+    err = capsys.readouterr().err
+    assert err.count("tracking is off") == 1, err
+    client = MlflowClient(tracking_uri=_uri(out_dir))
+    (parent,) = client.search_runs(
+        [client.get_experiment_by_name("sweep-locked").experiment_id],
+        "attributes.run_name LIKE 'sweep-locked-%'")
+    assert parent.info.status == "FAILED"
+
+
+def test_null_tracker_does_nothing(tmp_path: Path) -> None:
+    (tmp_path / "r.csv").write_text("x\n")
+    with Tracker(None, "smoke", tmp_path, {"a": 1}) as tracker:
+        assert not tracker.enabled
+        tracker.log_point("a", {"p": 1}, {"m": 1.0}, "ok", series={"s": [(0, 1.0)]})
+        tracker.log_artifact(tmp_path / "r.csv")
+    assert tracker.parent_run_id is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.csv"]

@@ -1,0 +1,152 @@
+"""`tvr ui`: the command line it runs and a real server on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from harness.errors import BadInput
+from harness.run import ui
+from harness.run.tracking import Tracker
+from harness.run.ui import serve_ui, ui_command
+
+
+def _uri(out_dir: Path) -> str:
+    return f"sqlite:///{out_dir.resolve()}/mlflow.db"
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_ui_command_is_loopback_and_lean(tmp_path: Path) -> None:
+    uri = _uri(tmp_path)
+    argv, env = ui_command(uri, tmp_path, 5123)
+    assert argv[argv.index("--host") + 1] == "127.0.0.1"
+    assert argv[argv.index("--port") + 1] == "5123"
+    assert argv[argv.index("--workers") + 1] == "1"
+    assert argv[argv.index("--backend-store-uri") + 1] == uri
+    assert argv[argv.index("--default-artifact-root") + 1] == \
+        (tmp_path / "mlartifacts").resolve().as_uri()
+    assert env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
+    with pytest.raises(BadInput, match="server already"):
+        ui_command("http://127.0.0.1:5000", tmp_path, 5123)
+
+
+def test_serve_ui_bad_input(tmp_path: Path, out_dir: Path, busy_port: int) -> None:
+    with pytest.raises(BadInput, match="tracking is off"):
+        serve_ui(None, tmp_path, 5000)
+    with pytest.raises(BadInput, match="tvr run SUITE"):
+        serve_ui(_uri(tmp_path), tmp_path, 5000)
+    with Tracker(_uri(out_dir), "ui-bad", out_dir, {}):
+        pass  # makes sure the store exists whatever the test order
+    with pytest.raises(BadInput, match=f"port {busy_port} .* in use"):
+        serve_ui(_uri(out_dir), out_dir, busy_port)
+
+
+def test_ui_really_serves_the_store(out_dir: Path, tmp_path: Path) -> None:
+    """Start the real server from ui_command, see our run through it, stop it cleanly."""
+    csv = tmp_path / "results.csv"
+    csv.write_text("suite,point_id\nui,a\n")
+    with Tracker(_uri(out_dir), "ui", out_dir, {}) as tracker:
+        tracker.log_artifact(csv)
+    port = _closed_port()
+    argv, env = ui_command(_uri(out_dir), out_dir, port)
+    log = (tmp_path / "server.log").open("wb")
+    proc = subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-2000:]
+            try:
+                with urllib.request.urlopen(base + "/", timeout=2) as page:
+                    assert page.status == 200
+                    break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                assert time.monotonic() < deadline, "UI did not answer within 30 s"
+                time.sleep(0.25)
+        query = "/api/2.0/mlflow/experiments/get-by-name?experiment_name=ui"
+        with urllib.request.urlopen(base + query, timeout=5) as reply:
+            assert json.load(reply)["experiment"]["experiment_id"] == tracker.experiment_id
+        query = f"/get-artifact?path=results.csv&run_uuid={tracker.parent_run_id}"
+        with urllib.request.urlopen(base + query, timeout=5) as reply:
+            assert reply.read() == csv.read_bytes()
+    finally:
+        proc.terminate()
+        try:
+            code = proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise
+        log.close()
+    assert code == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.csv", "server.log"]
+
+
+def _fake_server(monkeypatch: pytest.MonkeyPatch, script: str) -> list[subprocess.Popen]:
+    """Make serve_ui start `python -c script` instead of MLflow; return the started processes."""
+    started: list[subprocess.Popen] = []
+    real_popen = subprocess.Popen
+
+    def spy(*args: object, **kwargs: object) -> subprocess.Popen:
+        started.append(real_popen(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(ui, "ui_command",
+                        lambda uri, out, port: ([sys.executable, "-c", script], dict(os.environ)))
+    monkeypatch.setattr(ui.subprocess, "Popen", spy)
+    return started
+
+
+def test_serve_ui_returns_server_exit_code(out_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    with Tracker(_uri(out_dir), "ui-code", out_dir, {}):
+        pass
+    _fake_server(monkeypatch, "raise SystemExit(3)")
+    port = _closed_port()
+    assert serve_ui(_uri(out_dir), out_dir, port) == 3
+    assert f"http://127.0.0.1:{port}" in capsys.readouterr().out
+
+
+def test_serve_ui_ctrl_c_stops_the_server(out_dir: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    with Tracker(_uri(out_dir), "ui-stop", out_dir, {}):
+        pass
+    # The fake server ignores SIGINT, as if it had missed the terminal's Ctrl-C.
+    started = _fake_server(monkeypatch, "import signal, time; "
+                           "signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(60)")
+    monkeypatch.setattr(ui, "CTRL_C_GRACE_S", 0.2)
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def ctrl_c() -> None:
+        deadline = time.monotonic() + 20
+        while not started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if started:  # a stray SIGINT after a failed serve_ui would stop the whole session
+            time.sleep(0.5)  # let serve_ui reach proc.wait()
+            signal.pthread_kill(main, signal.SIGINT)
+
+    thread = threading.Thread(target=ctrl_c, daemon=True)
+    thread.start()
+    t0 = time.monotonic()
+    assert serve_ui(_uri(out_dir), out_dir, _closed_port()) == 0
+    thread.join(timeout=5)
+    (proc,) = started
+    assert proc.returncode == -signal.SIGTERM  # stopped by serve_ui, not by its own timer
+    assert time.monotonic() - t0 < 15
