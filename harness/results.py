@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from filelock import FileLock
 
 from harness.errors import BadInput
 
@@ -134,12 +135,33 @@ def _read_text(path: Path) -> pd.DataFrame:
     return _parse(path, dtype=str, keep_default_na=False)
 
 
+_INTEGER_COLUMNS = ("seq_len", "d_model", "batch_size", "seed")
+
+
+def _check_numbers(path: Path, frame: pd.DataFrame) -> None:
+    """BadInput naming the file, line and column of the first size that is not a number."""
+    for column in _INTEGER_COLUMNS:
+        if column not in frame or pd.api.types.is_numeric_dtype(frame[column]):
+            continue
+        values = pd.to_numeric(frame[column], errors="coerce")
+        bad = frame.index[values.isna() & frame[column].notna()]
+        if len(bad):
+            raise BadInput(f"{path}, line {int(bad[0]) + 2}, column {column}: "
+                           f"{frame.loc[bad[0], column]!r} is not a number; fix or remove "
+                           "that row")
+        frame[column] = values
+
+
 def _parse(path: Path, **read_csv_kwargs: Any) -> pd.DataFrame:
     """pd.read_csv, with a file that is not a results table reported as bad input."""
+    if path.exists() and not path.is_file():
+        raise BadInput(f"{path} is not a file; move it aside")
     try:
         frame = pd.read_csv(path, **read_csv_kwargs)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise BadInput(f"cannot read results file {path} ({e}); move it aside or fix it") from e
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise BadInput(f"cannot read results file {path} ({first}); move it aside or fix "
+                       "it") from None
     if not {"point_id", "status"} <= set(frame.columns):
         raise BadInput(f"{path} is not a results file (no point_id/status columns); "
                        "move it aside or fix it")
@@ -170,14 +192,23 @@ def append_row(path: Path, row: Mapping[str, Any]) -> None:
         raise ValueError(f"results row lacks {missing}: {dict(row)}")
     if row["status"] not in STATUSES:
         raise ValueError(f"status {row['status']!r} is not one of {STATUSES}")
-    old = _read_text(path)
-    old = old[~_same_point(old, row)]
-    new = pd.DataFrame([{k: _cell(v) for k, v in row.items()}], dtype=str)
-    frames = [f for f in (old, new) if len(f)]
-    table = pd.concat(frames, ignore_index=True).fillna("")
-    columns = order_columns([*old.columns, *new.columns])
-    table = table.reindex(columns=columns, fill_value="")
-    write_atomic(path, table.to_csv(index=False, lineterminator="\n"))
+    with locked(path):
+        old = _read_text(path)
+        old = old[~_same_point(old, row)]
+        new = pd.DataFrame([{k: _cell(v) for k, v in row.items()}], dtype=str)
+        frames = [f for f in (old, new) if len(f)]
+        table = pd.concat(frames, ignore_index=True).fillna("")
+        columns = order_columns([*old.columns, *new.columns])
+        table = table.reindex(columns=columns, fill_value="")
+        write_atomic(path, table.to_csv(index=False, lineterminator="\n"))
+
+
+def locked(path: Path) -> FileLock:
+    """An inter-process lock for a read-modify-write of `path`: two sweeps writing into one
+    folder would otherwise each rewrite the file from what they read, losing the other's
+    rows."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(path.with_name(f".{path.name}.lock"))
 
 
 def series_path(out_dir: Path, suite: str) -> Path:
@@ -190,14 +221,15 @@ def append_series(path: Path, point_id: str, series: Mapping[str, Iterable[tuple
     """Store one point's curves as tidy rows (point_id, machine, metric, step, value),
     atomically, replacing any curves an earlier run of the same point on `machine` left."""
     path = Path(path)
-    old = _read_series(path) if path.exists() else None
     new = pd.DataFrame([(point_id, machine, name, int(step), float(value))
                         for name, points in series.items() for step, value in points],
                        columns=["point_id", "machine", "metric", "step", "value"])
-    if old is not None:
-        mine = (old["point_id"] == point_id) & (old["machine"] == machine)
-        new = pd.concat([old[~mine], new], ignore_index=True)
-    write_atomic(path, new.to_csv(index=False, lineterminator="\n"))
+    with locked(path):
+        if path.exists():
+            old = _read_series(path)
+            mine = (old["point_id"] == point_id) & (old["machine"] == machine)
+            new = pd.concat([old[~mine], new], ignore_index=True)
+        write_atomic(path, new.to_csv(index=False, lineterminator="\n"))
 
 
 def read_series(out_dir: Path, suite: str) -> pd.DataFrame:
@@ -223,6 +255,7 @@ def read_results(path: Path) -> pd.DataFrame:
     if not path.exists():
         return pd.DataFrame(columns=order_columns([]))
     frame = _parse(path, dtype=_TEXT_DTYPES)
+    _check_numbers(path, frame)
     if "message" in frame:
         frame["message"] = frame["message"].fillna("")  # "no message" is not missing data
     return frame

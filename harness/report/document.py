@@ -16,14 +16,26 @@ from harness.report import figures as plots
 from harness.report import tables
 from harness.report.study_tables import STUDY_RUNNERS, study_tables
 from harness.report.table1 import is_table1, table1
-from harness.results import RESULTS_FILE, load_results, write_atomic
+from harness.results import RESULTS_FILE, load_results, this_machine, write_atomic
 
 
-def _machine(df: pd.DataFrame) -> str:
+def _machine(df: pd.DataFrame, every: pd.DataFrame) -> str:
+    """Which machine this section's numbers come from (this one, or the reference where
+    this one has not measured the suite), its facts and dates, and the other machines."""
     first = df.iloc[0]
-    cols = [c for c in ("device", "device_name", "threads", "torch_version", "host")
-            if c in df.columns]
-    return ", ".join(f"{c} {first[c]}" for c in cols)
+    name = str(first.get("machine", ""))
+    whose = ("this machine" if name == this_machine() else
+             "the reference: this machine has no rows here yet, `tvr run` measures them")
+    cols = [c for c in ("device", "device_name", "threads", "torch_version") if c in df]
+    text = f"Measured on `{name}` ({whose}): " + ", ".join(f"{c} {first[c]}" for c in cols)
+    if "measured_at" in df and df["measured_at"].notna().any():
+        dates = df["measured_at"].dropna().astype(str).str[:10]
+        text += f", {dates.min()}" + (f" to {dates.max()}" if dates.max() != dates.min() else "")
+    others = sorted(set(every["machine"].astype(str)) - {name}) if "machine" in every else []
+    if others:
+        text += (". Also in this folder: " + ", ".join(f"`{m}`" for m in others)
+                 + " (`tvr compare` puts two machines side by side)")
+    return text
 
 
 def _save_table(out_dir: Path, suite: str, name: str, table: pd.DataFrame) -> str:
@@ -90,9 +102,10 @@ def write_report(out_dir: Path, suite: str | None = None) -> Path:
              "below was measured by this code.", ""]
     for name in suites:
         df = load_results(out_dir, [name])
+        every = load_results(out_dir, [name], machine="all")
         counts = ", ".join(f"{n} {s}" for s, n in df["status"].value_counts().items())
         parts += [f"## Suite `{name}`", "",
-                  f"{len(df)} points ({counts}). Machine: {_machine(df)}.", ""]
+                  f"{len(df)} points ({counts}). {_machine(df, every)}.", ""]
         for applies, section in SECTIONS:
             if applies(name, df):
                 try:

@@ -26,6 +26,8 @@ from harness.results import (
     append_row,
     append_series,
     done_points,
+    read_results,
+    read_series,
     results_path,
     this_machine,
 )
@@ -56,6 +58,8 @@ class SweepSummary:
     statuses: Counter = field(default_factory=Counter)
     resumed: int = 0  # points this machine had already done (ok or diverged), skipped
     wall_s: float = 0.0
+    synced: int = 0  # stored rows logged to MLflow late (written before a kill)
+    tracking_off: str | None = None  # why tracking stopped, if it did
 
     def line(self) -> str:
         counts = ", ".join(f"{n} {s}" for s, n in sorted(self.statuses.items())) or "nothing run"
@@ -115,7 +119,7 @@ def _record(point: Point, result: Result, trace: str | None, path: Path,
                if isinstance(v, (int, float)) and not isinstance(v, bool)}
     texts = {k: v for k, v in result.values.items() if k not in numbers}
     tracker.log_point(point.point_id, {**fields, **columns, **texts}, numbers,
-                      result.status, result.message, result.series)
+                      result.status, result.message, result.series, facts["machine"])
 
 
 def run_suite(
@@ -143,8 +147,13 @@ def run_suite(
               "min_run_time": min_run_time, "max_memory": max_memory, **facts}
     ctx = Context(device, min_run_time)
     with Tracker(tracking_uri, suite, out_dir, params) as tracker:
+        summary.synced = _sync_mine(tracker, path, device.type, machine)
         bar = progress_bar(todo, suite, enabled=progress)
         for point in bar:
+            # a sweep beside this one in the same folder may have measured it meanwhile
+            if resume and point.point_id in done_points(path, device.type, machine):
+                summary.resumed += 1
+                continue
             bar.set_postfix_str(point.point_id, refresh=True)
             result, trace = run_point(point, ctx, max_memory)
             _record(point, result, trace, path, device, facts, tracker)
@@ -153,4 +162,16 @@ def run_suite(
         summary.wall_s = time.perf_counter() - started
         if path.exists():
             tracker.log_artifact(path)
+        summary.tracking_off = None if tracker.error is None else str(tracker.error)
     return summary
+
+
+def _sync_mine(tracker: Tracker, path: Path, device: str, machine: str) -> int:
+    """Log to MLflow this machine's rows that a killed run wrote but never logged."""
+    if tracker.error is not None or not tracker.enabled or not path.exists():
+        return 0
+    rows = read_results(path)
+    mine = rows[(rows["machine"].astype(str) == machine) & (rows["device"] == device)]
+    series = read_series(path.parent.parent, path.parent.name) \
+        if (path.parent / SERIES_FILE).exists() else None
+    return tracker.sync(mine, series)

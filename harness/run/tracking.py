@@ -3,12 +3,17 @@
 Everything goes through one `MlflowClient` per Tracker (never the fluent API and its global
 active run), so two trackers, or two tests, share no state. `mlflow` is imported lazily: it
 costs about a second, which `tvr --help` should not pay.
+
+The results CSV is the record and MLflow a view of it: a store that cannot be opened or
+fails mid-run turns tracking off with one warning line, and `Tracker.sync` later logs the
+rows the store lacks (keyed by point id and machine).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import os
 import socket
 import sys
 import time
@@ -18,13 +23,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from harness.run.store import is_remote, sqlite_path
+from harness.results import results_path
+from harness.run.store import create_sqlite, is_remote, mask, problem, sqlite_path
+from harness.run.sync import row_series, split_row
 
 if TYPE_CHECKING:
+    import pandas as pd
     from mlflow import MlflowClient
     from mlflow.entities import Metric
 
 log = logging.getLogger(__name__)
+EXPERIMENT_KIND_TAG, TRAINING_KIND = "mlflow.experimentKind", "custom_model_development"
 
 
 def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
@@ -49,6 +58,45 @@ def _tracking_errors() -> tuple[type[BaseException], ...]:
     except ImportError:  # mlflow-skinny has no database stores, so no SQLAlchemy errors
         return (MlflowException, OSError)
     return (MlflowException, SQLAlchemyError, OSError)
+
+
+class _NoTraceback(logging.Filter):
+    """MLflow's handlers print a message, never a traceback: the user gets one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+
+def quiet_mlflow() -> None:
+    """MLflow, Alembic and SQLAlchemy below ERROR stay silent (schema migrations announce
+    themselves at INFO between progress bars), and no handler of theirs prints a traceback.
+    MLflow's HTTP client retries for minutes by default: a few seconds is enough here."""
+    for name in ("mlflow", "alembic", "sqlalchemy"):
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.ERROR)
+        for handler in logger.handlers:
+            if not any(isinstance(f, _NoTraceback) for f in handler.filters):
+                handler.addFilter(_NoTraceback())
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+
+
+def _build_schema(uri: str) -> None:
+    """Create MLflow's tables in the SQLite file of `uri` (opening a store migrates it)."""
+    from mlflow import MlflowClient
+
+    MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
 
 
 def _first_line(error: BaseException, limit: int = 200) -> str:
@@ -97,24 +145,52 @@ class Tracker:
     def __enter__(self) -> Tracker:
         if self.uri is None:
             return self
+        quiet_mlflow()
+        reason = problem(self.uri)
+        if reason is not None:
+            self._off(reason)
+            return self
+        try:
+            self._open()
+        except Exception as e:  # the store is optional: any failure to open it is a warning
+            self._off(f"{type(e).__name__}: {_first_line(e)}")
+            self._client = None
+        return self
+
+    def _open(self) -> None:
         from mlflow import MlflowClient
 
-        # MLflow announces schema creation/migration at INFO on stderr, between progress bars.
-        logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
-        logging.getLogger("alembic").setLevel(logging.WARNING)
-        db = sqlite_path(self.uri)
+        db = sqlite_path(self.uri or "")
         if db is not None:
-            db.parent.mkdir(parents=True, exist_ok=True)  # SQLite makes the file, not the dir
+            create_sqlite(db, _build_schema)
         self._errors = _tracking_errors()
         self._client = MlflowClient(tracking_uri=self.uri)
         self.experiment_id = self._experiment()
+        self.close_orphans()
         run = self._client.create_run(
             self.experiment_id, run_name=f"{self.suite}-{time.strftime('%Y%m%d-%H%M%S')}",
-            tags={"suite": self.suite, "host": socket.gethostname(),
+            tags={"suite": self.suite, "host": socket.gethostname(), "pid": str(os.getpid()),
                   "torch_version": version("torch")})
         self.parent_run_id = run.info.run_id
         self._log_batch(self.parent_run_id, params=flatten(self.params))
-        return self
+
+    def close_orphans(self) -> int:
+        """Mark KILLED the runs of this suite that a killed process left RUNNING on this host
+        (its pid is gone), and their children; returns how many."""
+        assert self._client is not None and self.experiment_id is not None
+        host = socket.gethostname().replace("'", "")
+        running = self._client.search_runs(
+            [self.experiment_id], f"attributes.status = 'RUNNING' and tags.host = '{host}'",
+            max_results=1000)
+        dead = {r.info.run_id for r in running if r.data.tags.get("pid", "").isdigit()
+                and not _alive(int(r.data.tags["pid"]))}
+        children = self._client.search_runs(
+            [self.experiment_id], "attributes.status = 'RUNNING'", max_results=1000)
+        dead |= {r.info.run_id for r in children
+                 if r.data.tags.get("mlflow.parentRunId") in dead}
+        for run_id in dead:
+            self._client.set_terminated(run_id, "KILLED")
+        return len(dead)
 
     def _experiment(self) -> str:
         """The suite's experiment id, created (with artifacts under <out>/mlartifacts) if new."""
@@ -128,7 +204,10 @@ class Tracker:
             root = None if remote else \
                 (self.out_dir / "mlartifacts" / self.suite).resolve().as_uri()
             try:
-                return self._client.create_experiment(self.suite, artifact_location=root)
+                experiment_id = self._client.create_experiment(self.suite,
+                                                               artifact_location=root)
+                self._mark_training_experiment(experiment_id)
+                return experiment_id
             except MlflowException as e:
                 if e.error_code != "RESOURCE_ALREADY_EXISTS":
                     raise
@@ -137,7 +216,14 @@ class Tracker:
         if found.lifecycle_stage == "deleted":
             # Deleted in the UI but still holding the name: bring it back rather than fail.
             self._client.restore_experiment(found.experiment_id)
+        self._mark_training_experiment(found.experiment_id)
         return found.experiment_id
+
+    def _mark_training_experiment(self, experiment_id: str) -> None:
+        """MLflow 3's UI opens an experiment of unknown kind on its GenAI overview (traces),
+        which shows none of these runs; this tag makes it open on the runs table."""
+        assert self._client is not None
+        self._client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, TRAINING_KIND)
 
     def _log_batch(self, run_id: str, params: Mapping[str, str] | None = None,
                    metrics: list[Metric] | None = None,
@@ -155,7 +241,8 @@ class Tracker:
 
     def log_point(self, point_id: str, params: Mapping[str, Any],
                   metrics: Mapping[str, Any], status: str, message: str = "",
-                  series: Mapping[str, list[tuple[int, float]]] | None = None) -> None:
+                  series: Mapping[str, list[tuple[int, float]]] | None = None,
+                  machine: str = "") -> None:
         """Record one point as a nested run: FINISHED when status is "ok", FAILED otherwise.
 
         A non-numeric metric raises TypeError (a bug in the caller); a failing store turns
@@ -169,7 +256,7 @@ class Tracker:
             return
         assert self.parent_run_id is not None and self.experiment_id is not None
         tags = {"mlflow.parentRunId": self.parent_run_id, "suite": self.suite,
-                "point_id": point_id, "status": status}
+                "point_id": point_id, "machine": machine, "status": status}
         run_id: str | None = None
         try:
             run_id = self._client.create_run(self.experiment_id, run_name=point_id,
@@ -200,12 +287,50 @@ class Tracker:
 
     def _give_up(self, error: BaseException) -> None:
         """Turn tracking off for the rest of the run, saying so once on stderr."""
+        self._off(f"{type(error).__name__}: {_first_line(error)}", error)
+
+    def _off(self, reason: str, error: BaseException | None = None) -> None:
         if self.error is not None:
             return
-        self.error = error
-        print(f"warning: MLflow tracking failed ({type(error).__name__}: {_first_line(error)}); "
-              "tracking is off for the rest of this run (the results CSV is unaffected)",
-              file=sys.stderr, flush=True)
+        self.error = error or RuntimeError(reason)
+        csv = results_path(self.out_dir, self.suite)
+        print(f"warning: tracking off for this run: {mask(reason)}; results go to {csv}; "
+              f"`tvr sync {self.suite}` logs them later", file=sys.stderr, flush=True)
+
+    def logged(self) -> set[tuple[str, str]]:
+        """(point_id, machine) of every point run in this suite's experiment."""
+        assert self._client is not None and self.experiment_id is not None
+        seen: set[tuple[str, str]] = set()
+        token = None
+        while True:
+            page = self._client.search_runs([self.experiment_id], "tags.point_id != ''",
+                                            max_results=10000, page_token=token)
+            seen |= {(r.data.tags["point_id"], r.data.tags.get("machine", "")) for r in page}
+            token = page.token
+            if not token:
+                return seen
+
+    def sync(self, rows: pd.DataFrame, series: pd.DataFrame | None = None) -> int:
+        """Log every row the store lacks (by point id and machine) as a nested run of this
+        invocation, with its curves; returns how many were logged."""
+        if self._client is None or self.error is not None or rows.empty:
+            return 0
+        try:
+            seen = self.logged()
+        except self._errors as e:
+            self._give_up(e)
+            return 0
+        count = 0
+        for row in rows.to_dict("records"):
+            key = (str(row["point_id"]), str(row.get("machine") or ""))
+            if key in seen:
+                continue
+            params, metrics = split_row(row)
+            curves = row_series(series, *key)
+            self.log_point(key[0], params, metrics, str(row["status"]),
+                           str(row.get("message") or ""), curves, machine=key[1])
+            count += self.error is None
+        return count
 
     def _terminate(self, run_id: str | None, status: str) -> None:
         """Set a run's final status; a store failure here turns tracking off, never raises."""

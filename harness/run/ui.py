@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from harness.errors import BadInput
-from harness.run.store import is_remote, sqlite_path
+from harness.run.store import is_remote, mask, sqlite_path
 
 CTRL_C_GRACE_S = 5.0  # the UI server needs ~1 s to shut down after SIGINT
 
@@ -27,9 +27,10 @@ def _free(port: int) -> bool:
 def ui_command(uri: str, out_dir: Path, port: int) -> tuple[list[str], dict[str, str]]:
     """argv and full environment for an MLflow server on 127.0.0.1 over the same store."""
     if is_remote(uri):
-        raise BadInput(f"tracking URI {uri} is a server already: open it in a browser")
+        raise BadInput(f"tracking URI {mask(uri)} is a server already: open it in a browser")
+    # The store URI goes through the environment: on argv any local user could read a
+    # database password with `ps`.
     argv = [sys.executable, "-m", "mlflow", "server",
-            "--backend-store-uri", uri,
             "--default-artifact-root", (Path(out_dir) / "mlartifacts").resolve().as_uri(),
             # Experiments keep file:// artifact locations; the proxy would only add an
             # ./mlartifacts folder in the cwd.
@@ -37,7 +38,8 @@ def ui_command(uri: str, out_dir: Path, port: int) -> tuple[list[str], dict[str,
             "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
     # Job execution starts extra worker processes: the UI answers in ~4 s instead of 8-11 s
     # without it, and Ctrl-C stops everything.
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+           "MLFLOW_BACKEND_STORE_URI": uri}
     return argv, env
 
 
@@ -46,7 +48,7 @@ def serve_ui(uri: str | None, out_dir: Path, port: int) -> int:
     if uri is None:
         raise BadInput("tracking is off (--tracking-uri none): there is no store to browse")
     if is_remote(uri):
-        print(f"MLflow tracking server: {uri}", flush=True)
+        print(f"MLflow tracking server: {mask(uri)}", flush=True)
         return 0
     db = sqlite_path(uri)
     if db is not None and not db.exists():
@@ -56,7 +58,8 @@ def serve_ui(uri: str | None, out_dir: Path, port: int) -> int:
     if not _free(port):
         raise BadInput(f"port {port} on 127.0.0.1 is in use: pick another with --port")
     argv, env = ui_command(uri, out_dir, port)
-    print(f"MLflow UI: http://127.0.0.1:{port}  (store {uri}; Ctrl-C stops it)", flush=True)
+    print(f"MLflow UI: http://127.0.0.1:{port}  (store {mask(uri)}; Ctrl-C stops it)",
+          flush=True)
     proc = subprocess.Popen(argv, env=env)
     try:
         return proc.wait()

@@ -154,7 +154,8 @@ def test_max_memory_skips_with_the_prediction(tmp_path):
     (["run", "smoke", "--max-memory", "-5"], "-5"),
     (["run", "smoke", "--max-memory", "lots"], "lots"),
     (["run", "smoke", "--min-run-time", "abc"], "abc"),
-    (["run", "smoke", "--tracking-uri", "http://127.0.0.1:9"], "127.0.0.1:9"),
+    (["run", "smoke", "--tracking-uri", "http://127.0.0.1:abc"], "malformed"),
+    (["run", "smoke", "--tracking-uri", "sqlite://"], "in-memory store"),
     (["run", "smoke", "--tracking-uri", "ftp://x"], "ftp://x"),
     (["plot", "nosuch"], "nosuch"),
     (["run", "smoke", "--only", "mamba"], "mamba"),
@@ -216,3 +217,16 @@ def test_plot_all_skips_a_figure_the_data_cannot_support(tmp_path):
     assert (tmp_path / "smoke" / "throughput.png").exists()
     assert not (tmp_path / "smoke" / "crossover.png").exists()
     assert "skipped crossover" in result.output
+
+
+def test_unreachable_store_measures_on_with_one_warning(tmp_path):
+    """The CSV needs no MLflow: a server that does not answer costs one warning line, not the
+    sweep, and the closing line no longer invites `tvr ui`."""
+    result = tvr("run", "smoke", "--only", "lstm", "--out", str(tmp_path), "--tracking-uri",
+                 "http://alice:s3cret@127.0.0.1:9", *FAST[:2])
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.output.splitlines() if "tracking off" in line]
+    assert len(warnings) == 1 and "tvr sync smoke" in warnings[0]
+    assert "s3cret" not in result.output and "Traceback" not in result.output
+    assert "tvr ui" not in result.output
+    assert len(read_results(results_path(tmp_path, "smoke"))) == 2

@@ -2,6 +2,8 @@
 depend on the kernel, interleaved timing, comparison rows, and the --dtype / --compile options
 of `tvr run`."""
 
+import importlib.util
+
 import pytest
 import torch
 from click.testing import CliRunner
@@ -9,7 +11,6 @@ from click.testing import CliRunner
 import experiments
 import models
 from experiments import bench as grids
-from harness import cli as cli_module
 from harness.cli import cli
 from harness.measure.compare import interleaved
 from harness.measure.flops import count_flops
@@ -207,8 +208,8 @@ def test_bench_rejects_quick_with_tiny_and_cuda_without_device(tmp_path):
 
 
 def test_missing_mlflow_is_bad_input_not_a_traceback(tmp_path, monkeypatch):
-    real = cli_module.importlib.util.find_spec
-    monkeypatch.setattr(cli_module.importlib.util, "find_spec",
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "mlflow" else real(name, *a))
     result = tvr("bench", "--tiny", "--out", str(tmp_path), "--device", "cpu")
     assert result.exit_code == 2 and "--tracking-uri none" in result.output

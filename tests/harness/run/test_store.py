@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.server
 import importlib.util
 import socket
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -24,7 +25,7 @@ def _closed_port() -> int:
 
 
 def test_resolve_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    default = f"sqlite:///{tmp_path.resolve()}/mlflow.db"
+    default = store.sqlite_uri(tmp_path / "mlflow.db")
     assert resolve_tracking_uri(tmp_path, None) == default
     env_db = tmp_path / "env" / "e.db"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{env_db}")
@@ -36,7 +37,24 @@ def test_resolve_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert resolve_tracking_uri(tmp_path, None) is None
     monkeypatch.chdir(tmp_path)  # a relative sqlite path becomes absolute
     assert resolve_tracking_uri(tmp_path, "sqlite:///rel.db") == \
-        f"sqlite:///{tmp_path.resolve()}/rel.db"
+        store.sqlite_uri(tmp_path / "rel.db")
+
+
+@pytest.mark.parametrize("name", ["a%20b", "q?x=1", "with space", "hash#1"])
+def test_default_store_stays_inside_any_out_folder(tmp_path: Path, name: str) -> None:
+    """SQLAlchemy decodes %XX and splits at "?": the default URI is encoded so that the
+    store is <out>/mlflow.db whatever the folder is called."""
+    out = tmp_path / name
+    uri = resolve_tracking_uri(out, None)
+    assert store.sqlite_path(uri) == (out / "mlflow.db").resolve()
+    from sqlalchemy.engine import make_url
+    assert make_url(uri).database == str((out / "mlflow.db").resolve())
+
+
+@pytest.mark.parametrize("uri", ["sqlite://", "sqlite:///:memory:"])
+def test_in_memory_store_is_refused(tmp_path: Path, uri: str) -> None:
+    with pytest.raises(BadInput, match="in-memory store"):
+        resolve_tracking_uri(tmp_path, uri)
 
 
 @pytest.mark.parametrize(("uri", "match"), [
@@ -44,16 +62,26 @@ def test_resolve_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     ("./mlruns", "file store"),
     ("file:///tmp/mlruns", "file store"),
     ("http://[::1:5000", "malformed"),
+    ("http://127.0.0.1:abc", "malformed"),
+    ("postgresql+nosuch://127.0.0.1/db", "unknown database driver 'postgresql.nosuch'"),
 ])
 def test_resolve_rejects_bad_schemes(tmp_path: Path, uri: str, match: str) -> None:
     with pytest.raises(BadInput, match=match):
         resolve_tracking_uri(tmp_path, uri)
 
 
-def test_resolve_rejects_unreachable_server(tmp_path: Path) -> None:
-    uri = f"http://127.0.0.1:{_closed_port()}"
-    with pytest.raises(BadInput, match=f"{uri} is unreachable"):
-        resolve_tracking_uri(tmp_path, uri)
+def test_unreachable_server_is_a_problem_not_bad_input(tmp_path: Path) -> None:
+    """A server that does not answer turns tracking off (the CSV needs no MLflow); with
+    credentials in the URI, the probe still goes to the right host and the password never
+    shows."""
+    port = _closed_port()
+    uri = f"http://127.0.0.1:{port}"
+    assert resolve_tracking_uri(tmp_path, uri) == uri
+    assert f"{uri} is unreachable" in store.problem(uri)
+    secret = f"http://alice:s3cret@127.0.0.1:{port}"
+    reason = store.problem(secret)
+    assert f"http://alice:***@127.0.0.1:{port} is unreachable" in reason
+    assert "s3cret" not in reason and "Connection refused" in reason
 
 
 def test_resolve_accepts_answering_server(tmp_path: Path) -> None:
@@ -63,36 +91,30 @@ def test_resolve_accepts_answering_server(tmp_path: Path) -> None:
     thread.start()
     uri = f"http://127.0.0.1:{server.server_port}"
     try:
-        assert resolve_tracking_uri(tmp_path, uri) == uri
+        assert resolve_tracking_uri(tmp_path, uri) == uri and store.problem(uri) is None
     finally:
         thread.join(timeout=5)
         server.server_close()
 
 
 @pytest.mark.parametrize("scheme", ["postgresql", "mysql+pymysql", "mssql"])
-def test_resolve_rejects_unreachable_database(tmp_path: Path, scheme: str) -> None:
+def test_unreachable_database_is_a_problem(tmp_path: Path, scheme: str) -> None:
     port = _closed_port()
     t0 = time.monotonic()
-    with pytest.raises(BadInput, match=rf"127\.0\.0\.1:{port}/db is unreachable") as info:
-        resolve_tracking_uri(tmp_path, f"{scheme}://user:secret@127.0.0.1:{port}/db")
+    reason = store.problem(f"{scheme}://user:secret@127.0.0.1:{port}/db")
+    assert f"127.0.0.1:{port}/db is unreachable" in reason
     assert time.monotonic() - t0 < store.PROBE_TIMEOUT_S + 1
-    assert "secret" not in str(info.value)
+    assert "secret" not in reason
 
 
 @pytest.mark.skipif(importlib.util.find_spec("psycopg") is not None,
                     reason="the PostgreSQL driver is installed here")
-def test_resolve_rejects_database_without_driver(tmp_path: Path, busy_port: int) -> None:
+def test_database_without_driver_is_a_problem(tmp_path: Path, busy_port: int) -> None:
     """The host answers (a listening socket) but the driver MLflow needs is missing."""
     uri = f"postgresql://user:secret@127.0.0.1:{busy_port}/db"
-    with pytest.raises(BadInput, match=r"driver psycopg is not installed; "
-                       r"pip install 'psycopg\[binary\]'") as info:
-        resolve_tracking_uri(tmp_path, uri)
-    assert f"postgresql://user:***@127.0.0.1:{busy_port}/db" in str(info.value)
-
-
-def test_resolve_rejects_unknown_database_driver(tmp_path: Path) -> None:
-    with pytest.raises(BadInput, match="unknown database driver 'postgresql.nosuch'"):
-        resolve_tracking_uri(tmp_path, "postgresql+nosuch://127.0.0.1/db")
+    reason = store.problem(uri)
+    assert "driver psycopg is not installed; pip install 'psycopg[binary]'" in reason
+    assert f"postgresql://user:***@127.0.0.1:{busy_port}/db" in reason
 
 
 @pytest.mark.parametrize("uri", ["databricks", "Databricks", "databricks://my-profile"])
@@ -106,3 +128,41 @@ def test_resolve_rejects_unwritable_sqlite(tmp_path: Path) -> None:
     (tmp_path / "a_file").write_text("")
     with pytest.raises(BadInput, match="is not a directory"):
         resolve_tracking_uri(tmp_path, f"sqlite:///{tmp_path}/a_file/sub/mlflow.db")
+
+
+def _sqlite_with(path: Path, *tables: str) -> None:
+    con = sqlite3.connect(path)
+    for table in tables:
+        con.execute(f"CREATE TABLE {table} (x)")
+    con.commit()
+    con.close()
+
+
+def test_sqlite_problems_are_named_in_one_line(tmp_path: Path) -> None:
+    """A folder, a foreign file, a half-built store (an interrupted first run's leftover
+    Alembic tables), a corrupt one and a locked one each get their own reason, quickly."""
+    assert store.sqlite_problem(tmp_path / "missing.db") is None
+    (tmp_path / "dir.db").mkdir()
+    assert "is not a file" in store.sqlite_problem(tmp_path / "dir.db")
+    (tmp_path / "text.db").write_text("hello")
+    assert "not an SQLite database" in store.sqlite_problem(tmp_path / "text.db")
+    _sqlite_with(tmp_path / "half.db", "experiments", "_alembic_tmp_runs")
+    reason = store.sqlite_problem(tmp_path / "half.db")
+    assert "half-built" in reason and "tvr doctor --repair" in reason
+    _sqlite_with(tmp_path / "nover.db", "experiments")
+    assert "half-built" in store.sqlite_problem(tmp_path / "nover.db")
+    _sqlite_with(tmp_path / "ok.db", "alembic_version", "experiments")
+    assert store.sqlite_problem(tmp_path / "ok.db") is None
+    data = (tmp_path / "ok.db").read_bytes()
+    (tmp_path / "bad.db").write_bytes(data[:100] + b"\xff" * (len(data) - 100))
+    assert "corrupt" in store.sqlite_problem(tmp_path / "bad.db") or \
+        "cannot be read" in store.sqlite_problem(tmp_path / "bad.db")
+    holder = sqlite3.connect(tmp_path / "ok.db")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        t0 = time.monotonic()
+        assert "locked by another process" in store.sqlite_problem(tmp_path / "ok.db")
+        assert time.monotonic() - t0 < store.LOCKED_WAIT_S + 2
+    finally:
+        holder.rollback()
+        holder.close()

@@ -43,6 +43,8 @@ def test_parent_and_nested_runs(out_dir: Path) -> None:
     exp = client.get_experiment_by_name("smoke")
     assert exp is not None and exp.experiment_id == tracker.experiment_id
     assert exp.artifact_location == (out_dir / "mlartifacts" / "smoke").resolve().as_uri()
+    # the UI opens a training experiment on its runs table, not on the GenAI overview
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
     parent = client.get_run(tracker.parent_run_id)
     assert parent.info.status == "FINISHED"
     assert parent.info.run_name.startswith("smoke-")
@@ -147,10 +149,10 @@ def test_store_failure_turns_tracking_off(out_dir: Path, tmp_path: Path,
             tracker.log_artifact(tmp_path / "missing.csv")
     assert len(calls) == 3
     err = capsys.readouterr().err
-    warnings = [line for line in err.splitlines() if "tracking is off" in line]
+    warnings = [line for line in err.splitlines() if "tracking off for this run" in line]
     assert len(warnings) == 1, err
     assert "MlflowException" in warnings[0] and "database is locked" in warnings[0]
-    assert "results CSV is unaffected" in warnings[0]
+    assert "results go to" in warnings[0]
     client = MlflowClient(tracking_uri=_uri(out_dir))
     kids = _children(client, tracker)
     assert set(kids) == {"a", "b"}
@@ -177,7 +179,7 @@ def test_store_failure_mid_sweep_keeps_the_sweep(out_dir: Path,
     rows = (out_dir / "sweep-locked" / "results.csv").read_text().splitlines()
     assert len(rows) == len(points) + 1
     err = capsys.readouterr().err
-    assert err.count("tracking is off") == 1, err
+    assert err.count("tracking off for this run") == 1, err
     client = MlflowClient(tracking_uri=_uri(out_dir))
     (parent,) = client.search_runs(
         [client.get_experiment_by_name("sweep-locked").experiment_id],

@@ -1,0 +1,91 @@
+"""The `tvr` command: one thin subcommand per verb.
+
+Exit codes: 0 done; 2 bad input, one line naming the value, no traceback; 1 else.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+import click
+
+import experiments
+import models
+from harness.cli import report, run, store
+from harness.errors import BadInput
+
+
+class _BadInputError(click.ClickException):
+    exit_code = 2
+
+
+class _Group(click.Group):
+    """Turns BadInput raised anywhere below a command into exit code 2 and one line."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except BadInput as exc:
+            raise _BadInputError(str(exc)) from None
+
+
+def _version() -> str:
+    """The installed version; a checkout run with PYTHONPATH=. (scripts/gpu-check) has none."""
+    try:
+        return version("tvr-bench")
+    except PackageNotFoundError:
+        return "(not installed; run from a source checkout)"
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(_version(), prog_name="tvr")
+def cli() -> None:
+    """tvr-bench: measure what "Attention is all you need" claims about self-attention
+    versus recurrence (LSTM, GRU), on the same work.
+
+    \b
+    Start with:  tvr suites;  tvr run quick;  tvr table;  tvr plot;  tvr ui
+    """
+
+
+@cli.command("models")
+@click.option("--preset", type=click.Choice(list(models.PRESETS)), default="tiny",
+              show_default=True, help="Preset whose sizes the parameter counts use.")
+def models_cmd(preset: str) -> None:
+    """List model names and mixer kinds with their parameter counts."""
+    import torch
+
+    cfg = models.model_config("transformer", preset)
+    click.echo(f"models (preset {preset!r}):")
+    for name in models.names():
+        with torch.device("meta"):  # shapes only: counting --preset big allocates nothing
+            n = sum(p.numel() for p in models.build(name, preset).parameters())
+        click.echo(f"  {name:<16} {n:>12,d}  {models.describe(name)}")
+    click.echo(f"mixers (d_model={cfg.d_model}):")
+    for kind in models.mixer_kinds():
+        n = sum(p.numel() for p in models.mixer(kind, cfg.d_model).parameters())
+        click.echo(f"  {kind:<20} {n:>10,d}")
+
+
+@cli.command("suites")
+def suites_cmd() -> None:
+    """List the suites with their point counts."""
+    names = experiments.suite_names()
+    width = max(map(len, names))
+    for name in names:
+        click.echo(f"{name:<{width}} {len(experiments.points(name)):>4} points  "
+                   f"{experiments.describe(name)}")
+
+
+for command in (run.run_cmd, run.bench_cmd, report.table_cmd, report.plot_cmd,
+                report.report_cmd, report.compare_cmd, store.sync_cmd, store.doctor_cmd,
+                store.ui_cmd):
+    cli.add_command(command)
+
+
+def main() -> None:
+    cli.main(prog_name="tvr")
+
+
+if __name__ == "__main__":  # `python3 -m harness.cli` from a checkout (scripts/gpu-check)
+    main()

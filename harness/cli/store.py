@@ -1,0 +1,75 @@
+"""`tvr sync`, `doctor`, `ui`: the MLflow store beside the results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from harness.cli.common import OUT_HELP, store_uri
+from harness.errors import BadInput
+from harness.run.store import mask
+
+
+@click.command("sync")
+@click.argument("suite", metavar="SUITE")
+@click.option("--out", default="results", show_default=True, help=OUT_HELP)
+@click.option("--tracking-uri", default=None, help="As for `tvr run`.")
+def sync_cmd(suite: str, out: str, tracking_uri: str | None) -> None:
+    """Log to MLflow every stored row of SUITE the store lacks (by point id and machine):
+    rows written while tracking was off, or just before a kill."""
+    from harness.run.sync import sync_suite
+
+    out_dir = Path(out)
+    if not (out_dir / suite / "results.csv").is_file():
+        raise BadInput(f"no results of suite {suite!r} under {out}: nothing to sync")
+    uri = store_uri(out_dir, tracking_uri)
+    if uri is None:
+        raise BadInput("tracking is off (--tracking-uri none): there is no store to sync to")
+    try:
+        logged, stored = sync_suite(out_dir, suite, uri)
+    except OSError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"{suite}: {logged} rows logged to {mask(uri)}, {stored - logged} were there")
+
+
+@click.command("doctor")
+@click.option("--out", default="results", show_default=True, help=OUT_HELP)
+@click.option("--repair", is_flag=True,
+              help="Move a broken store aside (dated backup) and rebuild its runs from the "
+                   "results CSVs.")
+def doctor_cmd(out: str, repair: bool) -> None:
+    """Check the MLflow store under --out (the default SQLite file); --repair rebuilds it."""
+    from harness.run.store import problem, resolve_tracking_uri, sqlite_path
+    from harness.run.sync import move_aside, suites_with_results, sync_suite
+
+    out_dir = Path(out)
+    uri = resolve_tracking_uri(out_dir, None)
+    db = sqlite_path(uri or "")
+    reason = problem(uri) if uri else None
+    if reason is None:
+        click.echo(f"store {mask(uri or 'none')}: ok")
+        return
+    click.echo(f"store {mask(uri or '')}: {reason}")
+    if not repair or db is None:
+        raise SystemExit(1)
+    click.echo(f"moved the broken store to {move_aside(db)}")
+    for suite in suites_with_results(out_dir):
+        logged, _ = sync_suite(out_dir, suite, uri)
+        click.echo(f"{suite}: {logged} rows logged")
+
+
+@click.command("ui")
+@click.option("--port", type=click.IntRange(1, 65535), default=5000, show_default=True)
+@click.option("--out", default="results", show_default=True, help=OUT_HELP)
+@click.option("--tracking-uri", default=None, help="As for `tvr run`.")
+def ui_cmd(port: int, out: str, tracking_uri: str | None) -> None:
+    """Browse the runs: start the MLflow UI on 127.0.0.1 with the same store."""
+    from harness.run.store import resolve_tracking_uri
+    from harness.run.ui import serve_ui
+
+    out_dir = Path(out)  # only read: a missing folder is serve_ui's "no store" message
+    uri = resolve_tracking_uri(out_dir, tracking_uri)
+    if uri is None:
+        raise BadInput("--tracking-uri none: there is no store to browse")
+    raise SystemExit(serve_ui(uri, out_dir, port))

@@ -1,0 +1,76 @@
+"""The results CSVs as the record MLflow is rebuilt from: `tvr sync` and `tvr doctor`.
+
+A row is in the store when a run of its suite's experiment carries its point id and machine
+as tags; `sync` logs the rows that are not (written while tracking was off, or by a run
+killed between writing a row and logging it). `doctor --repair` moves a broken SQLite store
+aside to a dated backup and rebuilds its runs from every suite's rows this way.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.results import ID_COLUMNS, RESULTS_FILE, SERIES_FILE, read_results, read_series
+
+
+def split_row(row: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, float]]:
+    """A stored row as (params, metrics): numbers outside the identifying columns are
+    metrics, the rest params; empty cells are left out."""
+    params: dict[str, str] = {}
+    metrics: dict[str, float] = {}
+    for key, value in row.items():
+        if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
+            continue
+        if key in ("status", "message", "point_id"):
+            continue
+        if key not in ID_COLUMNS and isinstance(value, (int, float)) \
+                and not isinstance(value, bool):
+            metrics[key] = float(value)
+        else:
+            params[key] = str(value)
+    return params, metrics
+
+
+def row_series(series: pd.DataFrame | None, point_id: str, machine: str
+            ) -> dict[str, list[tuple[int, float]]]:
+    if series is None or series.empty:
+        return {}
+    mine = series[(series["point_id"] == point_id) & (series["machine"] == machine)]
+    return {name: list(zip(g["step"].astype(int), g["value"].astype(float), strict=True))
+            for name, g in mine.groupby("metric")}
+
+
+def sync_suite(out_dir: Path, suite: str, uri: str) -> tuple[int, int]:
+    """Log every row of `suite` the store lacks, under a parent run "sync-<time>";
+    returns (rows logged, rows stored)."""
+    from harness.run.tracking import Tracker
+
+    path = Path(out_dir) / suite / RESULTS_FILE
+    rows = read_results(path)
+    series = read_series(out_dir, suite) if (path.parent / SERIES_FILE).exists() else None
+    with Tracker(uri, suite, out_dir, {"suite": suite, "synced_from": str(path)}) as tracker:
+        logged = tracker.sync(rows, series)
+        if tracker.error is not None:
+            raise OSError(f"the store failed: {tracker.error}")
+    return logged, len(rows)
+
+
+def suites_with_results(out_dir: Path) -> list[str]:
+    return sorted(p.parent.name for p in Path(out_dir).glob(f"*/{RESULTS_FILE}"))
+
+
+def move_aside(db: Path) -> Path:
+    """Rename a broken SQLite store (and its journal files) to a dated backup."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    backup = db.with_name(f"{db.name}.broken-{stamp}")
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        part = db.with_name(db.name + suffix)
+        if part.exists():
+            part.rename(backup.with_name(backup.name + suffix))
+    return backup

@@ -1,0 +1,212 @@
+"""Fault injection on real processes: kill -9 at random moments (store creation included),
+SIGTERM, a locked, a corrupt and a half-built store, a full disk, two writers at once.
+Whatever happens, rows already written stay, no row is half-written or doubled, the store
+keeps working (or says in one line how to repair it), and a rerun completes the suite."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from multiprocessing import get_context
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+import experiments
+from harness.results import append_row, read_results, results_path
+from harness.run.store import sqlite_uri
+
+SUITE = "smoke"
+POINTS = {p.point_id for p in experiments.points(SUITE)}
+FAST = ["--min-run-time", "0.01", "--device", "cpu"]
+
+
+def tvr(out: Path, *args: str, machine: str = "faults") -> subprocess.Popen:
+    env = {**os.environ, "TVR_MACHINE": machine, "PYTHONUNBUFFERED": "1",
+           "MLFLOW_DISABLE_TELEMETRY": "true"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return subprocess.Popen([sys.executable, "-m", "harness.cli", *args, "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 240) -> tuple[int, str]:
+    out, _ = proc.communicate(timeout=timeout)
+    return proc.returncode, out
+
+
+def assert_intact(out: Path) -> set[str]:
+    """The CSV parses, every row is whole and appears once; returns the point ids."""
+    path = results_path(out, SUITE)
+    if not path.exists():
+        return set()
+    rows = read_results(path)
+    assert not rows.duplicated(["point_id", "device", "machine"]).any()
+    assert rows["status"].isin(["ok"]).all(), rows["message"].tolist()
+    assert set(rows["point_id"]) <= POINTS
+    return set(rows["point_id"])
+
+
+def children(out: Path) -> list:
+    client = MlflowClient(sqlite_uri(out / "mlflow.db"))
+    exp = client.get_experiment_by_name(SUITE)
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    return runs
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_kill_9_at_a_random_moment_loses_nothing_written(tmp_path: Path, seed: int) -> None:
+    """The first run is killed at a random moment (often while MLflow builds its store);
+    the rerun measures exactly the missing points, logs the ones written but not yet
+    logged, and marks the killed parent run KILLED."""
+    rng = random.Random(seed)
+    proc = tvr(tmp_path, "run", SUITE, *FAST)
+    time.sleep(rng.uniform(1.0, 9.0))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = assert_intact(tmp_path)
+    code, text = finish(tvr(tmp_path, "run", SUITE, *FAST))
+    assert code == 0 and "Traceback" not in text and "warning" not in text, text
+    assert f"{len(before)} already done" in text or not before
+    assert assert_intact(tmp_path) == POINTS
+    runs = children(tmp_path)
+    kids = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert sorted(r.data.tags["point_id"] for r in kids) == sorted(POINTS)
+    parents = [r.info.status for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert "RUNNING" not in parents and parents.count("FINISHED") == 1
+    assert not list(tmp_path.glob(".mlflow.db.*building*"))
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_stop_signal_drops_the_point_in_flight_and_marks_the_run_killed(
+        tmp_path: Path, signum: int) -> None:
+    proc = tvr(tmp_path, "run", SUITE, *FAST)
+    deadline = time.monotonic() + 60
+    while not results_path(tmp_path, SUITE).exists() and time.monotonic() < deadline:
+        time.sleep(0.1)  # stop it mid-sweep: after the first row
+    proc.send_signal(signum)
+    code, text = finish(proc)
+    assert code == 128 + signum, text
+    stopped = [line for line in text.splitlines() if line.startswith("stopped by")]
+    assert len(stopped) == 1 and "Traceback" not in text, text
+    written = assert_intact(tmp_path)
+    assert 1 <= len(written) < len(POINTS)
+    parents = [r for r in children(tmp_path) if "mlflow.parentRunId" not in r.data.tags]
+    assert [r.info.status for r in parents] == ["KILLED"]
+
+
+def test_locked_store_costs_one_warning_and_sync_logs_the_rows_later(tmp_path: Path) -> None:
+    code, _ = finish(tvr(tmp_path, "run", SUITE, "--only", "lstm", *FAST))
+    assert code == 0
+    holder = sqlite3.connect(tmp_path / "mlflow.db")
+    holder.execute("BEGIN EXCLUSIVE")  # another writer holds the store
+    try:
+        t0 = time.monotonic()
+        code, text = finish(tvr(tmp_path, "run", SUITE, "--only", "gru", *FAST))
+        assert time.monotonic() - t0 < 60
+    finally:
+        holder.rollback()
+        holder.close()
+    assert code == 0 and "Traceback" not in text, text
+    warnings = [line for line in text.splitlines() if "tracking off" in line]
+    assert len(warnings) == 1 and "locked" in warnings[0] and "tvr sync smoke" in warnings[0]
+    assert "tvr ui" not in text
+    assert len(assert_intact(tmp_path)) == 4
+    code, text = finish(tvr(tmp_path, "sync", SUITE))
+    assert code == 0 and "2 rows logged" in text, text
+    kids = [r for r in children(tmp_path) if "mlflow.parentRunId" in r.data.tags]
+    assert len(kids) == 4
+
+
+@pytest.mark.parametrize("damage", ["garbage", "half-built", "folder"])
+def test_broken_store_is_one_line_and_doctor_repairs_it(tmp_path: Path, damage: str) -> None:
+    code, _ = finish(tvr(tmp_path, "run", SUITE, "--only", "lstm", *FAST))
+    assert code == 0
+    db = tmp_path / "mlflow.db"
+    if damage == "garbage":
+        db.write_bytes(b"not a database at all" * 100)
+    elif damage == "half-built":
+        con = sqlite3.connect(db)
+        con.execute("CREATE TABLE _alembic_tmp_runs (x)")
+        con.commit()
+        con.close()
+    else:
+        db.unlink()
+        db.mkdir()
+    t0 = time.monotonic()
+    code, text = finish(tvr(tmp_path, "run", SUITE, "--only", "gru", *FAST))
+    assert time.monotonic() - t0 < 60
+    assert code == 0 and "Traceback" not in text, text
+    warnings = [line for line in text.splitlines() if "tracking off" in line]
+    assert len(warnings) == 1, text
+    assert len(assert_intact(tmp_path)) == 4
+    if damage == "folder":
+        return  # not a file: doctor will not move a folder it did not make
+    assert "tvr doctor --repair" in warnings[0]
+    code, text = finish(tvr(tmp_path, "doctor", "--repair"))
+    assert code == 0 and "moved the broken store" in text and "smoke: 4 rows logged" in text
+    assert list(tmp_path.glob("mlflow.db.broken-*"))
+    kids = [r for r in children(tmp_path) if "mlflow.parentRunId" in r.data.tags]
+    assert len(kids) == 4
+    code, text = finish(tvr(tmp_path, "doctor"))
+    assert code == 0 and text.strip().endswith(": ok"), text
+
+
+def test_full_disk_is_one_line_and_keeps_what_was_written(tmp_path: Path) -> None:
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(disk)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
+    try:
+        (disk / "ballast").write_bytes(b"\0" * 480_000)  # leaves room for a few rows only
+        code, text = finish(tvr(disk, "run", SUITE, "--tracking-uri", "none", *FAST))
+        assert code in (0, 1) and "Traceback" not in text, text
+        if code == 1:
+            errors = [line for line in text.splitlines() if "cannot write the results" in line]
+            assert len(errors) == 1, text
+        written = assert_intact(disk)
+        (disk / "ballast").unlink()  # room again: the rerun completes the suite
+        code, text = finish(tvr(disk, "run", SUITE, "--tracking-uri", "none", *FAST))
+        assert code == 0, text
+        assert assert_intact(disk) == POINTS and written <= POINTS
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
+
+
+def _append_many(path: str, who: str, n: int) -> None:
+    for i in range(n):
+        append_row(Path(path), {"suite": SUITE, "point_id": f"{who}-{i}", "status": "ok",
+                                "device": "cpu", "machine": who, "seq_len": i})
+
+
+def test_two_processes_appending_lose_no_row(tmp_path: Path) -> None:
+    path = results_path(tmp_path, SUITE)
+    ctx = get_context("spawn")
+    procs = [ctx.Process(target=_append_many, args=(str(path), who, 150)) for who in "ab"]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+        assert p.exitcode == 0
+    rows = read_results(path)
+    assert len(rows) == 300 and rows["point_id"].is_unique
+
+
+def test_two_sweeps_on_one_folder_share_the_work(tmp_path: Path) -> None:
+    """Two runs of the same suite at once: every point ends with one row, none twice."""
+    first = tvr(tmp_path, "run", SUITE, *FAST)
+    time.sleep(2.0)
+    second = tvr(tmp_path, "run", SUITE, *FAST)
+    for proc in (first, second):
+        code, text = finish(proc)
+        assert code == 0 and "Traceback" not in text, text
+    assert assert_intact(tmp_path) == POINTS
+    assert len(read_results(results_path(tmp_path, SUITE))) == len(POINTS)

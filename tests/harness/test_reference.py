@@ -1,0 +1,60 @@
+"""A fresh clone on a new machine: `make run`'s path measures here, beside the committed
+reference rows, which stay untouched; the report and `tvr compare` name both machines."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+from click.testing import CliRunner
+
+import experiments
+from harness.cli import cli
+from harness.results import MACHINE_ENV, read_results, results_path
+
+REFERENCE = Path(__file__).resolve().parents[2] / "results"
+
+
+def tvr(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_new_machine_measures_beside_the_reference(tmp_path, monkeypatch):
+    shutil.copytree(REFERENCE / "quick", tmp_path / "quick")
+    path = results_path(tmp_path, "quick")
+    reference = read_results(path)
+    assert reference["machine"].nunique() == 1
+    ref_machine = reference["machine"].iloc[0]
+    monkeypatch.setenv(MACHINE_ENV, "fresh-clone")
+    few = [p for p in experiments.points("quick") if p.seq_len == 32][:3]
+    monkeypatch.setitem(experiments.SUITES, "quick", lambda: few)
+    args = ("run", "quick", "--out", str(tmp_path), "--tracking-uri", "none",
+            "--min-run-time", "0.01")
+
+    first = tvr(*args)
+    assert first.exit_code == 0, first.output
+    assert "quick: 3 ok in" in first.output and "already done" not in first.output
+    rows = read_results(path)
+    mine = rows[rows["machine"] == "fresh-clone"]
+    assert sorted(mine["point_id"]) == sorted(p.point_id for p in few)
+    theirs = rows[rows["machine"] == ref_machine].reset_index(drop=True)
+    pd.testing.assert_frame_equal(theirs[reference.columns].fillna(""), reference.fillna(""),
+                                  check_dtype=False)
+
+    again = tvr(*args)  # a second run resumes: nothing left to measure
+    assert "nothing run; 3 already done on this machine" in again.output, again.output
+    assert len(read_results(path)) == len(rows)
+
+    report = tvr("report", "--out", str(tmp_path), "--suite", "quick")
+    assert report.exit_code == 0, report.output
+    text = (tmp_path / "REPORT.md").read_text()
+    assert "Measured on `fresh-clone` (this machine)" in text and f"`{ref_machine}`" in text
+
+    compared = tvr("compare", "--out", str(tmp_path), "--points")
+    assert compared.exit_code == 0, compared.output
+    assert f"A = {ref_machine}, B = fresh-clone" in compared.output
+    flops = [line for line in compared.output.splitlines() if "flops_fwd" in line]
+    assert len(flops) == 3 and all(line.rstrip(" |").endswith("1") for line in flops)
+    unknown = tvr("compare", "nobody", "--out", str(tmp_path))
+    assert unknown.exit_code == 2 and "no rows of machine 'nobody'" in unknown.output
