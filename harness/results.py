@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import sys
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -61,19 +63,43 @@ def this_machine() -> str:
     name = os.environ.get(MACHINE_ENV, "").strip()
     if name:
         return name
+    global _machine_tag
+    if _machine_tag is None:
+        _machine_tag = _kept_tag(_MACHINE_FILE)
+    return f"{socket.gethostname()}-{_machine_tag}"
+
+
+_machine_tag: str | None = None  # read once per process: every row of a run names one machine
+
+
+def _kept_tag(path: Path) -> str:
+    """The tag kept in `path`, drawn and written first if missing. O_EXCL makes two first
+    runs agree on one tag; a reader may find the winner's file still empty for a moment."""
     try:
-        tag = _MACHINE_FILE.read_text(encoding="utf-8").strip()
-    except OSError:
-        tag = ""
-    if not tag:
-        tag = secrets.token_hex(3)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        pass  # drawn before, by this process or another one
+    except OSError as exc:
+        return _unkept_tag(path, exc)
+    else:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(secrets.token_hex(3) + "\n")
+    for _ in range(100):
         try:
-            _MACHINE_FILE.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(_MACHINE_FILE, tag + "\n")
-        except OSError as exc:  # an unwritable home: the tag lasts this process only
-            print(f"warning: cannot keep this machine's tag in {_MACHINE_FILE} ({exc}); "
-                  f"set {MACHINE_ENV} to name this machine")
-    return f"{socket.gethostname()}-{tag}"
+            tag = path.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            return _unkept_tag(path, exc)
+        if tag:
+            return tag
+        time.sleep(0.01)
+    return _unkept_tag(path, RuntimeError("the file stays empty"))
+
+
+def _unkept_tag(path: Path, why: BaseException) -> str:
+    print(f"warning: cannot keep this machine's tag in {path} ({why}); set {MACHINE_ENV} to "
+          "name this machine, or each run counts as a new machine", file=sys.stderr)
+    return secrets.token_hex(3)
 
 
 def results_path(out_dir: Path, suite: str) -> Path:
@@ -193,6 +219,8 @@ def append_row(path: Path, row: Mapping[str, Any]) -> None:
     if row["status"] not in STATUSES:
         raise ValueError(f"status {row['status']!r} is not one of {STATUSES}")
     with locked(path):
+        for stale in path.parent.glob(f".{path.name}.*.tmp"):
+            stale.unlink(missing_ok=True)  # a killed writer's: we hold the lock, none is live
         old = _read_text(path)
         old = old[~_same_point(old, row)]
         new = pd.DataFrame([{k: _cell(v) for k, v in row.items()}], dtype=str)
@@ -242,8 +270,15 @@ def read_series(out_dir: Path, suite: str) -> pd.DataFrame:
 
 
 def _read_series(path: Path) -> pd.DataFrame:
-    frame = pd.read_csv(path, dtype={"point_id": str, "machine": str}, keep_default_na=False,
-                        na_values={"value": ["", "nan"]})
+    try:
+        frame = pd.read_csv(path, dtype={"point_id": str, "machine": str},
+                            keep_default_na=False, na_values={"value": ["", "nan"]})
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError,
+            IsADirectoryError) as e:
+        raise BadInput(f"cannot read curves file {path} ({type(e).__name__}); move it aside "
+                       "or fix it") from None
+    if not {"point_id", "metric", "step", "value"} <= set(frame.columns):
+        raise BadInput(f"{path} is not a curves file; move it aside or fix it")
     if "machine" not in frame:  # written before rows named their machine
         frame.insert(1, "machine", "")
     return frame

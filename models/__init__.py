@@ -5,9 +5,11 @@ from models.registry import (
     build,
     describe,
     mixer,
+    config_keys,
     mixer_kinds,
     model_config,
     names,
 )
 
-__all__ = ["PRESETS", "build", "describe", "mixer", "mixer_kinds", "model_config", "names"]
+__all__ = ["PRESETS", "build", "config_keys", "describe", "mixer", "mixer_kinds",
+           "model_config", "names"]

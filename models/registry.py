@@ -165,6 +165,12 @@ def mixer_kinds() -> list[str]:
     return list(_MIXERS)
 
 
+def config_keys() -> set[str]:
+    """Every config key some model or mixer takes (what is config, not a measurement)."""
+    entries = [*_MODELS.values(), *_MIXERS.values()]
+    return {f.name for e in entries for f in dataclasses.fields(e.config)}
+
+
 def describe(name: str) -> str:
     check_choice("model name", name, tuple(_MODELS))
     return _MODELS[name].doc

@@ -28,6 +28,7 @@ def table_cmd(fmt: str, out: str, suite: str | None, crossover: bool) -> None:
     a layer sweep's fitted exponents; with --crossover where attention stops being cheaper."""
     from harness.report import tables
     from harness.report.table1 import is_table1, table1
+    from harness.results import this_machine
 
     suite = suite or ("quick" if crossover else "table1")
     df = _load(out, suite)
@@ -40,6 +41,11 @@ def table_cmd(fmt: str, out: str, suite: str | None, crossover: bool) -> None:
             click.echo("\n" + "\n".join(f"- {n}" for n in notes))
     else:
         click.echo(tables.render(tables.complexity_table(df), fmt), nl=False)
+    if fmt == "markdown" and "machine" in df and len(df):
+        name = str(df["machine"].iloc[0])
+        whose = "this machine" if name == this_machine() else \
+            f"the reference; `tvr run {suite}` measures this machine"
+        click.echo(f"\nMeasured on `{name}` ({whose}).")
 
 
 @click.command("plot")
@@ -87,16 +93,21 @@ def compare_cmd(a: str | None, b: str | None, out: str, suite: str | None,
 
     from harness.report.machines import machine_ratios, summary
     from harness.report.markdown import markdown_table
-    from harness.results import load_results, one_machine, this_machine
+    from harness.results import load_results, this_machine
 
     suites = [suite] if suite else None
     every = load_results(Path(out), suites, machine="all")
+    if every.empty:
+        raise BadInput(f"no rows under {out}: run `tvr run SUITE` first")
     names = every["machine"].astype(str)
 
     def side(arg: str | None, default: str) -> tuple[str, pd.DataFrame]:
         if arg and Path(arg).is_dir():
-            rows = one_machine(load_results(Path(arg), suites, machine="all"), "")
-            return f"{arg} ({rows['machine'].iloc[0]})", rows
+            rows = load_results(Path(arg), suites, machine="all")
+            if rows.empty:
+                raise BadInput(f"no rows under {arg}")
+            most = rows["machine"].astype(str).value_counts().index[0]
+            return f"{arg} ({most})", rows[rows["machine"].astype(str) == most]
         name = arg or default
         if not (names == name).any():
             raise BadInput(f"no rows of machine {name!r} under {out}; machines there: "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -97,18 +99,25 @@ def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume:
 def _sweep(name: str, points: list[Point], dev, out_dir: Path, *args):  # noqa: ANN001, ANN202
     """run_suite, with a stop signal or a failed write ending the command in one line."""
     from harness.run import sweep
+
+    with _stopping(out_dir / name / "results.csv"):
+        return sweep.run_suite(name, points, dev, out_dir, *args)
+
+
+@contextmanager
+def _stopping(csv: Path) -> Iterator[None]:
+    """A stop signal (exit 143/130) or a failed write (exit 1) ends the command in one line."""
     from harness.run.signals import Stopped, stop_on_signals
 
-    csv = out_dir / name / "results.csv"
     try:
         with stop_on_signals():
-            return sweep.run_suite(name, points, dev, out_dir, *args)
+            yield
     except Stopped as stop:
         click.echo(f"stopped by {stop.name}: the point in flight was dropped, every finished "
                    f"one is in {csv}; the same command resumes", err=True)
         raise SystemExit(stop.exit_code) from None
     except OSError as e:  # disk full, read-only, removed folder: nothing to measure into
-        raise click.ClickException(f"cannot write the results under {out_dir}: "
+        raise click.ClickException(f"cannot write the results under {csv.parent.parent}: "
                                    f"{e.strerror or e}") from None
 
 
@@ -182,10 +191,12 @@ def bench_cmd(out: str, device: str, dtype: str, tracking_uri: str | None, quick
                                            markdown)
         click.echo(markdown + f"profile: {path}")
         return
-    result = bench.run_bench(dev, dtype, grid, out_dir, uri, min_run_time)
-    markdown = bench_report.bench_markdown(result.rows, result.facts, grid, result.dtype,
-                                           dev.type)
-    path = bench_report.write_markdown(out_dir / bench.SUITE, bench_report.TABLE_FILE, markdown)
+    with _stopping(out_dir / bench.SUITE / "results.csv"):
+        result = bench.run_bench(dev, dtype, grid, out_dir, uri, min_run_time)
+        markdown = bench_report.bench_markdown(result.rows, result.facts, grid, result.dtype,
+                                               dev.type)
+        path = bench_report.write_markdown(out_dir / bench.SUITE, bench_report.TABLE_FILE,
+                                           markdown)
     click.echo(markdown, nl=False)
     click.echo(result.summary.line())
     click.echo(f"table: {path}")

@@ -40,7 +40,9 @@ def sync_cmd(suite: str, out: str, tracking_uri: str | None) -> None:
                    "results CSVs.")
 def doctor_cmd(out: str, repair: bool) -> None:
     """Check the MLflow store under --out (the default SQLite file); --repair rebuilds it."""
-    from harness.run.store import problem, resolve_tracking_uri, sqlite_path
+    from filelock import FileLock
+
+    from harness.run.store import REPAIR, problem, resolve_tracking_uri, sqlite_path
     from harness.run.sync import move_aside, suites_with_results, sync_suite
 
     out_dir = Path(out)
@@ -51,11 +53,15 @@ def doctor_cmd(out: str, repair: bool) -> None:
         click.echo(f"store {mask(uri or 'none')}: ok")
         return
     click.echo(f"store {mask(uri or '')}: {reason}")
-    if not repair or db is None:
-        raise SystemExit(1)
-    click.echo(f"moved the broken store to {move_aside(db)}")
+    if not repair or db is None or REPAIR not in reason:
+        raise SystemExit(1)  # nothing to repair here: a store in use is not broken
+    with FileLock(db.with_name(f".{db.name}.lock")):  # no first run builds it meanwhile
+        click.echo(f"moved the broken store to {move_aside(db)}")
     for suite in suites_with_results(out_dir):
-        logged, _ = sync_suite(out_dir, suite, uri)
+        try:
+            logged, _ = sync_suite(out_dir, suite, uri)
+        except OSError as e:
+            raise click.ClickException(f"{suite}: {e}") from None
         click.echo(f"{suite}: {logged} rows logged")
 
 

@@ -58,8 +58,14 @@ def curves_of(out_dir: Path, suite: str, points: pd.DataFrame, metrics: list[str
               ) -> pd.DataFrame:
     """Long frame of the points' stored curves (metric, step, value) joined to their rows."""
     series = read_series(out_dir, suite)
-    series = series[series["metric"].isin(metrics)]
-    return series.merge(points, on="point_id")
+    series = series[series["metric"].isin(metrics)].copy()
+    if "machine" not in points:
+        return series.drop(columns="machine").merge(points, on="point_id")
+    # curves stored before rows named their machine belong to the row of their point
+    legacy = series["machine"] == ""
+    owner = points.drop_duplicates("point_id").set_index("point_id")["machine"]
+    series.loc[legacy, "machine"] = owner.reindex(series.loc[legacy, "point_id"]).to_numpy()
+    return series.merge(points, on=["point_id", "machine"])
 
 
 def fill_stopped(long: pd.DataFrame, by: list[str]) -> pd.DataFrame:

@@ -191,6 +191,15 @@ FIGURES: dict[str, Figure] = {
 }
 
 
+def _sign(fig: plt.Figure, df: pd.DataFrame) -> None:
+    """Name, in the corner, the machine whose rows the figure shows."""
+    if "machine" in df and len(df):
+        date = str(df["measured_at"].dropna().max())[:10] if "measured_at" in df and \
+            df["measured_at"].notna().any() else ""
+        fig.text(0.995, 0.005, f"measured on {df['machine'].iloc[0]} {date}".strip(),
+                 ha="right", va="bottom", fontsize=7, color="0.4")
+
+
 def draw(out_dir: Path, suite: str, name: str | None = None,
          skipped: list[str] | None = None) -> list[Path]:
     """Write figure `name` (or every figure whose runner the suite has) as
@@ -211,6 +220,7 @@ def draw(out_dir: Path, suite: str, name: str | None = None,
                 raise
             (skipped if skipped is not None else []).append(f"{fig_name}: {exc}")
             continue
+        _sign(fig, df)
         path = out_dir / suite / f"{fig_name}.png"
         write_atomic(path, png_bytes(fig))
         paths.append(path)

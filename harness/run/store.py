@@ -40,7 +40,7 @@ _ALLOWED = "sqlite:///PATH, postgresql://..., mysql://..., mssql://..., http(s):
 
 def mask(uri: str) -> str:
     """The URI with its password, if any, replaced by ***."""
-    return re.sub(r"(://[^/@:]*):[^/@]*@", r"\1:***@", uri)
+    return re.sub(r"(://[^/:@]*):[^/]*@", r"\1:***@", uri)
 
 
 def sqlite_uri(path: Path) -> str:

@@ -119,7 +119,8 @@ def _record(point: Point, result: Result, trace: str | None, path: Path,
                if isinstance(v, (int, float)) and not isinstance(v, bool)}
     texts = {k: v for k, v in result.values.items() if k not in numbers}
     tracker.log_point(point.point_id, {**fields, **columns, **texts}, numbers,
-                      result.status, result.message, result.series, facts["machine"])
+                      result.status, result.message, result.series, facts["machine"],
+                      device.type)
 
 
 def run_suite(

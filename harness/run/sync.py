@@ -8,6 +8,7 @@ aside to a dated backup and rebuilds its runs from every suite's rows this way.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Mapping
@@ -16,12 +17,24 @@ from typing import Any
 
 import pandas as pd
 
+import models
+from experiments.spec import CompareOptions, PathOptions, TaskSpec, TrainOptions
 from harness.results import ID_COLUMNS, RESULTS_FILE, SERIES_FILE, read_results, read_series
+from harness.run.store import mask
+
+
+def _param_keys() -> set[str]:
+    """Columns that describe a point (params), whatever their type: the point's fields, its
+    options' and every model and mixer config key; the other numbers are measurements."""
+    options = (CompareOptions, PathOptions, TrainOptions, TaskSpec)
+    return {*ID_COLUMNS, "compile", "fit", "study", "task", "match", *models.config_keys(),
+            *(f.name for cls in options for f in dataclasses.fields(cls))}
 
 
 def split_row(row: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, float]]:
-    """A stored row as (params, metrics): numbers outside the identifying columns are
-    metrics, the rest params; empty cells are left out."""
+    """A stored row as (params, metrics), laid out as a live sweep logs it; empty cells are
+    left out."""
+    keys = _param_keys()
     params: dict[str, str] = {}
     metrics: dict[str, float] = {}
     for key, value in row.items():
@@ -29,8 +42,8 @@ def split_row(row: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, float]]
             continue
         if key in ("status", "message", "point_id"):
             continue
-        if key not in ID_COLUMNS and isinstance(value, (int, float)) \
-                and not isinstance(value, bool):
+        if key not in keys and not key.startswith("match_") \
+                and isinstance(value, (int, float)) and not isinstance(value, bool):
             metrics[key] = float(value)
         else:
             params[key] = str(value)
@@ -57,7 +70,8 @@ def sync_suite(out_dir: Path, suite: str, uri: str) -> tuple[int, int]:
     with Tracker(uri, suite, out_dir, {"suite": suite, "synced_from": str(path)}) as tracker:
         logged = tracker.sync(rows, series)
         if tracker.error is not None:
-            raise OSError(f"the store failed: {tracker.error}")
+            first = str(tracker.error).strip().splitlines()[0] if str(tracker.error) else ""
+            raise OSError(f"the store failed: {mask(first)}")
     return logged, len(rows)
 
 

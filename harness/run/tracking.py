@@ -23,7 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from harness.results import results_path
+from harness.results import results_path, this_machine
 from harness.run.store import create_sqlite, is_remote, mask, problem, sqlite_path
 from harness.run.sync import row_series, split_row
 
@@ -72,6 +72,8 @@ def quiet_mlflow() -> None:
     """MLflow, Alembic and SQLAlchemy below ERROR stay silent (schema migrations announce
     themselves at INFO between progress bars), and no handler of theirs prints a traceback.
     MLflow's HTTP client retries for minutes by default: a few seconds is enough here."""
+    import mlflow  # noqa: F401 -- importing it resets its logger's level: set ours after
+
     for name in ("mlflow", "alembic", "sqlalchemy"):
         logger = logging.getLogger(name)
         logger.setLevel(logging.ERROR)
@@ -154,6 +156,7 @@ class Tracker:
             self._open()
         except Exception as e:  # the store is optional: any failure to open it is a warning
             self._off(f"{type(e).__name__}: {_first_line(e)}")
+            self._terminate(self.parent_run_id, "FAILED")
             self._client = None
         return self
 
@@ -170,18 +173,19 @@ class Tracker:
         run = self._client.create_run(
             self.experiment_id, run_name=f"{self.suite}-{time.strftime('%Y%m%d-%H%M%S')}",
             tags={"suite": self.suite, "host": socket.gethostname(), "pid": str(os.getpid()),
-                  "torch_version": version("torch")})
+                  "machine": this_machine(), "torch_version": version("torch")})
         self.parent_run_id = run.info.run_id
         self._log_batch(self.parent_run_id, params=flatten(self.params))
 
     def close_orphans(self) -> int:
-        """Mark KILLED the runs of this suite that a killed process left RUNNING on this host
-        (its pid is gone), and their children; returns how many."""
+        """Mark KILLED the runs of this suite that a killed process left RUNNING on this
+        machine (its pid is gone), and their children; returns how many. Machines, not host
+        names: containers sharing a server store often share a host name too."""
         assert self._client is not None and self.experiment_id is not None
-        host = socket.gethostname().replace("'", "")
+        machine = this_machine().replace("'", "")
         running = self._client.search_runs(
-            [self.experiment_id], f"attributes.status = 'RUNNING' and tags.host = '{host}'",
-            max_results=1000)
+            [self.experiment_id],
+            f"attributes.status = 'RUNNING' and tags.machine = '{machine}'", max_results=1000)
         dead = {r.info.run_id for r in running if r.data.tags.get("pid", "").isdigit()
                 and not _alive(int(r.data.tags["pid"]))}
         children = self._client.search_runs(
@@ -242,7 +246,7 @@ class Tracker:
     def log_point(self, point_id: str, params: Mapping[str, Any],
                   metrics: Mapping[str, Any], status: str, message: str = "",
                   series: Mapping[str, list[tuple[int, float]]] | None = None,
-                  machine: str = "") -> None:
+                  machine: str = "", device: str = "") -> None:
         """Record one point as a nested run: FINISHED when status is "ok", FAILED otherwise.
 
         A non-numeric metric raises TypeError (a bug in the caller); a failing store turns
@@ -256,7 +260,7 @@ class Tracker:
             return
         assert self.parent_run_id is not None and self.experiment_id is not None
         tags = {"mlflow.parentRunId": self.parent_run_id, "suite": self.suite,
-                "point_id": point_id, "machine": machine, "status": status}
+                "point_id": point_id, "machine": machine, "device": device, "status": status}
         run_id: str | None = None
         try:
             run_id = self._client.create_run(self.experiment_id, run_name=point_id,
@@ -297,15 +301,17 @@ class Tracker:
         print(f"warning: tracking off for this run: {mask(reason)}; results go to {csv}; "
               f"`tvr sync {self.suite}` logs them later", file=sys.stderr, flush=True)
 
-    def logged(self) -> set[tuple[str, str]]:
-        """(point_id, machine) of every point run in this suite's experiment."""
+    def logged(self) -> set[tuple[str, str, str]]:
+        """(point_id, machine, device) of every point run in this suite's experiment; runs
+        logged before runs named their machine count for every machine ("*")."""
         assert self._client is not None and self.experiment_id is not None
-        seen: set[tuple[str, str]] = set()
+        seen: set[tuple[str, str, str]] = set()
         token = None
         while True:
             page = self._client.search_runs([self.experiment_id], "tags.point_id != ''",
                                             max_results=10000, page_token=token)
-            seen |= {(r.data.tags["point_id"], r.data.tags.get("machine", "")) for r in page}
+            seen |= {(r.data.tags["point_id"], r.data.tags.get("machine", "*"),
+                      r.data.tags.get("device", "*")) for r in page}
             token = page.token
             if not token:
                 return seen
@@ -322,13 +328,14 @@ class Tracker:
             return 0
         count = 0
         for row in rows.to_dict("records"):
-            key = (str(row["point_id"]), str(row.get("machine") or ""))
-            if key in seen:
+            point, machine = str(row["point_id"]), str(row.get("machine") or "")
+            device = str(row.get("device") or "")
+            if {(point, machine, device), (point, "*", "*")} & seen:
                 continue
             params, metrics = split_row(row)
-            curves = row_series(series, *key)
-            self.log_point(key[0], params, metrics, str(row["status"]),
-                           str(row.get("message") or ""), curves, machine=key[1])
+            self.log_point(point, params, metrics, str(row["status"]),
+                           str(row.get("message") or ""), row_series(series, point, machine),
+                           machine=machine, device=device)
             count += self.error is None
         return count
 

@@ -159,10 +159,26 @@ def test_this_machine_is_named_by_env_or_a_kept_tag(tmp_path: Path,
     assert results.this_machine() == "lab-gpu-3"
     monkeypatch.delenv(results.MACHINE_ENV)
     monkeypatch.setattr(results, "_MACHINE_FILE", tmp_path / "machine-id")
+    monkeypatch.setattr(results, "_machine_tag", None)
     first = results.this_machine()
-    assert first == results.this_machine()  # the tag is kept, not drawn again
+    assert first == results.this_machine()  # one name per process
+    monkeypatch.setattr(results, "_machine_tag", None)
+    assert results.this_machine() == first  # and the tag is kept for the next one
     (tmp_path / "machine-id").unlink()
+    monkeypatch.setattr(results, "_machine_tag", None)
     assert results.this_machine() != first  # a new home is a new machine
+
+
+def _tag_of(path: str) -> str:
+    from harness import results as r
+    return r._kept_tag(Path(path))
+
+
+def test_first_runs_started_together_agree_on_one_tag(tmp_path: Path) -> None:
+    from multiprocessing import get_context
+    with get_context("spawn").Pool(6) as pool:
+        tags = pool.map(_tag_of, [str(tmp_path / "machine-id")] * 6)
+    assert len(set(tags)) == 1 and (tmp_path / "machine-id").read_text().strip() == tags[0]
 
 
 def test_files_of_older_versions_read_under_todays_names(tmp_path: Path) -> None:

@@ -158,6 +158,20 @@ def test_broken_store_is_one_line_and_doctor_repairs_it(tmp_path: Path, damage: 
     assert code == 0 and text.strip().endswith(": ok"), text
 
 
+def test_doctor_leaves_a_store_in_use_alone(tmp_path: Path) -> None:
+    code, _ = finish(tvr(tmp_path, "run", SUITE, "--only", "lstm", *FAST))
+    assert code == 0
+    holder = sqlite3.connect(tmp_path / "mlflow.db")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        code, text = finish(tvr(tmp_path, "doctor", "--repair"))
+    finally:
+        holder.rollback()
+        holder.close()
+    assert code == 1 and "locked by another process" in text, text
+    assert not list(tmp_path.glob("mlflow.db.broken-*"))
+
+
 def test_full_disk_is_one_line_and_keeps_what_was_written(tmp_path: Path) -> None:
     disk = tmp_path / "disk"
     disk.mkdir()

@@ -195,3 +195,34 @@ def test_null_tracker_does_nothing(tmp_path: Path) -> None:
         tracker.log_artifact(tmp_path / "r.csv")
     assert tracker.parent_run_id is None
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.csv"]
+
+
+def test_sync_logs_each_point_machine_and_device_once(out_dir: Path) -> None:
+    """A row is in the store when a run carries its point, machine and device; runs from
+    before runs named their machine count for every machine; numbers that describe the
+    point (config) stay params, measurements become metrics."""
+    import pandas as pd
+
+    uri = _uri(out_dir)
+    rows = pd.DataFrame([
+        {"point_id": "p", "machine": "m1", "device": "cpu", "status": "ok", "n_heads": 4,
+         "fwd_ms": 1.5, "message": ""},
+        {"point_id": "p", "machine": "m1", "device": "cuda", "status": "ok", "n_heads": 4,
+         "fwd_ms": 0.5, "message": ""},
+        {"point_id": "old", "machine": "m1", "device": "cpu", "status": "ok", "n_heads": 4,
+         "fwd_ms": 2.0, "message": ""}])
+    with Tracker(uri, "sync-keys", out_dir) as tracker:  # a run from before machine tags
+        assert tracker._client is not None
+        run = tracker._client.create_run(tracker.experiment_id, tags={
+            "mlflow.parentRunId": tracker.parent_run_id, "point_id": "old"})
+        tracker._client.set_terminated(run.info.run_id)
+    with Tracker(uri, "sync-keys", out_dir) as tracker:
+        assert tracker.sync(rows) == 2  # p on cpu and on cuda; "old" is there
+    with Tracker(uri, "sync-keys", out_dir) as tracker:
+        assert tracker.sync(rows) == 0
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("sync-keys")
+    synced = client.search_runs([exp.experiment_id], "tags.point_id = 'p'")
+    assert sorted(r.data.tags["device"] for r in synced) == ["cpu", "cuda"]
+    assert synced[0].data.params["n_heads"] == "4" and "n_heads" not in synced[0].data.metrics
+    assert "fwd_ms" in synced[0].data.metrics
