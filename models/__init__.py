@@ -3,9 +3,9 @@
 from models.registry import (
     PRESETS,
     build,
+    config_keys,
     describe,
     mixer,
-    config_keys,
     mixer_kinds,
     model_config,
     names,
