@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench lint clean
+.PHONY: run test microbench lint clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -24,8 +24,8 @@ test: $(STAMP)
 	$(BIN)/lint-imports
 	MPLBACKEND=Agg $(BIN)/pytest -q
 
-bench: $(STAMP)
-	$(BIN)/pytest -q tests/bench --benchmark-only --benchmark-autosave
+microbench: $(STAMP)
+	$(BIN)/pytest -q tests/microbench --benchmark-only --benchmark-autosave
 
 lint: $(STAMP)
 	$(BIN)/ruff check models harness experiments tests

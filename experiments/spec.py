@@ -49,8 +49,7 @@ class PathOptions:
     dilation_growth: bool = False  # stacked layer i gets dilation k^i: the O(log_k n) stack
 
     def columns(self) -> dict[str, Any]:
-        # always a column: Table 1 selects the contiguous stacks by dilation_growth == False
-        return {"dilation_growth": self.dilation_growth}
+        return _changed(self)
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,10 @@ def _group(df: pd.DataFrame, fit: str, mixer: str, **columns: Any) -> pd.DataFra
     "memory", "fixed-tokens", "seq-ops", "path") and mixer, with the given column values."""
     sel = (df["fit"] == fit) & (df["mixer"] == mixer)
     for k, v in columns.items():
-        sel &= df[k] == v
+        column = df[k] if k in df else pd.Series(pd.NA, index=df.index)
+        if isinstance(v, bool):  # a flag column holds True where set, nothing where not
+            column = column.astype(str) == "True"
+        sel &= column == v
     return df[sel]
 
 

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import models
-from harness.train.batch import Batch, Task
+from harness.train.batch import Batch, Task, check_int
 
 SCHEDULES = ("constant", "noam", "cosine")
 TIMING_KEYS = ("tokens_per_s", "wall_s")  # the only history fields that differ between reruns
@@ -44,13 +44,10 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "eval_every", "eval_batches"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"invalid {name} {value!r}; must be a positive integer")
+            check_int(name, getattr(self, name), 1)
         if self.schedule not in SCHEDULES:
             raise ValueError(f"invalid schedule {self.schedule!r}; valid: {', '.join(SCHEDULES)}")
-        if isinstance(self.warmup, bool) or not isinstance(self.warmup, int) or self.warmup < 0:
-            raise ValueError(f"invalid warmup {self.warmup!r}; must be an integer >= 0")
+        check_int("warmup", self.warmup, 0)
         if self.schedule == "noam" and self.warmup == 0:
             raise ValueError("invalid warmup 0 for schedule 'noam'; it needs warmup > 0")
         if not self.lr > 0:

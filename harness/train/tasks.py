@@ -17,7 +17,7 @@ Every task draws a raw problem (B, S) of data symbols and frames it (see harness
   steps earlier (`k` keyword, 1 <= k < n). LM: a causal model answers while reading, so the
   path from evidence to answer is exactly k; seq2seq: the decoder emits the delayed stream.
 
-The `vocab_size` argument is the size V of the data alphabet; `task.vocab_size` adds the
+The `alphabet_size` argument is the size V of the data alphabet; `task.vocab_size` adds the
 special tokens (and the marked digits for adding) and is what the model must be built with.
 
 Held-out evaluation, by construction: a fixed hash of each raw problem puts 1/16 of the
@@ -126,7 +126,7 @@ class _Sequence:
 
     def check(self, n: int, v: int) -> None:
         check_int("seq_len", n, 1)
-        check_int("vocab_size", v, 2)
+        check_int("alphabet_size", v, 2)
 
     def sample(self, gen: torch.Generator, batch: int, n: int, v: int) -> torch.Tensor:
         return _symbols(gen, batch, n, v)
@@ -147,10 +147,10 @@ class _MQAR:
 
     def check(self, n: int, v: int) -> None:
         check_int("seq_len", n, 1, " (the number of key-value pairs)")
-        check_int("vocab_size", v, 2 * n, f": mqar with {n} pairs needs {n} distinct keys "
+        check_int("alphabet_size", v, 2 * n, f": mqar with {n} pairs needs {n} distinct keys "
                    "in the first half of the alphabet")
-        q = self._queries(n)
-        if isinstance(q, bool) or not isinstance(q, int) or not 1 <= q <= n:
+        q = check_int("n_queries", self._queries(n), 1)
+        if q > n:
             raise ValueError(f"invalid n_queries {q!r}; must be an integer in [1, {n}]")
 
     def sample(self, gen: torch.Generator, batch: int, n: int, v: int) -> torch.Tensor:
@@ -179,7 +179,7 @@ class _Adding:
 
     def check(self, n: int, v: int) -> None:
         check_int("seq_len", n, 2, " (one mark in each half)")
-        check_int("vocab_size", v, 2)
+        check_int("alphabet_size", v, 2)
 
     def sample(self, gen: torch.Generator, batch: int, n: int, v: int) -> torch.Tensor:
         raw = _symbols(gen, batch, n, v)
@@ -203,7 +203,7 @@ class _DistanceK:
     def check(self, n: int, v: int) -> None:
         check_int("k", self.k, 1)
         check_int("seq_len", n, self.k + 1, f" (more than k={self.k})")
-        check_int("vocab_size", v, 2)
+        check_int("alphabet_size", v, 2)
 
     def sample(self, gen: torch.Generator, batch: int, n: int, v: int) -> torch.Tensor:
         return _symbols(gen, batch, n, v)
@@ -238,7 +238,7 @@ class SyntheticTask:
 
     name: str
     seq_len: int  # training problem size n
-    n_symbols: int  # data alphabet size V (the `vocab_size` given to make_task)
+    alphabet_size: int  # data alphabet size V (make_task's alphabet_size)
     framing: str
     seed: int
     spec: _Spec = field(repr=False)
@@ -247,7 +247,7 @@ class SyntheticTask:
     @property
     def vocab_size(self) -> int:
         """Token ids a batch can hold: specials + data symbols (+ marked digits)."""
-        return N_SPECIAL + self.spec.extra_vocab(self.n_symbols)
+        return N_SPECIAL + self.spec.extra_vocab(self.alphabet_size)
 
     def _draw(self, gen: torch.Generator, batch_size: int, n: int, want_held: bool) -> Batch:
         """Rejection-sample raw problems from the train or held-out region, then frame."""
@@ -255,14 +255,14 @@ class SyntheticTask:
         kept: list[torch.Tensor] = []
         have = 0
         for _ in range(_MAX_DRAWS):
-            raw = spec.sample(gen, chunk, n, self.n_symbols)
+            raw = spec.sample(gen, chunk, n, self.alphabet_size)
             raw = raw[held_out(raw) == want_held]
             kept.append(raw)
             have += raw.size(0)
             if have >= batch_size:
                 raw = torch.cat(kept)[:batch_size]
-                return spec.frame(raw, n, self.framing, self.n_symbols)
-        raise ValueError(f"{self.name} at seq_len={n}, vocab_size={self.n_symbols} has too "
+                return spec.frame(raw, n, self.framing, self.alphabet_size)
+        raise ValueError(f"{self.name} at seq_len={n}, alphabet_size={self.alphabet_size} has too "
                          "few distinct problems to hold out an evaluation set; make it larger")
 
     def train_batch(self, step: int, batch_size: int) -> Batch:
@@ -276,19 +276,19 @@ class SyntheticTask:
         """The fixed held-out set at `seq_len` (default: the training length; pass 2n, 4n
         for length generalisation). Same arguments -> same tensors."""
         n = self.seq_len if seq_len is None else seq_len
-        self.spec.check(n, self.n_symbols)
+        self.spec.check(n, self.alphabet_size)
         check_int("batch_size", batch_size, 1)
         check_int("n_batches", n_batches, 1)
         return [self._draw(seed_generator(self.seed, _EVAL, n, i), batch_size, n, True)
                 for i in range(n_batches)]
 
 
-def make_task(name: str, seq_len: int, vocab_size: int | None = None, framing: str = "lm",
+def make_task(name: str, seq_len: int, alphabet_size: int | None = None, framing: str = "lm",
               seed: int = 0, **kw: object) -> Task:
     """make_task("copy", 32, 16, "lm", seed=0) -> a Task (see harness.batch.Task).
 
     Keywords: mqar n_queries; distance-k k; corpus path (None = the KJV Bible) and
-    val_fraction. For "corpus", vocab_size must be None: the text fixes its alphabet.
+    val_fraction. For "corpus", alphabet_size must be None: the text fixes its alphabet.
     """
     if name not in task_names():
         raise ValueError(f"unknown task {name!r}; valid: {', '.join(task_names())}")
@@ -301,12 +301,12 @@ def make_task(name: str, seq_len: int, vocab_size: int | None = None, framing: s
         raise ValueError(f"invalid keyword {unknown[0]!r} for task {name!r}; valid: "
                          f"{', '.join(keywords) or 'none'}")
     if factory is None:
-        if vocab_size is not None:
-            raise ValueError(f"invalid vocab_size {vocab_size!r} for the corpus; pass None: "
+        if alphabet_size is not None:
+            raise ValueError(f"invalid alphabet_size {alphabet_size!r} for the corpus; pass None: "
                              "the text's characters are its vocabulary")
         return corpus_task(seq_len=seq_len, framing=framing, seed=seed, **kw)  # type: ignore[arg-type]
-    if vocab_size is None:
-        raise ValueError(f"task {name!r} needs vocab_size (the data alphabet size)")
+    if alphabet_size is None:
+        raise ValueError(f"task {name!r} needs alphabet_size (the data alphabet size)")
     spec = factory(**kw)
-    spec.check(seq_len, vocab_size)
-    return SyntheticTask(name, seq_len, vocab_size, framing, seed, spec)
+    spec.check(seq_len, alphabet_size)
+    return SyntheticTask(name, seq_len, alphabet_size, framing, seed, spec)

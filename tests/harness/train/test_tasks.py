@@ -190,17 +190,17 @@ def test_length_generalisation_sets() -> None:
     (("copyy", 4, 8), {}, "'copyy'"),
     (("copy", 0, 8), {}, "seq_len 0"),
     (("copy", True, 8), {}, "seq_len True"),
-    (("copy", 4, 1), {}, "vocab_size 1"),
-    (("copy", 4, None), {}, "vocab_size"),
+    (("copy", 4, 1), {}, "alphabet_size 1"),
+    (("copy", 4, None), {}, "alphabet_size"),
     (("copy", 4, 8, "mlm"), {}, "'mlm'"),
     (("copy", 4, 8, "lm", -1), {}, "seed -1"),
     (("copy", 4, 8), {"k": 2}, "'k'"),
-    (("mqar", 5, 8), {}, "vocab_size 8"),
+    (("mqar", 5, 8), {}, "alphabet_size 8"),
     (("mqar", 2, 8), {"n_queries": 3}, "n_queries 3"),
     (("distance-k", 4, 8), {"k": 4}, "seq_len 4"),
     (("distance-k", 4, 8), {"k": 0}, "k 0"),
     (("adding", 1, 8), {}, "seq_len 1"),
-    (("corpus", 16, 8), {}, "vocab_size 8"),
+    (("corpus", 16, 8), {}, "alphabet_size 8"),
     (("corpus", 16, None, "seq2seq"), {}, "'seq2seq'"),
     (("corpus", 16), {"path": "/nonexistent/text.txt"}, "/nonexistent/text.txt"),
 ])
@@ -215,7 +215,7 @@ def test_unknown_task_lists_choices() -> None:
 
 
 def test_bad_eval_length() -> None:
-    with pytest.raises(ValueError, match="vocab_size 8"):  # 8 pairs need 8 keys of 4
+    with pytest.raises(ValueError, match="alphabet_size 8"):  # 8 pairs need 8 keys of 4
         make_task("mqar", 2, 8).eval_batches(4, 1, seq_len=8)
 
 

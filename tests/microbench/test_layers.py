@@ -1,7 +1,7 @@
 """Microbenchmarks (pytest-benchmark): attention core, transformer layer, LSTM and GRU,
 forward+backward in train mode at a few n and d. Skipped by `make test` (--benchmark-skip);
-`make bench` runs them and saves JSON under .benchmarks/; compare two saved runs with
-`pytest tests/bench --benchmark-only --benchmark-compare` (or pytest-benchmark compare).
+`make microbench` runs them and saves JSON under .benchmarks/; compare two saved runs with
+`pytest tests/microbench --benchmark-only --benchmark-compare` (or pytest-benchmark compare).
 """
 
 import pytest
