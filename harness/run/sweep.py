@@ -65,7 +65,9 @@ class SweepSummary:
         counts = ", ".join(f"{n} {s}" for s, n in sorted(self.statuses.items())) or "nothing run"
         resumed = (f"; {self.resumed} already done on this machine, skipped (--no-resume "
                    "reruns them)") if self.resumed else ""
-        return f"{self.suite}: {counts}{resumed} in {self.wall_s:.1f} s -> {self.results}"
+        synced = f"; {self.synced} stored rows logged to MLflow late" if self.synced else ""
+        return (f"{self.suite}: {counts}{resumed}{synced} in {self.wall_s:.1f} s -> "
+                f"{self.results}")
 
 
 def _is_oom(exc: BaseException) -> bool:
