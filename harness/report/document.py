@@ -24,8 +24,10 @@ def _machine(df: pd.DataFrame, every: pd.DataFrame) -> str:
     this one has not measured the suite), its facts and dates, and the other machines."""
     first = df.iloc[0]
     name = str(first.get("machine", ""))
+    suite = str(first.get("suite", "SUITE"))
     whose = ("this machine" if name == this_machine() else
-             "the reference: this machine has no rows here yet, `tvr run` measures them")
+             f"the reference: this machine has no rows here yet, `tvr run {suite}` measures "
+             "them")
     cols = [c for c in ("device", "device_name", "threads", "torch_version") if c in df]
     text = f"Measured on `{name}` ({whose}): " + ", ".join(f"{c} {first[c]}" for c in cols)
     if "measured_at" in df and df["measured_at"].notna().any():

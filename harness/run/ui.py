@@ -43,6 +43,24 @@ def ui_command(uri: str, out_dir: Path, port: int) -> tuple[list[str], dict[str,
     return argv, env
 
 
+def runs_links(uri: str, port: int) -> list[tuple[str, str]]:
+    """(experiment, link to its runs table) for every experiment with runs. MLflow 3's UI
+    opens an experiment on its GenAI overview, which shows no training runs; the link opens
+    the model-training view's runs table instead."""
+    from mlflow import MlflowClient
+
+    from harness.run.tracking import quiet_mlflow
+
+    quiet_mlflow()
+    client = MlflowClient(tracking_uri=uri)
+    links = []
+    for exp in client.search_experiments():
+        if client.search_runs([exp.experiment_id], max_results=1):
+            links.append((exp.name, f"http://127.0.0.1:{port}/#/experiments/"
+                                    f"{exp.experiment_id}/runs?workflowType=machine_learning"))
+    return links
+
+
 def serve_ui(uri: str | None, out_dir: Path, port: int) -> int:
     """Run the MLflow UI in the foreground until Ctrl-C; return its exit code (0 on Ctrl-C)."""
     if uri is None:
@@ -60,6 +78,8 @@ def serve_ui(uri: str | None, out_dir: Path, port: int) -> int:
     argv, env = ui_command(uri, out_dir, port)
     print(f"MLflow UI: http://127.0.0.1:{port}  (store {mask(uri)}; Ctrl-C stops it)",
           flush=True)
+    for name, link in runs_links(uri, port):
+        print(f"  runs of {name}: {link}", flush=True)
     proc = subprocess.Popen(argv, env=env)
     try:
         return proc.wait()

@@ -19,7 +19,7 @@ import pytest
 from harness.errors import BadInput
 from harness.run import ui
 from harness.run.tracking import Tracker
-from harness.run.ui import serve_ui, ui_command
+from harness.run.ui import runs_links, serve_ui, ui_command
 
 
 def _uri(out_dir: Path) -> str:
@@ -96,6 +96,10 @@ def test_ui_really_serves_the_store(out_dir: Path, tmp_path: Path) -> None:
         log.close()
     assert code == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.csv", "server.log"]
+    # the printed link opens the runs table of the model-training view, not GenAI's overview
+    links = dict(runs_links(_uri(out_dir), port))
+    assert links["ui"] == (f"{base}/#/experiments/{tracker.experiment_id}/runs"
+                           "?workflowType=machine_learning")
 
 
 def _fake_server(monkeypatch: pytest.MonkeyPatch, script: str) -> list[subprocess.Popen]:
