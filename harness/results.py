@@ -39,8 +39,10 @@ _FIT_RUNNERS = ("layer", "seq-ops", "path")  # an old `role` of these rows is Ta
 def _current_names(frame: pd.DataFrame) -> pd.DataFrame:
     """Old column names to today's, and a `machine`; the old `role` splits into `fit`
     (Table 1's layer and structural rows) and `study` (the training studies)."""
-    frame = frame.rename(columns={k: v for k, v in _RENAMED.items()
-                                  if k in frame and v not in frame})
+    # Old files only (they have `measure`): today `dilated` is also a ConvMixer config key.
+    if "measure" in frame and "runner" not in frame:
+        frame = frame.rename(columns={k: v for k, v in _RENAMED.items()
+                                      if k in frame and v not in frame})
     if "machine" not in frame:  # rows from before machines were named: their host names them
         frame["machine"] = frame["host"] if "host" in frame else ""
     if "role" in frame:
