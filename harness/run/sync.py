@@ -12,6 +12,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +24,14 @@ from harness.results import ID_COLUMNS, RESULTS_FILE, SERIES_FILE, read_results,
 from harness.run.store import mask
 
 
-def _param_keys() -> set[str]:
+@cache
+def _param_keys() -> frozenset[str]:
     """Columns that describe a point (params), whatever their type: the point's fields, its
     options' and every model and mixer config key; the other numbers are measurements."""
     options = (CompareOptions, PathOptions, TrainOptions, TaskSpec)
-    return {*ID_COLUMNS, "compile", "fit", "study", "task", "match", *models.config_keys(),
-            *(f.name for cls in options for f in dataclasses.fields(cls))}
+    return frozenset({*ID_COLUMNS, "compile", "fit", "study", "task", "match",
+                      *models.config_keys(),
+                      *(f.name for cls in options for f in dataclasses.fields(cls))})
 
 
 def split_row(row: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, float]]:
