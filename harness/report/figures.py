@@ -196,8 +196,8 @@ def _sign(fig: plt.Figure, df: pd.DataFrame) -> None:
     if "machine" in df and len(df):
         date = str(df["measured_at"].dropna().max())[:10] if "measured_at" in df and \
             df["measured_at"].notna().any() else ""
-        fig.text(0.995, 0.005, f"measured on {df['machine'].iloc[0]} {date}".strip(),
-                 ha="right", va="bottom", fontsize=7, color="0.4")
+        fig.text(0.995, 0.998, f"measured on {df['machine'].iloc[0]} {date}".strip(),
+                 ha="right", va="top", fontsize=7, color="0.4")
 
 
 def draw(out_dir: Path, suite: str, name: str | None = None,
