@@ -8,9 +8,11 @@ at most the point in flight, and --resume skips the points already "ok".
 
 from __future__ import annotations
 
+import tempfile
 import time
 import traceback
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,7 +22,7 @@ import torch
 
 from experiments.spec import Point
 from harness.errors import BadInput
-from harness.measure.machine import machine_facts
+from harness.measure.machine import environment_report, machine_facts
 from harness.results import (
     SERIES_FILE,
     append_row,
@@ -101,9 +103,15 @@ def run_point(point: Point, ctx: Context, max_memory: int | None
             torch.cuda.empty_cache()  # an OOM must not poison the next point
 
 
+def _params(point: Point) -> dict[str, Any]:
+    """What the point's MLflow run records as params before anything is measured."""
+    return {**point.fields(), **point.columns()}
+
+
 def _record(point: Point, result: Result, trace: str | None, path: Path,
-            device: torch.device, facts: dict[str, Any], tracker: Tracker) -> None:
-    """Write the point's row to `path` (curves and traceback beside it); log it to MLflow."""
+            device: torch.device, facts: dict[str, Any], tracker: Tracker,
+            run_id: str | None) -> None:
+    """Write the point's row to `path` (curves and traceback beside it); end its MLflow run."""
     if trace:  # the row keeps one line; the whole story goes beside it
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path.parent / "errors.log", "a", encoding="utf-8") as log:
@@ -122,7 +130,7 @@ def _record(point: Point, result: Result, trace: str | None, path: Path,
     texts = {k: v for k, v in result.values.items() if k not in numbers}
     tracker.log_point(point.point_id, {**fields, **columns, **texts}, numbers,
                       result.status, result.message, result.series, facts["machine"],
-                      device.type)
+                      device.type, run_id=run_id)
 
 
 def run_suite(
@@ -135,9 +143,13 @@ def run_suite(
     max_memory: int | None = None,
     min_run_time: float = 0.2,
     progress: bool = True,
+    description: str = "",
+    outputs: Callable[[], Iterable[Path]] | None = None,
 ) -> SweepSummary:
     """Measure every point not already done on this device of this machine; one results row
-    and one MLflow child run each."""
+    and one MLflow child run each. The parent run gets the summary metrics, the results
+    files, this machine's environment report and `outputs()` (tables, figures) as artifacts;
+    `description` is the experiment's note."""
     path = results_path(out_dir, suite)
     summary = SweepSummary(suite, path)
     machine = this_machine()
@@ -149,7 +161,7 @@ def run_suite(
     params = {"suite": suite, "device": str(device), "points": len(points),
               "min_run_time": min_run_time, "max_memory": max_memory, **facts}
     ctx = Context(device, min_run_time)
-    with Tracker(tracking_uri, suite, out_dir, params) as tracker:
+    with Tracker(tracking_uri, suite, out_dir, params, description, facts) as tracker:
         summary.synced = _sync_mine(tracker, path, device.type, machine)
         bar = progress_bar(todo, suite, enabled=progress)
         for point in bar:
@@ -158,15 +170,32 @@ def run_suite(
                 summary.resumed += 1
                 continue
             bar.set_postfix_str(point.point_id, refresh=True)
+            run_id = tracker.start_point(point.point_id, _params(point), machine, device.type)
             result, trace = run_point(point, ctx, max_memory)
-            _record(point, result, trace, path, device, facts, tracker)
+            _record(point, result, trace, path, device, facts, tracker, run_id)
             summary.statuses[result.status] += 1
         bar.close()
         summary.wall_s = time.perf_counter() - started
-        if path.exists():
-            tracker.log_artifact(path)
-        summary.tracking_off = None if tracker.error is None else str(tracker.error)
+        _finish(tracker, summary, path, outputs)
     return summary
+
+
+def _finish(tracker: Tracker, summary: SweepSummary, path: Path,
+            outputs: Callable[[], Iterable[Path]] | None) -> None:
+    """The parent run's summary metrics and artifacts; a failed store is noted in summary."""
+    if tracker.enabled and tracker.error is None:
+        tracker.log_summary({**{f"points_{s}": n for s, n in summary.statuses.items()},
+                             "points_resumed": summary.resumed, "wall_s": summary.wall_s})
+        files = [path, path.parent / SERIES_FILE, path.parent / "errors.log",
+                 *(outputs() if outputs is not None and path.exists() else ())]
+        for file in files:
+            if file.is_file():
+                tracker.log_artifact(file)
+        with tempfile.TemporaryDirectory() as tmp:  # the artifact store keeps its own copy
+            report = Path(tmp) / "environment.txt"
+            report.write_text(environment_report(), encoding="utf-8")
+            tracker.log_artifact(report)
+    summary.tracking_off = None if tracker.error is None else str(tracker.error)
 
 
 def _sync_mine(tracker: Tracker, path: Path, device: str, machine: str) -> int:
