@@ -6,28 +6,74 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-import experiments
-from experiments.spec import Point, TrainOptions
 from harness.cli.common import (
     DTYPE_CHOICE,
-    OUT_HELP,
     Bytes,
     Seconds,
+    complete_suites,
+    out_option,
     output_folder,
     store_uri,
 )
 from harness.errors import BadInput
 from harness.run.store import mask
 
+if TYPE_CHECKING:
+    from experiments.spec import Point
 
-@click.command("run")
-@click.argument("suite", type=click.Choice(experiments.suite_names()))
+STATUSES = ("ok", "oom", "diverged", "error", "skipped")  # harness.results.STATUSES
+
+RUN_EXAMPLES = """\b
+Examples:
+  tvr run smoke                      # seconds: every runner once, tiny sizes
+  tvr run quick                      # the complexity sweep and crossover
+  tvr run table1 --device cuda --max-memory 60GiB
+  tvr run convergence-quick --only lstm --only transformer
+  tvr run quick --fail-on error,oom  # exit 1 if any point failed (for CI)
+  tvr run quick --dry-run            # list the points, measure nothing
+"""
+
+
+class StatusList(click.ParamType):
+    """Comma-separated point statuses: error,oom."""
+
+    name = "STATUSES"
+
+    def convert(self, value, param, ctx) -> tuple[str, ...]:
+        if isinstance(value, tuple):
+            return value
+        names = tuple(v.strip() for v in str(value).split(",") if v.strip())
+        for name in names:
+            if name not in STATUSES:
+                self.fail(f"{name!r} is not a status; valid: {', '.join(STATUSES)}", param, ctx)
+        return names
+
+    def shell_complete(self, ctx, param, incomplete):  # noqa: ANN001, ANN201
+        from click.shell_completion import CompletionItem
+
+        done, _, last = incomplete.rpartition(",")
+        prefix = f"{done}," if done else ""
+        return [CompletionItem(prefix + s) for s in STATUSES if s.startswith(last)]
+
+
+def check_suite(suite: str) -> None:
+    import experiments
+
+    names = experiments.suite_names()
+    if suite not in names:
+        raise BadInput(f"unknown suite {suite!r}; valid: {', '.join(names)} (`tvr suites` "
+                       "describes them)")
+
+
+@click.command("run", epilog=RUN_EXAMPLES)
+@click.argument("suite", metavar="SUITE", shell_complete=complete_suites)
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
               show_default=True, help="auto = cuda when available, else cpu.")
-@click.option("--out", default="results", show_default=True, help=OUT_HELP)
+@out_option
 @click.option("--tracking-uri", default=None,
               help="MLflow store; default $MLFLOW_TRACKING_URI, else sqlite:///<out>/mlflow.db; "
                    "'none' disables tracking.")
@@ -50,12 +96,19 @@ from harness.run.store import mask
                                  "task instead of the King James Bible.")
 @click.option("--only", multiple=True, metavar="NAME",
               help="Only the points of this mixer or model (repeatable), e.g. --only lstm.")
+@click.option("--fail-on", type=StatusList(), default="", metavar="STATUSES",
+              help="Exit 1 when any point ends with one of these statuses, e.g. error,oom "
+                   "(default: a finished sweep exits 0 whatever its points' statuses).")
 def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume: bool,
             dry_run: bool, max_memory: int | None, min_run_time: float, dtype: str | None,
-            compile_: bool, corpus: str | None, only: tuple[str, ...]) -> None:
-    """Measure every point of SUITE; one results row and one MLflow run per point."""
+            compile_: bool, corpus: str | None, only: tuple[str, ...],
+            fail_on: tuple[str, ...]) -> None:
+    """Measure every point of SUITE (`tvr suites` lists them); one results row and one
+    MLflow run per point."""
+    import experiments
     from harness.run import sweep
 
+    check_suite(suite)
     points = experiments.points(suite)
     if only:
         names = sorted({p.subject for p in points})
@@ -88,20 +141,66 @@ def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume:
     dev = sweep.resolve_device(device)
     out_dir = output_folder(out)
     uri = store_uri(out_dir, tracking_uri)
-    summary = _sweep(name, points, dev, out_dir, uri, resume, max_memory, min_run_time)
+    summary = _sweep(name, points, dev, out_dir, uri, resume, max_memory, min_run_time,
+                     description=_describe(suite, name), outputs=lambda: _outputs(out_dir, name))
     click.echo(summary.line())
     if variant:
         click.echo(f"tables and figures: tvr table --suite {name}; tvr plot all --suite {name}")
     if uri and summary.tracking_off is None:
-        click.echo(f"MLflow: {mask(uri)} (browse with `tvr ui --out {out}`)")
+        _print_links(uri, name, out)
+    failed = {s: n for s, n in summary.statuses.items() if s in fail_on}
+    if failed:
+        counts = ", ".join(f"{n} {s}" for s, n in sorted(failed.items()))
+        click.echo(f"failing: {counts} (--fail-on {','.join(fail_on)}); see "
+                   f"{summary.results.parent / 'errors.log'}", err=True)
+        raise SystemExit(1)
 
 
-def _sweep(name: str, points: list[Point], dev, out_dir: Path, *args):  # noqa: ANN001, ANN202
+def _describe(suite: str, name: str) -> str:
+    """The suite's MLflow experiment description."""
+    import experiments
+
+    return (f"{experiments.describe(suite)}\n\nEach child run is one point of suite `{name}` "
+            "(named by what tells it apart: mixer or model, n, d, config); the parent run of "
+            "each `tvr run` holds the summary, the results CSV, tables, figures and the "
+            "machine's environment report. Written by tvr-bench.")
+
+
+def _outputs(out_dir: Path, name: str) -> list[Path]:
+    """The suite's tables and figures, regenerated from its results (MLflow artifacts). The
+    rows are stored already: a report that fails here costs a warning, not the run."""
+    from harness.report.document import suite_section
+
+    try:
+        return suite_section(out_dir, name)[1]
+    except Exception as e:  # noqa: BLE001 -- said on stderr; `tvr report` shows it again
+        click.echo(f"warning: the tables and figures of {name} were not attached to MLflow: "
+                   f"{type(e).__name__}: {e}".splitlines()[0], err=True)
+        return []
+
+
+def _print_links(uri: str, name: str, out: str) -> None:
+    """Where to see the runs: the link to this suite's runs table in the MLflow UI."""
+    from harness.run.store import is_remote
+    from harness.run.ui import DEFAULT_PORT, runs_links
+
+    if is_remote(uri):
+        links = runs_links(uri, base=uri.rstrip("/"))
+        click.echo(f"MLflow: {mask(uri)}")
+    else:
+        links = runs_links(uri, DEFAULT_PORT)
+        click.echo(f"MLflow: {mask(uri)}; browse with `tvr ui --out {out}`, then open")
+    for experiment, link in links:
+        if experiment == name:
+            click.echo(f"  {link}")
+
+
+def _sweep(name: str, points: list[Point], dev, out_dir: Path, *args, **kwargs):  # noqa: ANN001, ANN202
     """run_suite, with a stop signal or a failed write ending the command in one line."""
     from harness.run import sweep
 
     with _stopping(out_dir / name / "results.csv"):
-        return sweep.run_suite(name, points, dev, out_dir, *args)
+        return sweep.run_suite(name, points, dev, out_dir, *args, **kwargs)
 
 
 @contextmanager
@@ -139,6 +238,8 @@ def _check_utf8(path: str) -> None:
 
 def _with_corpus(point: Point, path: str) -> Point:
     """The point trained on the text at `path` if it is a corpus-task point."""
+    from experiments.spec import TrainOptions
+
     opts = point.options
     if not isinstance(opts, TrainOptions) or opts.task.name != "corpus":
         return point
@@ -146,8 +247,12 @@ def _with_corpus(point: Point, path: str) -> Point:
     return replace(point, options=replace(opts, task=replace(opts.task, keywords=keywords)))
 
 
-@click.command("bench")
-@click.option("--out", default="results", show_default=True, help=OUT_HELP)
+@click.command("bench", epilog="""\b
+Examples:
+  tvr bench --quick             # the headline sizes only
+  tvr bench --threads 1         # steadier on cores shared with other jobs
+  tvr bench --profile           # torch.profiler's per-op table instead of timing""")
+@out_option
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
               show_default=True, help="auto = cuda when available, else cpu.")
 @click.option("--dtype", type=click.Choice(["auto", *DTYPE_CHOICE.choices]), default="auto",

@@ -46,7 +46,22 @@ def test_run_logs_parent_and_nested_runs_to_mlflow(smoke_out):
     child = children[0]
     assert child.data.tags["status"] == "ok"
     assert child.data.metrics["flops_fwd"] > 0 and "seq_len" in child.data.params
-    assert any(a.path == "results.csv" for a in client.list_artifacts(parents[0].info.run_id))
+    assert re.fullmatch(r"\S+ n=\d+ d=\d+", child.info.run_name), child.info.run_name
+    artifacts = {a.path for a in client.list_artifacts(parents[0].info.run_id)}
+    assert {"results.csv", "environment.txt", "crossover.png", "complexity.md"} <= artifacts
+    assert parents[0].data.metrics["points_ok"] == len(experiments.points("smoke"))
+    assert "PyTorch version" in (smoke_out / "mlartifacts").joinpath(
+        "smoke", parents[0].info.run_id, "artifacts", "environment.txt").read_text()
+
+
+def test_table_json(smoke_out):
+    import json
+
+    result = tvr("table", "--out", str(smoke_out), "--suite", "smoke", "--format", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["suite"] == "smoke" and doc["machine"]
+    assert {r["layer"] for r in doc["rows"]} >= {"self-attention", "lstm"}
 
 
 def test_table_formats(smoke_out):
