@@ -79,7 +79,7 @@ def suites_cmd() -> None:
 
 for command in (run.run_cmd, run.bench_cmd, report.table_cmd, report.plot_cmd,
                 report.report_cmd, report.compare_cmd, store.sync_cmd, store.doctor_cmd,
-                store.ui_cmd):
+                store.ui_cmd, report.claims_cmd):
     cli.add_command(command)
 
 

@@ -77,6 +77,19 @@ def report_cmd(out: str, suite: str | None) -> None:
     click.echo(str(report.write_report(Path(out), suite)))
 
 
+@click.command("claims")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "csv", "json"]),
+              default="markdown", show_default=True)
+@click.option("--out", default="results", show_default=True, help=OUT_HELP)
+def claims_cmd(fmt: str, out: str) -> None:
+    """The claims ledger: each claim of the paper, the points that test it, the measured
+    numbers with their uncertainty, a verdict and the rule that chose it. Reads stored
+    results only; a claim without them names the suite to run."""
+    from harness.report.claims import ledger, render
+
+    click.echo(render(ledger(Path(out)), fmt), nl=False)
+
+
 @click.command("compare")
 @click.argument("a", required=False)
 @click.argument("b", required=False)
