@@ -102,6 +102,10 @@ def judge(claim: Claim, stored: Stored) -> Evidence:
     except Missing as gap:
         return Evidence("", gap.what, not_measured(gap.suite, stored.out_dir),
                         "no verdict without the suite's results")
+    except KeyError as column:  # rows of an older or partial run that lack a measured column
+        return Evidence("", f"the {claim.suite} results have no {column} column",
+                        not_measured(claim.suite, stored.out_dir),
+                        "no verdict without the suite's results")
 
 
 def all_claims() -> list[Claim]:

@@ -69,7 +69,7 @@ def spread(values, digits: int = 3, unit: str = "") -> str:
     mean = float(np.mean(vals))
     half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, len(vals) - 1)
                  * np.std(vals, ddof=1) / np.sqrt(len(vals)))
-    return (f"{fmt(mean, digits)}{unit} ± {fmt(half, 2)}{unit} "
+    return (f"{fmt(mean, digits)}{unit} ± {fmt(half, digits)}{unit} "
             f"(mean, 95% t-interval over {len(vals)} seeds)")
 
 
