@@ -71,10 +71,15 @@ def plot_cmd(name: str, out: str, suite: str) -> None:
 @click.option("--out", default="results", show_default=True, help=OUT_HELP)
 @click.option("--suite", default=None, help="Only this suite [default: every suite in --out].")
 def report_cmd(out: str, suite: str | None) -> None:
-    """Write <out>/REPORT.md: every suite's tables and figures, with the machine they ran on."""
+    """Write <out>/REPORT.md: the claims ledger and every suite's tables and figures, with
+    the machine they ran on; then the generated blocks of the README.md beside <out>."""
     from harness.report import document as report
+    from harness.report.readme import update_readme
 
     click.echo(str(report.write_report(Path(out), suite)))
+    readme = Path(out).resolve().parent / "README.md"
+    if suite is None and readme.is_file() and update_readme(readme, Path(out)):
+        click.echo(str(readme))
 
 
 @click.command("claims")
