@@ -85,3 +85,16 @@ def test_paired_differences_say_when_they_are_inside_the_noise():
     five = pd.DataFrame({"seed": range(5), "v": [1.0, 2, 3, 4, 5]})
     tested = paired(five, five.assign(v=five["v"] + [1.0, 1.1, 0.9, 1.05, 0.95]), "v")
     assert tested.p_value is not None and tested.p_value < 0.05 and not tested.inside_noise
+
+
+def test_figure_bands_are_named_for_what_they_are():
+    from harness.report.curves import band, caption
+
+    few = pd.DataFrame({"seed": [0, 1, 0, 1], "model": ["a", "a", "b", "b"],
+                        "n_params": [1e5] * 4, "steps": [400] * 4, "device": ["cpu"] * 4,
+                        "device_name": ["X"] * 4})
+    assert band(few) == ("pi", 100)
+    assert caption(few).startswith("2 seeds per configuration; band: min to max of the seeds")
+    assert "100k parameters, up to 400 steps, cpu (X)" in caption(few)
+    many = pd.concat([few.assign(seed=few["seed"] + k) for k in range(0, 6, 2)])
+    assert band(many) == ("ci", 95) and "95% bootstrap CI" in caption(many)
