@@ -79,8 +79,9 @@ def table1_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
 
 def study_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
     """Convergence and ablation studies: one summary table per study and runner."""
-    lines = ["Means over seeds; `reached` counts the seeds that hit the target accuracy, "
-             "`steps_to_target` averages over those.", ""]
+    lines = ["Means over seeds (each configuration's seed count is in `seeds`); "
+             "`steps_to_target` lists each seed, \"> N\" for one that never reached the "
+             "target within its N steps; `reached` counts those that did.", ""]
     for spec, table in study_tables(df):
         lines += [f"### {spec.title}", "",
                   _save_table(out_dir, suite, f"{spec.study}-{spec.runner}", table)]
