@@ -20,12 +20,15 @@ from harness.report.claims import (
     Missing,
     Stored,
 )
+from harness.report.parallel import projection_table, scaling_table
 from harness.report.stats import Fit, fmt, loglog_fit
 from harness.report.tables import crossover_table
 
 EXP_TOL = 0.1  # a fitted exponent within this of the paper's integer matches it
 TIME_TOL = 0.3  # measured-time exponents: looser (a whole layer has lower-order terms)
 UTILISATION_GAP = 2.0  # attention's achieved FLOP/s over the LSTM's that counts as "idle"
+MIN_SPEEDUP = 1.1  # below this no layer gains from more threads: no idle core to use
+EFFICIENCY_GAP = 0.1  # attention's parallel efficiency over the LSTM's that counts
 
 
 def _fit_rows(stored: Stored, fit: str, mixer: str, **where) -> pd.DataFrame:
@@ -113,6 +116,38 @@ def parallel_hardware(stored: Stored) -> Evidence:
         f"achieved forward rate: attention {fmt(rate['self-attention'])} GFLOP/s, LSTM "
         f"{fmt(rate['lstm'])} GFLOP/s (ratio {fmt(ratio)}; one timing per point, median of "
         "its timed calls)", verdict, rule, _layer_scale(at))
+
+
+def parallel_threads(stored: Stored) -> Evidence:
+    """CPU threads: measured parallel efficiency at the longest n, and the projection."""
+    df = stored.rows("parallel")
+    scaling, projection = scaling_table(df), projection_table(df)
+    n = int(scaling["seq_len"].max())
+    at = scaling[scaling["seq_len"] == n].set_index("mixer")
+    attn, lstm = at.loc["self-attention"], at.loc["lstm"]
+    if attn["threads"] < 2 or at["speedup"].max() < MIN_SPEEDUP:
+        verdict = NOT_HERE
+    else:
+        gap = attn["efficiency"] - lstm["efficiency"]
+        verdict = (SUPPORTS if gap >= EFFICIENCY_GAP else CONTRADICTS if gap <= 0
+                   else QUALIFIED)
+    proj = projection[projection["seq_len"] == n].set_index("mixer")
+    measured = "; ".join(f"{m}: speed-up {fmt(r['speedup'])} on {int(r['threads'])} threads "
+                         f"(efficiency {fmt(r['efficiency'])})" for m, r in at.iterrows())
+    measured += (f" at n = {n}, {int(at['batch_size'].iloc[0])} sequences. Work-span "
+                 f"projection (Brent's bound, not a measurement; tau = "
+                 f"{fmt(proj['tau_ms'].iloc[0] * 1e3)} us per dependent step): more "
+                 "processors stop helping near P = " + ", ".join(
+                     f"{fmt(r['P_span'])} ({m}, depth {int(r['span_ops'])})"
+                     for m, r in proj.iterrows()))
+    return Evidence(
+        "parallel: each layer at 4096 tokens per batch on 1 thread up to every core; depth and "
+        "time per dependent step measured at 1 thread", measured, verdict,
+        f"not measured on this hardware if no layer speeds up by {MIN_SPEEDUP}x with more "
+        f"threads (no idle core, e.g. a shared machine); else supports if attention's "
+        f"efficiency beats the LSTM's by {EFFICIENCY_GAP} at the longest n, contradicts if it "
+        "does not beat it, else qualified. The projection is labelled as such and decides "
+        "nothing", _layer_scale(df))
 
 
 def path_length(stored: Stored) -> Evidence:
@@ -219,6 +254,8 @@ CLAIMS = [
           "table1", "table1/sequential-ops.png", sequential_ops),
     Claim("parallel-hardware", "Sequential computation keeps recurrence from using parallel "
           "hardware fully", "table1", "table1/fixed-tokens.png", parallel_hardware),
+    Claim("parallel-threads", "Recurrence cannot use parallel hardware (CPU threads, and a "
+          "work-span projection to P = 10^5)", "parallel", "", parallel_threads),
     Claim("path-length", "Maximum path length: O(1) for self-attention, O(n) for recurrence",
           "table1", "table1/path-length.png", path_length),
     Claim("complexity", "Per-layer cost: O(n^2 d) for self-attention, O(n d^2) for recurrence",

@@ -88,10 +88,27 @@ def study_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
     return lines
 
 
+def parallel_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
+    """Thread scaling and the work-span projection of suite `parallel`."""
+    from harness.report.parallel import projection_table, scaling_table
+
+    return ["### Speed-up over CPU threads (measured)", "",
+            "Forward time at a fixed number of tokens per batch on 1 thread and on the most "
+            "threads; efficiency = speed-up / threads. One timing per point (median of its "
+            "timed calls); on a shared machine the other cores may be busy.", "",
+            _save_table(out_dir, suite, "scaling", scaling_table(df)),
+            "### Work-span projection (Brent's bound; a projection, not a measurement)", "",
+            "ms_P<p> = T1 / p + depth * tau: T1 the measured one-thread time, depth the "
+            "layer's measured sequential depth, tau the smallest measured time per dependent "
+            "step. P_span = T1 / (depth * tau): past it more processors barely help.", "",
+            _save_table(out_dir, suite, "projection", projection_table(df))]
+
+
 # (predicate on a suite's results, section) in order; the first that applies is used
 SECTIONS: list[tuple[Callable[[str, pd.DataFrame], bool], Callable[..., list[str]]]] = [
     (lambda suite, df: is_table1(df), table1_section),
     (lambda suite, df: (df["runner"] == "layer").any(), layer_section),
+    (lambda suite, df: (df["runner"] == "threads").any(), parallel_section),
     (lambda suite, df: df["runner"].isin(STUDY_RUNNERS).any(), study_section),
 ]
 

@@ -181,6 +181,17 @@ def bench(out: Path) -> str:
             f"{_machine(df)} (median over {len(ratio)} bench points).")
 
 
+def parallel(out: Path) -> str:
+    from harness.report.parallel import projection_table, scaling_table
+
+    df = _rows(out, "parallel")
+    proj = projection_table(df)[["mixer", "seq_len", "span_ops", "ms_1_thread", "ms_P100",
+                                 "ms_P10000", "P_span"]]
+    return (f"Measured on {_machine(df)}, {len(df)} points:\n\n"
+            + markdown_table(scaling_table(df)) + "\n\nWork-span projection (Brent's bound, "
+            "not a measurement):\n\n" + markdown_table(proj) + "\n")
+
+
 def claims(out: Path) -> str:
     table = ledger(out)
     summary = table[["claim", "verdict"]]
@@ -190,7 +201,7 @@ def claims(out: Path) -> str:
 
 BLOCKS: dict[str, Callable[[Path], str]] = {
     "run-times": run_times, "crossover": crossover, "table1": table1_block, "bench": bench,
-    "claims": claims,
+    "claims": claims, "parallel": parallel,
     **{f"study-{name}": (lambda out, name=name: study(out, name))
        for name in [*STUDIES, "gradient-distance"]},
 }

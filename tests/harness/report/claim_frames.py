@@ -164,3 +164,19 @@ def norm_rows(loss: dict[tuple[str, int, int], tuple]) -> list[dict]:
                        grad_norm_last_over_first=1.5 if norm == "post" else 0.7)
              for norm in ("post", "pre") for depth in (6, 12) for s in SEEDS]
     return rows
+
+
+def parallel_rows(speedup: dict[str, float]) -> list[dict]:
+    """Thread-scaling rows: 1 and 2 threads at n = 64 and 1024, time / speedup[mixer] at 2."""
+    rows = []
+    for mixer, gain in speedup.items():
+        for n in (64, 1024):
+            depth = 8 if mixer == "self-attention" else 8 * n
+            rows.append({"runner": "threads", "mixer": mixer, "seq_len": n, "d_model": 128,
+                         "batch_size": 4096 // n, "threads_used": 1, "fwd_ms": 10.0,
+                         "flops_fwd": 1e9, "span_ops": depth, "step_ms": 0.002,
+                         "batch1_ms": 0.002 * depth})
+            rows.append({"runner": "threads", "mixer": mixer, "seq_len": n, "d_model": 128,
+                         "batch_size": 4096 // n, "threads_used": 2, "fwd_ms": 10.0 / gain,
+                         "flops_fwd": 1e9})
+    return rows

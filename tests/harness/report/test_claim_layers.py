@@ -1,5 +1,6 @@
 """Verdict rules of the layer claims, on made-up results that must yield each verdict."""
 
+import pandas as pd
 import pytest
 
 from harness.report import claim_layers as rules
@@ -15,6 +16,7 @@ from harness.report.claims import (
 from tests.harness.report.claim_frames import (
     CLOSED_FORM,
     gpu_rows,
+    parallel_rows,
     quick_rows,
     table1_rows,
     write_suite,
@@ -94,3 +96,29 @@ def test_a_fit_of_fewer_than_four_points_gives_no_verdict(tmp_path):
     evidence = judge(claim, Stored(tmp_path))
     assert evidence.verdict.startswith("not measured")
     assert "fewer than 4" in evidence.measured
+
+
+@pytest.mark.parametrize("gains, verdict", [
+    ({"self-attention": 1.9, "lstm": 1.2, "gru": 1.2}, SUPPORTS),
+    ({"self-attention": 1.5, "lstm": 1.4, "gru": 1.4}, QUALIFIED),
+    ({"self-attention": 1.2, "lstm": 1.9, "gru": 1.9}, CONTRADICTS),
+    ({"self-attention": 0.5, "lstm": 0.1, "gru": 0.1}, NOT_HERE),  # no idle core
+])
+def test_parallel_threads(tmp_path, gains, verdict):
+    write_suite(tmp_path, "parallel", parallel_rows(gains))
+    evidence = rules.parallel_threads(Stored(tmp_path))
+    assert evidence.verdict == verdict
+    assert "projection" in evidence.measured
+
+
+def test_projection_is_brents_bound(tmp_path):
+    from harness.report.parallel import projection_table
+
+    frame = pd.DataFrame(parallel_rows({"self-attention": 1.0, "lstm": 1.0})).assign(
+        status="ok")
+    proj = projection_table(frame).set_index(["mixer", "seq_len"])
+    lstm = proj.loc[("lstm", 1024)]
+    # T_P = T1 / P + depth * tau with T1 = 10 ms, depth 8192, tau 0.002 ms
+    assert lstm["ms_P100"] == pytest.approx(10 / 100 + 8192 * 0.002)
+    assert lstm["P_span"] == pytest.approx(10 / (8192 * 0.002))
+    assert proj.loc[("self-attention", 1024), "P_span"] == pytest.approx(10 / (8 * 0.002))
