@@ -13,6 +13,7 @@ SUITES: dict[str, Callable[[], list[Point]]] = {
     "complexity": complexity.complexity,
     "table1": table1.table1,
     "parallel": parallel.parallel,
+    "identities": parallel.identities,
     "bench": bench.bench,
     "complexity-gpu": gpu.complexity_gpu,
     "complexity-gpu-quick": gpu.complexity_gpu_quick,

@@ -1,4 +1,6 @@
-"""Parallel hardware without a GPU: each layer's time at a fixed token count on 1 thread up to
+"""Parallel hardware without a GPU, and the paper's exact identities.
+
+Parallel hardware without a GPU: each layer's time at a fixed token count on 1 thread up to
 every core of this machine, for parallel efficiency over n, with what a work-span projection
 needs (counted FLOPs, sequential depth, time per dependent step) measured at 1 thread.
 
@@ -36,3 +38,11 @@ def parallel() -> list[Point]:
     1 thread up to every core: parallel efficiency and a work-span projection (about a
     minute on 2 cores)."""
     return parallel_points("parallel", (64, 256, 1024))
+
+
+def identities() -> list[Point]:
+    """Permutation equivariance of self-attention (an LSTM beside it, which is not) and the
+    linear shift of sinusoidal positions, at n = 64, d = 64, 3 seeds (seconds)."""
+    return [Point("identities", "identities", mixer, 64, 64, 1, seed=s,
+                  config=config({"n_heads": 4} if mixer == "self-attention" else {}))
+            for mixer in ("self-attention", "lstm") for s in range(3)]

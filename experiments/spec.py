@@ -16,7 +16,8 @@ from typing import Any
 
 Config = tuple[tuple[str, Any], ...]  # sorted (key, value) pairs: hashable, stable order
 
-LAYER_RUNNERS = ("layer", "compare", "seq-ops", "path", "threads")  # subject: a mixer kind
+# subject: a mixer kind
+LAYER_RUNNERS = ("layer", "compare", "seq-ops", "path", "threads", "identities")
 MODEL_RUNNERS = ("train", "attn-init", "layer-grads", "grad-distance")  # subject is a model
 
 

@@ -16,7 +16,6 @@ from harness.report.claim_training import (
 )
 from harness.report.claims import (
     CONTRADICTS,
-    NO_SUITE,
     QUALIFIED,
     SUPPORTS,
     Claim,
@@ -59,10 +58,47 @@ def order_needs_positions(stored: Stored) -> Evidence:
         _scale(rows))
 
 
+EXACT = 1e-9  # float64: a relative error below this is an identity holding exactly
+ROUNDING = 1e-5  # the float32 sinusoid table: residuals below this are rounding
+BROKEN = 1e-3  # a relative error above this is the identity failing
+
+
+def equivariance(stored: Stored) -> Evidence:
+    rows = stored.rows("identities")
+    err = {m: g["equivariance_error"] for m, g in rows.groupby("mixer")}
+    if "self-attention" not in err:
+        raise Missing("identities", "suite identities has no self-attention rows")
+    holds = err["self-attention"].max() <= EXACT
+    control = "lstm" in err and err["lstm"].min() >= BROKEN  # the check can fail
+    verdict = CONTRADICTS if not holds else SUPPORTS if control else QUALIFIED
+    return Evidence(
+        "identities: one mixer without positions, float64, a random permutation per seed",
+        "largest |f(xP) - f(x)P| / |f(x)|: " + "; ".join(
+            f"{m} {spread(v)}" for m, v in err.items()),
+        verdict,
+        f"supports if self-attention's error is at most {EXACT:g} on every seed while the "
+        f"LSTM's (a control the check must catch) is at least {BROKEN:g}; contradicts if "
+        "attention's is larger; qualified without a failing control", _identity_scale(rows))
+
+
 def pe_linear(stored: Stored) -> Evidence:
-    return Evidence("", "no suite stores a measurement of it; tests/models/test_blocks.py "
-                    "checks the identity exactly for every offset it tries", NO_SUITE,
-                    "no verdict without a stored measurement")
+    rows = stored.rows("identities")
+    residual = float(rows["pe_shift_residual"].max())
+    verdict = SUPPORTS if residual <= ROUNDING else CONTRADICTS if residual > BROKEN \
+        else QUALIFIED
+    first = rows.iloc[0]
+    return Evidence(
+        f"identities: least-squares M_k with PE[pos + k] = PE[pos] M_k over "
+        f"{int(first['pe_positions'])} positions, k = {first['pe_shifts']}",
+        f"largest relative residual {residual:.2g} (the table is float32)", verdict,
+        f"supports if the residual is at most {ROUNDING:g} (rounding), contradicts above "
+        f"{BROKEN:g}, else qualified", _identity_scale(rows))
+
+
+def _identity_scale(rows: pd.DataFrame) -> str:
+    first = rows.iloc[0]
+    return (f"n = {int(first['seq_len'])}, d = {int(first['d_model'])}, "
+            f"{rows['seed'].nunique()} seeds, machine {first.get('machine', '?')}")
 
 
 def extrapolation(stored: Stored) -> Evidence:
@@ -166,9 +202,12 @@ def pre_ln_no_warmup(stored: Stored) -> Evidence:
 
 
 CLAIMS = [
-    Claim("order", "Attention is permutation-equivariant: order must be injected by positional "
-          "encodings", SUITE, f"{SUITE}/positional.png", order_needs_positions),
-    Claim("pe-linear", "PE[pos+k] is a linear function of PE[pos]", SUITE, "", pe_linear),
+    Claim("equivariance", "Self-attention without positions is permutation-equivariant",
+          "identities", "", equivariance),
+    Claim("order", "Token order must therefore be injected by positional encodings", SUITE,
+          f"{SUITE}/positional.png", order_needs_positions),
+    Claim("pe-linear", "PE[pos+k] is a linear function of PE[pos]", "identities", "",
+          pe_linear),
     Claim("extrapolation", "Sinusoidal encodings let the model extrapolate to unseen lengths",
           SUITE, f"{SUITE}/positional.png", extrapolation),
     Claim("table3-positions", "Table 3 (E): learned positional embeddings give nearly "

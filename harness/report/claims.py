@@ -25,7 +25,6 @@ QUALIFIED = "supports with a qualification"
 CONTRADICTS = "contradicts"
 NOT_HERE = "not measured on this hardware"
 VERDICTS = (SUPPORTS, QUALIFIED, CONTRADICTS, NOT_HERE)
-NO_SUITE = "not measured: no suite measures it"
 GPU_DIR = "gpu"  # <out>/gpu: results measured on a GPU (scripts/gpu-check writes them)
 FORMATS = ("markdown", "csv", "json")
 
@@ -47,7 +46,7 @@ def not_measured(suite: str, out_dir: Path = Path("results")) -> str:
 class Evidence:
     points: str  # the study and points that test the claim
     measured: str  # the numbers, with their uncertainty
-    verdict: str  # one of VERDICTS, not_measured(suite) or NO_SUITE
+    verdict: str  # one of VERDICTS, or not_measured(suite)
     rule: str  # the rule that chose the verdict, thresholds included
     scale: str = ""  # parameters, steps, device
 

@@ -104,11 +104,23 @@ def parallel_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
             _save_table(out_dir, suite, "projection", projection_table(df))]
 
 
+def identities_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
+    """Permutation equivariance and the sinusoids' linear shift, per mixer and seed."""
+    cols = ["mixer", "seed", "seq_len", "d_model", "equivariance_error", "pe_shift_residual"]
+    table = df[df["status"] == "ok"][[c for c in cols if c in df]]
+    return ["### Identities", "",
+            "`equivariance_error`: largest |f(xP) - f(x)P| / |f(x)| in float64 (the LSTM is a "
+            "control that must fail); `pe_shift_residual`: relative residual of the best "
+            "linear map PE[pos] -> PE[pos + k] (float32 table).", "",
+            _save_table(out_dir, suite, "identities", table)]
+
+
 # (predicate on a suite's results, section) in order; the first that applies is used
 SECTIONS: list[tuple[Callable[[str, pd.DataFrame], bool], Callable[..., list[str]]]] = [
     (lambda suite, df: is_table1(df), table1_section),
     (lambda suite, df: (df["runner"] == "layer").any(), layer_section),
     (lambda suite, df: (df["runner"] == "threads").any(), parallel_section),
+    (lambda suite, df: (df["runner"] == "identities").any(), identities_section),
     (lambda suite, df: df["runner"].isin(STUDY_RUNNERS).any(), study_section),
 ]
 

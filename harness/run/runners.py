@@ -141,12 +141,43 @@ def _span(point: Point, ctx: Context) -> dict[str, float | int]:
             "step_ms": batch1.median_ms / depth}
 
 
+SHIFTS = (1, 7, 31)  # offsets k for PE[pos + k] = PE[pos] M_k
+
+
+def run_identities(point: Point, ctx: Context) -> Result:
+    """Two identities the paper states, measured: how far the mixer is from permutation
+    equivariance (float64: |f(x P) - f(x) P| / |f(x)|, largest entry), and how far the
+    sinusoidal table is from PE[pos + k] = PE[pos] M_k (the least-squares M_k's relative
+    residual over 8 d positions, largest over SHIFTS; the table is float32, so the
+    residual is float32 rounding, not zero)."""
+    torch.manual_seed(point.seed)
+    n, d = point.seq_len, point.d_model
+    mixer = models.mixer(point.subject, d, **dict(point.config)).to(ctx.device,
+                                                                     torch.float64).eval()
+    x = torch.randn(1, n, d, dtype=torch.float64, device=ctx.device)
+    perm = torch.randperm(n, device=ctx.device)
+    with torch.no_grad():
+        y = mixer(x)
+        err = (mixer(x[:, perm]) - y[:, perm]).abs().max() / y.abs().max()
+    # 8d positions: with fewer than d + k rows a d x d map fits any table exactly
+    positions = 8 * d
+    pe = models.blocks.sinusoid_table(positions, d).double()
+    residuals = []
+    for k in SHIFTS:
+        src, dst = pe[: positions - k], pe[k:]
+        m = torch.linalg.lstsq(src, dst).solution  # (d, d)
+        residuals.append(float(torch.linalg.norm(src @ m - dst) / torch.linalg.norm(dst)))
+    return Result({"equivariance_error": float(err), "pe_shift_residual": max(residuals),
+                   "pe_shifts": " ".join(map(str, SHIFTS)), "pe_positions": positions})
+
+
 RUNNERS: dict[str, Runner] = {
     "layer": run_layer,  # time, FLOPs, memory of one mixer
     "compare": run_compare,  # ours vs PyTorch's layer, interleaved (tvr bench)
     "seq-ops": run_seq_ops,  # Table 1's sequential operations (autograd graph depth)
     "path": run_path,  # Table 1's maximum path length
     "threads": run_threads,  # a layer on 1..all CPU threads, and its span at 1 thread
+    "identities": run_identities,  # permutation equivariance, sinusoid shift linearity
     "train": run_train,  # train a model on a task: final metrics + curves
     "attn-init": run_attn_init,  # q.k variance, attention entropy, softmax Jacobian at init
     "layer-grads": run_layer_grads,  # per-layer gradient norm at init

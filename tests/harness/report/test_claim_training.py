@@ -4,7 +4,7 @@ import pytest
 
 from harness.report import claim_positions as pos
 from harness.report import claim_training as rules
-from harness.report.claims import CONTRADICTS, NO_SUITE, QUALIFIED, SUPPORTS, Stored
+from harness.report.claims import CONTRADICTS, QUALIFIED, SUPPORTS, Stored
 from tests.harness.report.claim_frames import (
     attn_init_rows,
     ffn_rows,
@@ -138,5 +138,23 @@ def test_pre_ln_no_warmup(tmp_path, cold, seeds, verdict):
     assert _verdict(tmp_path, pos.pre_ln_no_warmup, rows) == verdict
 
 
-def test_pe_linearity_has_no_stored_measurement(tmp_path):
-    assert pos.pe_linear(Stored(tmp_path)).verdict == NO_SUITE
+def _identities(tmp_path, attn_err, lstm_err, residual):
+    rows = [{"runner": "identities", "mixer": m, "seq_len": 64, "d_model": 64, "seed": s,
+             "equivariance_error": err, "pe_shift_residual": residual, "pe_positions": 512,
+             "pe_shifts": "1 7 31"}
+            for m, err in (("self-attention", attn_err), ("lstm", lstm_err)) for s in (0, 1)]
+    write_suite(tmp_path, "identities", rows)
+    return Stored(tmp_path)
+
+
+@pytest.mark.parametrize("attn_err, lstm_err, verdict", [
+    (1e-16, 0.8, SUPPORTS), (1e-16, 1e-16, QUALIFIED), (1e-3, 0.8, CONTRADICTS)])
+def test_equivariance(tmp_path, attn_err, lstm_err, verdict):
+    stored = _identities(tmp_path, attn_err, lstm_err, 1e-8)
+    assert pos.equivariance(stored).verdict == verdict
+
+
+@pytest.mark.parametrize("residual, verdict", [
+    (2e-8, SUPPORTS), (1e-4, QUALIFIED), (0.9, CONTRADICTS)])
+def test_pe_linear(tmp_path, residual, verdict):
+    assert pos.pe_linear(_identities(tmp_path, 1e-16, 0.8, residual)).verdict == verdict

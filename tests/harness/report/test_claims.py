@@ -19,10 +19,8 @@ COMMITTED = Path(__file__).resolve().parents[3] / "results"
 def test_committed_results_give_every_claim_a_verdict():
     table = ledger(COMMITTED)
     assert len(table) == len(all_claims())
-    measured = table[table["verdict"].isin(VERDICTS)]
-    # every claim but the one no suite measures has a verdict from the committed results
-    assert len(measured) == len(table) - 1, table[~table["verdict"].isin(VERDICTS)]
-    assert (measured["rule"] != "").all() and (measured["scale"] != "").all()
+    assert table["verdict"].isin(VERDICTS).all(), table[~table["verdict"].isin(VERDICTS)]
+    assert (table["rule"] != "").all() and (table["scale"] != "").all()
 
 
 @pytest.mark.parametrize("fmt", ["markdown", "csv", "json"])

@@ -21,3 +21,14 @@ def test_runner_restores_threads_and_measures_the_span():
     assert one["fwd_ms"] > 0 and two["fwd_ms"] > 0 and "span_ops" not in two
     # an LSTM's depth grows with n: at least one dependent step per position
     assert one["span_ops"] >= 16 and one["step_ms"] > 0
+
+
+def test_identities_hold_for_attention_and_fail_for_the_lstm_control():
+    from experiments.parallel import identities
+    from harness.run.runners import run_identities
+
+    ctx = Context(torch.device("cpu"))
+    by_mixer = {p.subject: run_identities(p, ctx).values for p in identities() if p.seed == 0}
+    assert by_mixer["self-attention"]["equivariance_error"] < 1e-12
+    assert by_mixer["lstm"]["equivariance_error"] > 1e-3
+    assert by_mixer["self-attention"]["pe_shift_residual"] < 1e-5
