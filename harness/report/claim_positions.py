@@ -10,9 +10,9 @@ from harness.report.claim_training import (
     NEAR_EQUAL,
     SUITE,
     WARMUP_GAIN,
-    _capped,
-    _rows,
-    _scale,
+    capped_steps,
+    study_rows,
+    training_scale,
 )
 from harness.report.claims import (
     CONTRADICTS,
@@ -29,7 +29,7 @@ CHANCE_MARGIN = 2.0  # "above chance": accuracy more than twice 1/alphabet
 
 
 def _by_encoding(stored: Stored) -> dict[tuple[str, str], pd.DataFrame]:
-    rows = _capped(_rows(stored, "positional"))
+    rows = capped_steps(study_rows(stored, "positional"))
     return {(str(t), str(pe)): g for (t, pe), g in rows.groupby(["task", "pos_encoding"])}
 
 
@@ -55,7 +55,7 @@ def order_needs_positions(stored: Stored) -> Evidence:
         "contradicts unless sinusoidal positions beat none outside the noise on every task; "
         f"qualified if the model without positions still scores above {CHANCE_MARGIN:g}x "
         "chance (a causal mask leaks order, so a causal model is not permutation-equivariant)",
-        _scale(rows))
+        training_scale(rows))
 
 
 EXACT = 1e-9  # float64: a relative error below this is an identity holding exactly
@@ -122,7 +122,7 @@ def extrapolation(stored: Stored) -> Evidence:
         "; ".join(parts), verdict,
         f"supports if sinusoidal accuracy at 2n is at least {EXTRAPOLATES:.0%} of its accuracy "
         "at n; qualified if it is lower but beats learned and no encoding outside the noise; "
-        "else contradicts", _scale(pd.concat(groups.values())))
+        "else contradicts", training_scale(pd.concat(groups.values())))
 
 
 def learned_vs_sinusoidal(stored: Stored) -> Evidence:
@@ -144,7 +144,7 @@ def learned_vs_sinusoidal(stored: Stored) -> Evidence:
         "; ".join(parts), verdict,
         f"supports if final accuracies differ by at most {NEAR_EQUAL:.0%} (absolute) on every "
         "task; qualified if more but inside the noise; else contradicts",
-        _scale(pd.concat(groups.values())))
+        training_scale(pd.concat(groups.values())))
 
 
 def _warmup_gain(rows: pd.DataFrame, norm: str) -> list[tuple[int, object]]:
@@ -165,13 +165,13 @@ def _warmup_text(gains: list[tuple[int, object]]) -> str:
 
 
 def post_ln_warmup(stored: Stored) -> Evidence:
-    rows = _rows(stored, "norm-warmup")
+    rows = study_rows(stored, "norm-warmup")
     gains = _warmup_gain(rows, "post")
     helps = [g.mean > WARMUP_GAIN for _, g in gains]
     few = min(len(g.diffs) for _, g in gains) < 2
     verdict = (CONTRADICTS if not any(helps) else
                SUPPORTS if all(helps) and not few else QUALIFIED)
-    grads = _rows(stored, "norm-warmup", runner="layer-grads", norm="post")
+    grads = study_rows(stored, "norm-warmup", runner="layer-grads", norm="post")
     ratio = "; ".join(f"depth {int(d)}: {spread(g['grad_norm_last_over_first'])}"
                       for d, g in grads.groupby("n_layers"))
     return Evidence(
@@ -182,11 +182,11 @@ def post_ln_warmup(stored: Stored) -> Evidence:
         f"supports if warm-up lowers Post-LN's final loss by more than {WARMUP_GAIN} nats at "
         "every depth, over at least 2 seeds; contradicts if at no depth; else qualified "
         "(only at some depths, or one seed: the noise is not measured)",
-        _scale(pd.concat([rows[rows["norm"] == "post"], grads])))
+        training_scale(pd.concat([rows[rows["norm"] == "post"], grads])))
 
 
 def pre_ln_no_warmup(stored: Stored) -> Evidence:
-    rows = _rows(stored, "norm-warmup")
+    rows = study_rows(stored, "norm-warmup")
     gains = _warmup_gain(rows, "pre")
     needless = [g.mean <= WARMUP_GAIN for _, g in gains]
     few = min(len(g.diffs) for _, g in gains) < 2
@@ -198,7 +198,7 @@ def pre_ln_no_warmup(stored: Stored) -> Evidence:
         f"supports if warm-up lowers Pre-LN's final loss by at most {WARMUP_GAIN} nats at "
         "every depth, over at least 2 seeds; contradicts if it helps more at every depth; "
         "else qualified (one seed: the noise is not measured)",
-        _scale(rows[rows["norm"] == "pre"]))
+        training_scale(rows[rows["norm"] == "pre"]))
 
 
 CLAIMS = [

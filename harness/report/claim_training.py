@@ -35,11 +35,11 @@ EXTRAPOLATES = 0.9  # accuracy at 2n, relative to accuracy at n, that counts as 
 NEAR_EQUAL = 0.02  # accuracies within 2 points count as "nearly identical"
 
 
-def _rows(stored: Stored, study: str, runner: str = "train", **where) -> pd.DataFrame:
+def study_rows(stored: Stored, study: str, runner: str = "train", **where) -> pd.DataFrame:
     return stored.rows(SUITE, study=study, runner=runner, **where)
 
 
-def _scale(rows: pd.DataFrame) -> str:
+def training_scale(rows: pd.DataFrame) -> str:
     first = rows.iloc[0]
     parts = []
     if "n_params" in rows and rows["n_params"].notna().any():
@@ -54,15 +54,15 @@ def _scale(rows: pd.DataFrame) -> str:
     return ", ".join(parts) + f", machine {first.get('machine', '?')}"
 
 
-def _capped(rows: pd.DataFrame) -> pd.DataFrame:
+def capped_steps(rows: pd.DataFrame) -> pd.DataFrame:
     """steps_to_target with a censored run counted as its budget (a lower bound, so a
     difference that involves it is conservative)."""
     return rows.assign(steps_capped=rows["steps_to_target"].fillna(rows["steps"]))
 
 
 def vanishing_gradients(stored: Stored) -> Evidence:
-    grads = _rows(stored, "gradient-distance", runner="grad-distance")
-    k_rows = _rows(stored, "convergence", task="distance-k")
+    grads = study_rows(stored, "gradient-distance", runner="grad-distance")
+    k_rows = study_rows(stored, "convergence", task="distance-k")
     far = k_rows[k_rows["k"] == k_rows["k"].max()]
     decay = {m: g["grad_decay_init"] for m, g in grads.groupby("model")}
     acc = {m: g["final_accuracy"] for m, g in far.groupby("model")}
@@ -82,11 +82,11 @@ def vanishing_gradients(stored: Stored) -> Evidence:
         f"supports if every recurrent model's gradient ratio is <= 10^{VANISHED:g} while the "
         f"Transformer's is >= 10^{KEPT:g}, and the recurrent models stay below "
         f"{RECALLED:.0%} accuracy at the largest k; qualified if one of the two holds",
-        _scale(pd.concat([grads, far])))
+        training_scale(pd.concat([grads, far])))
 
 
 def qk_variance(stored: Stored) -> Evidence:
-    init = _rows(stored, "scaling-factor", runner="attn-init", attn_scale=True)
+    init = study_rows(stored, "scaling-factor", runner="attn-init", attn_scale=True)
     ratios = {int(d): g["qk_var_unit"] / d for d, g in init.groupby("d_k")}
     ok = all((r - 1).abs().max() <= VAR_TOL for r in ratios.values())
     return Evidence(
@@ -94,7 +94,7 @@ def qk_variance(stored: Stored) -> Evidence:
         "Var(q.k) / d_k: " + "; ".join(f"d_k={d}: {spread(r)}" for d, r in ratios.items()),
         SUPPORTS if ok else CONTRADICTS,
         f"supports if Var(q.k) / d_k is within {VAR_TOL:.0%} of 1 for every seed and d_k",
-        _scale(init))
+        training_scale(init))
 
 
 def _saturation(on: pd.DataFrame, off: pd.DataFrame, suffix: str,
@@ -112,7 +112,7 @@ def _saturation(on: pd.DataFrame, off: pd.DataFrame, suffix: str,
 
 
 def softmax_saturation(stored: Stored) -> Evidence:
-    init = _rows(stored, "scaling-factor", runner="attn-init")
+    init = study_rows(stored, "scaling-factor", runner="attn-init")
     d = init["d_k"].max()
     top = init[init["d_k"] == d]
     on, off = (top[top["attn_scale"].astype(str) == s] for s in ("True", "False"))
@@ -128,11 +128,11 @@ def softmax_saturation(stored: Stored) -> Evidence:
         verdict,
         f"saturated = unscaled entropy under {SATURATED:.0%} of uniform and an unscaled "
         "Jacobian under half the scaled one; supports if so for both kinds of q, k, qualified "
-        "if for one, contradicts if for neither", _scale(top))
+        "if for one, contradicts if for neither", training_scale(top))
 
 
 def scale_factor_training(stored: Stored) -> Evidence:
-    rows = _capped(_rows(stored, "scaling-factor"))
+    rows = capped_steps(study_rows(stored, "scaling-factor"))
     parts, wins = [], []
     for d, g in rows.groupby("d_model"):
         on, off = (g[g["attn_scale"].astype(str) == s] for s in ("True", "False"))
@@ -155,11 +155,11 @@ def scale_factor_training(stored: Stored) -> Evidence:
         "paired over seeds, a run that never reached 99% counted as its budget; supports if "
         "scaled trains faster outside the noise at every d_k, contradicts if unscaled is "
         "faster outside the noise at the largest d_k, else qualified (mixed, or inside the "
-        "noise)", _scale(rows))
+        "noise)", training_scale(rows))
 
 
 def heads_cost(stored: Stored) -> Evidence:
-    rows = _rows(stored, "heads")
+    rows = study_rows(stored, "heads")
     by_h = rows.groupby("n_heads")
     flops = by_h["flops_fwd_per_token"].mean()
     speed = by_h["tokens_per_s"].median()
@@ -176,11 +176,11 @@ def heads_cost(stored: Stored) -> Evidence:
         verdict,
         f"contradicts if counted FLOPs differ by more than {FLOP_TOL:.0%} across h; supports "
         f"if measured throughput (median over seeds) is also within {SPEED_TOL:.0%}; else "
-        "qualified", _scale(rows))
+        "qualified", training_scale(rows))
 
 
 def heads_quality(stored: Stored) -> Evidence:
-    rows = _capped(_rows(stored, "heads"))
+    rows = capped_steps(study_rows(stored, "heads"))
     by_h = dict(tuple(rows.groupby("n_heads")))
     one = by_h[min(by_h)]
     best_h = min(by_h, key=lambda h: by_h[h]["steps_capped"].mean())
@@ -201,11 +201,11 @@ def heads_quality(stored: Stored) -> Evidence:
         "paired over seeds, a censored run counted as its budget; supports if single-head "
         "is slower than the best h outside the noise; contradicts if h=1 is fastest, outside "
         "the noise against every other h; else qualified",
-        _scale(rows))
+        training_scale(rows))
 
 
 def _by_ffn(stored: Stored) -> tuple[pd.DataFrame, dict[int, pd.DataFrame]]:
-    rows = _rows(stored, "ffn-width")
+    rows = study_rows(stored, "ffn-width")
     ratio = (rows["d_ff"] / rows["d_model"]).astype(int)
     return rows, {int(r): g for r, g in rows.groupby(ratio)}
 
@@ -225,7 +225,7 @@ def ffn_four(stored: Stored) -> Evidence:
         SUPPORTS if small else QUALIFIED,
         "d_ff = 4 d_model is a convention; supports it as the knee if the gain past 4x is "
         "inside the noise or under a quarter of the gain from 1x to 4x, else qualified",
-        _scale(rows))
+        training_scale(rows))
 
 
 def ffn_bigger(stored: Stored) -> Evidence:
@@ -240,7 +240,7 @@ def ffn_bigger(stored: Stored) -> Evidence:
         "ffn-width (the paper's Table 3, rows C: larger d_ff is better)",
         "; ".join(f"{a}x->{b}x bits/char: {s.text()}" for a, b, s in steps), verdict,
         "supports if each wider FFN lowers bits/char outside the noise; contradicts if none "
-        "lowers it; else qualified", _scale(rows))
+        "lowers it; else qualified", training_scale(rows))
 
 
 CLAIMS = [
