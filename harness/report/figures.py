@@ -66,8 +66,8 @@ def crossover(df: pd.DataFrame) -> plt.Figure:
                 ax.axvline(hit.iloc[0], color="black", ls=style, lw=1)
     g.set_titles(row_template="{row_name}", col_template="d = {col_name}")
     g.figure.suptitle("Where self-attention stops being cheaper than recurrence: measured n* "
-                      "vs LSTM for the layer (--) and the core (-.); the paper's n = d (:)",
-                      y=1.03)
+                      "vs LSTM for the layer (--) and the core (-.); the paper's n = d (:)\n"
+                      + _scale(ok), y=1.06)
     return g.figure
 
 
@@ -81,6 +81,7 @@ def throughput(df: pd.DataFrame) -> plt.Figure:
         _n_axis(ax)
     g.set_axis_labels("sequence length n", "tokens / s (fwd+bwd)")
     g.set_titles(col_template="d = {col_name}")
+    g.figure.suptitle(f"Training throughput per layer\n{_scale(ok)}", y=1.08)
     return g.figure
 
 
