@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from experiments import bench, complexity, convergence, gpu, parallel, table1
+from experiments import bench, complexity, convergence, gpu, identities, parallel, table1
 from experiments.spec import Point
 
 SUITES: dict[str, Callable[[], list[Point]]] = {
@@ -13,7 +13,7 @@ SUITES: dict[str, Callable[[], list[Point]]] = {
     "complexity": complexity.complexity,
     "table1": table1.table1,
     "parallel": parallel.parallel,
-    "identities": parallel.identities,
+    "identities": identities.identities,
     "bench": bench.bench,
     "complexity-gpu": gpu.complexity_gpu,
     "complexity-gpu-quick": gpu.complexity_gpu_quick,

@@ -1,6 +1,4 @@
-"""Parallel hardware without a GPU, and the paper's exact identities.
-
-Parallel hardware without a GPU: each layer's time at a fixed token count on 1 thread up to
+"""Parallel hardware without a GPU: each layer's time at a fixed token count on 1 thread up to
 every core of this machine, for parallel efficiency over n, with what a work-span projection
 needs (counted FLOPs, sequential depth, time per dependent step) measured at 1 thread.
 
@@ -27,22 +25,15 @@ def thread_counts(cores: int | None = None) -> list[int]:
 
 
 def parallel_points(suite: str, ns: tuple[int, ...], cores: int | None = None) -> list[Point]:
-    return [Point(suite, "threads", mixer, n, D_MODEL, TOKENS // n, config=config(
-                {"n_heads": 4} if mixer == "self-attention" else {}),
-                  options=ThreadOptions(t))
+    heads = {"self-attention": {"n_heads": 4}}
+    return [Point(suite, "threads", mixer, n, D_MODEL, TOKENS // n,
+                  config=config(heads.get(mixer, {})), options=ThreadOptions(t))
             for mixer in MIXERS for n in ns for t in thread_counts(cores)]
 
 
 def parallel() -> list[Point]:
     """Self-attention, LSTM and GRU at 4096 tokens per batch, d = 128, n = 64, 256, 1024, on
-    1 thread up to every core: parallel efficiency and a work-span projection (about a
-    minute on 2 cores)."""
+    1 thread up to every core: parallel efficiency and a work-span projection (9 minutes
+    on a 2-core machine busy with other jobs, whose 2-thread points waited for a core)."""
     return parallel_points("parallel", (64, 256, 1024))
 
-
-def identities() -> list[Point]:
-    """Permutation equivariance of self-attention (an LSTM beside it, which is not) and the
-    linear shift of sinusoidal positions, at n = 64, d = 64, 3 seeds (seconds)."""
-    return [Point("identities", "identities", mixer, 64, 64, 1, seed=s,
-                  config=config({"n_heads": 4} if mixer == "self-attention" else {}))
-            for mixer in ("self-attention", "lstm") for s in range(3)]

@@ -24,7 +24,7 @@ def test_runner_restores_threads_and_measures_the_span():
 
 
 def test_identities_hold_for_attention_and_fail_for_the_lstm_control():
-    from experiments.parallel import identities
+    from experiments.identities import identities
     from harness.run.runners import run_identities
 
     ctx = Context(torch.device("cpu"))
