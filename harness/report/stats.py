@@ -117,7 +117,8 @@ class Paired:
                     f"(paired t-test p = {self.p_value:.2g}: {noise})")
         per_seed = ", ".join(fmt(d, digits) for d in self.diffs)
         noise = ("inside the noise: the sign changes across seeds" if self.inside_noise else
-                 f"same sign on all {len(self.diffs)} seeds, too few for a test")
+                 f"same sign on {'both' if len(self.diffs) == 2 else f'all {len(self.diffs)}'}"
+                 " seeds, too few for a test")
         return f"{per_seed} per seed ({noise})"
 
 
