@@ -13,11 +13,13 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # Under results/: the quick complexity sweep and crossover, Table 1 measured, the quick
-# convergence and ablation studies, then REPORT.md with every table and figure.
+# convergence and ablation studies, the paper's exact identities (seconds), then REPORT.md
+# with every table, figure and the claims ledger, and the README's generated blocks.
 run: $(STAMP)
 	$(BIN)/tvr run quick
 	$(BIN)/tvr run table1
 	$(BIN)/tvr run convergence-quick
+	$(BIN)/tvr run identities
 	$(BIN)/tvr report
 
 test: $(STAMP)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from experiments import bench, complexity, convergence, gpu, table1
+from experiments import bench, complexity, convergence, gpu, identities, parallel, table1
 from experiments.spec import Point
 
 SUITES: dict[str, Callable[[], list[Point]]] = {
@@ -12,6 +12,8 @@ SUITES: dict[str, Callable[[], list[Point]]] = {
     "quick": complexity.quick,
     "complexity": complexity.complexity,
     "table1": table1.table1,
+    "parallel": parallel.parallel,
+    "identities": identities.identities,
     "bench": bench.bench,
     "complexity-gpu": gpu.complexity_gpu,
     "complexity-gpu-quick": gpu.complexity_gpu_quick,

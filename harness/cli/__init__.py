@@ -116,7 +116,7 @@ def suites_cmd(fmt: str) -> None:
 
 for command in (run.run_cmd, run.bench_cmd, report.table_cmd, report.plot_cmd,
                 report.report_cmd, report.compare_cmd, store.sync_cmd, store.doctor_cmd,
-                store.ui_cmd):
+                store.ui_cmd, report.claims_cmd):
     cli.add_command(command)
 for command in cli.commands.values():  # TVR_<COMMAND>_<OPTION>, shown in --help
     for param in command.params:

@@ -95,10 +95,31 @@ def plot_cmd(name: str, out: str, suite: str) -> None:
 @out_option
 @suite_option
 def report_cmd(out: str, suite: str | None) -> None:
-    """Write <out>/REPORT.md: every suite's tables and figures, with the machine they ran on."""
+    """Write <out>/REPORT.md: the claims ledger and every suite's tables and figures, with
+    the machine they ran on; then the generated blocks of the README.md beside <out>."""
     from harness.report import document as report
+    from harness.report.readme import update_readme
 
     click.echo(str(report.write_report(Path(out), suite)))
+    readme = Path(out).resolve().parent / "README.md"
+    if suite is None and readme.is_file() and update_readme(readme, Path(out)):
+        click.echo(str(readme))
+
+
+@click.command("claims", epilog="""\b
+Examples:
+  tvr claims                         # the ledger of the results in results/
+  tvr claims --format json | jq '.[] | select(.verdict == "contradicts")'""")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "csv", "json"]),
+              default="markdown", show_default=True)
+@out_option
+def claims_cmd(fmt: str, out: str) -> None:
+    """The claims ledger: each claim of the paper, the points that test it, the measured
+    numbers with their uncertainty, a verdict and the rule that chose it. Reads stored
+    results only; a claim without them names the suite to run."""
+    from harness.report.claims import ledger, render
+
+    click.echo(render(ledger(Path(out)), fmt), nl=False)
 
 
 @click.command("compare", epilog="""\b

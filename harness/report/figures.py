@@ -66,8 +66,8 @@ def crossover(df: pd.DataFrame) -> plt.Figure:
                 ax.axvline(hit.iloc[0], color="black", ls=style, lw=1)
     g.set_titles(row_template="{row_name}", col_template="d = {col_name}")
     g.figure.suptitle("Where self-attention stops being cheaper than recurrence: measured n* "
-                      "vs LSTM for the layer (--) and the core (-.); the paper's n = d (:)",
-                      y=1.03)
+                      "vs LSTM for the layer (--) and the core (-.); the paper's n = d (:)\n"
+                      + _scale(ok), y=1.06)
     return g.figure
 
 
@@ -81,6 +81,7 @@ def throughput(df: pd.DataFrame) -> plt.Figure:
         _n_axis(ax)
     g.set_axis_labels("sequence length n", "tokens / s (fwd+bwd)")
     g.set_titles(col_template="d = {col_name}")
+    g.figure.suptitle(f"Training throughput per layer\n{_scale(ok)}", y=1.08)
     return g.figure
 
 
@@ -94,18 +95,53 @@ def _by_fit(df: pd.DataFrame, fit: str) -> pd.DataFrame:
 
 def _label(df: pd.DataFrame) -> pd.Series:
     """Layer names for the legend: a convolution stack whose dilation grows by k per layer
-    is its own line."""
+    is its own line; restricted attention names its window r, attention its kernel kind."""
     growth = df.get("dilation_growth", pd.Series(False, index=df.index)).astype(str) == "True"
-    return df["mixer"].where(~growth, "convolutional (dilated)")
+    label = df["mixer"].where(~growth, "convolutional (dilated)")
+    if "window" in df:
+        r = df["window"].map(lambda v: "" if pd.isna(v) else f" (r={int(v)})")
+        label = label.where(df["mixer"] != "restricted-attention", label + r)
+    return label
+
+
+def _scale(df: pd.DataFrame) -> str:
+    """"d = 32, batch 2, cpu (AMD EPYC), 1 thread; one timing per point": what a layer
+    figure's points are."""
+    first = df.iloc[0]
+    d = sorted(df["d_model"].astype(int).unique())
+    batch = sorted(df["batch_size"].astype(int).unique())
+    parts = [f"d = {', '.join(map(str, d))}",
+             f"batch {batch[0]}" if len(batch) == 1 else f"batch {batch[0]}..{batch[-1]}",
+             f"{first.get('device', '?')} ({first.get('device_name', '?')})"]
+    if "threads" in df and pd.notna(first.get("threads")):
+        parts.append(f"{int(first['threads'])} thread(s)")
+    return ", ".join(parts) + "; one measurement per point"
+
+
+def _coinciding(df: pd.DataFrame, y: str) -> pd.Series:
+    """Legend labels that say when a line lies exactly on an earlier one (it is hidden)."""
+    label, seen = df["layer"].copy(), {}
+    for name, g in df.groupby("layer", sort=False):
+        key = tuple(g.sort_values("seq_len")[["seq_len", y]].itertuples(index=False))
+        if key in seen:
+            label[df["layer"] == name] = f"{name} (= {seen[key]})"
+        else:
+            seen[key] = name
+    return label
 
 
 def _lines(df: pd.DataFrame, y: str, ylabel: str, title: str, logy: bool = True) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    sns.lineplot(data=df.assign(layer=_label(df)), x="seq_len", y=y, hue="layer", marker="o",
-                 ax=ax, palette=PALETTE | {"convolutional (dilated)": "#e377c2"})
+    data = df.assign(layer=_coinciding(df.assign(layer=_label(df)), y))
+    palette = {name: PALETTE.get(name.split(" (")[0], "#7f7f7f") for name in data["layer"]}
+    palette |= {name: "#e377c2" for name in data["layer"] if "dilated" in name}
+    # markers and dashes differ per line: equal values (contiguous convolution and
+    # restricted attention have the same path length) must not hide one line under another
+    sns.lineplot(data=data, x="seq_len", y=y, hue="layer", style="layer", markers=True,
+                 markersize=7, alpha=0.85, ax=ax, palette=palette)
     _n_axis(ax)
-    ax.set(yscale="log" if logy else "linear", xlabel="sequence length n",
-           ylabel=ylabel, title=title)
+    ax.set(yscale="log" if logy else "linear", xlabel="sequence length n", ylabel=ylabel)
+    ax.set_title(f"{title}\n{_scale(df)}", fontsize=9)
     ax.legend(title=None, fontsize=8)
     return fig
 
@@ -123,13 +159,17 @@ def path_length(df: pd.DataFrame) -> plt.Figure:
 
 
 def memory(df: pd.DataFrame) -> plt.Figure:
-    """Bytes saved for backward per sequence vs n (attention: explicit scores, math)."""
-    memory_points = _by_fit(df, "memory")  # explicit attention scores (math backend)
-    ok = pd.concat([memory_points, _by_fit(df, "n")[lambda f: f["mixer"] != "self-attention"]])
+    """Bytes saved for backward per sequence vs n: attention with explicit scores (math)
+    and with the fused kernel, beside the other layers."""
+    explicit = _by_fit(df, "memory").assign(mixer="self-attention (explicit scores)")
+    by_n = _by_fit(df, "n")
+    fused = by_n[by_n["mixer"] == "self-attention"]
+    fused = fused.assign(mixer=f"self-attention (fused: {fused['kernel'].iloc[0]})") \
+        if len(fused) else fused
+    ok = pd.concat([explicit, fused, by_n[by_n["mixer"] != "self-attention"]])
     ok["MiB_per_seq"] = ok["saved_bytes"] / ok["batch_size"] / 2**20
-    return _lines(ok, "MiB_per_seq", "MiB saved for backward / sequence",
-                  f"Activation memory vs n (d = {ok['d_model'].iloc[0]}; "
-                  "attention with explicit scores)")
+    return _lines(ok, "MiB_per_seq", "MiB saved for backward per sequence",
+                  "Activation memory vs n")
 
 
 def fixed_tokens(df: pd.DataFrame) -> plt.Figure:
@@ -137,7 +177,7 @@ def fixed_tokens(df: pd.DataFrame) -> plt.Figure:
     ok = _by_fit(df, "fixed-tokens")
     tokens = int((ok["batch_size"] * ok["seq_len"]).iloc[0])
     return _lines(ok, "fwdbwd_ms", "ms per fwd+bwd (B*n fixed)",
-                  f"Time at {tokens} tokens per batch (d = {ok['d_model'].iloc[0]})")
+                  f"Time at {tokens} tokens per batch")
 
 
 def png_bytes(fig: plt.Figure) -> bytes:
