@@ -39,13 +39,25 @@ def _version() -> str:
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(_version(), prog_name="tvr")
-def cli() -> None:
+@click.option("--plugin", "plugins", multiple=True, metavar="MODULE",
+              help="Import MODULE first (repeatable): a module that adds mixers, models or "
+                   "suites with models.register_mixer / register_model / "
+                   "experiments.register_suite. Installed packages need no flag: their "
+                   "tvr.mixers, tvr.models and tvr.suites entry points are read on use.")
+def cli(plugins: tuple[str, ...]) -> None:
     """tvr-bench: measure what "Attention is all you need" claims about self-attention
     versus recurrence (LSTM, GRU), on the same work.
 
     \b
     Start with:  tvr suites;  tvr run quick;  tvr table;  tvr plot;  tvr ui
     """
+    from models.plugins import import_module
+
+    for module in plugins:
+        try:
+            import_module(module)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
 
 
 @cli.command("models")
@@ -60,21 +72,33 @@ def models_cmd(preset: str) -> None:
     for name in models.names():
         with torch.device("meta"):  # shapes only: counting --preset big allocates nothing
             n = sum(p.numel() for p in models.build(name, preset).parameters())
-        click.echo(f"  {name:<16} {n:>12,d}  {models.describe(name)}")
+        click.echo(f"  {name:<16} {n:>12,d}  {models.describe(name)}{_origin(name, 'model')}")
     click.echo(f"mixers (d_model={cfg.d_model}):")
     for kind in models.mixer_kinds():
         n = sum(p.numel() for p in models.mixer(kind, cfg.d_model).parameters())
-        click.echo(f"  {kind:<20} {n:>10,d}")
+        click.echo(f"  {kind:<20} {n:>10,d}{_origin(kind, 'mixer')}")
+
+
+def _origin(name: str, kind: str) -> str:
+    """"  [from PACKAGE]" for a plugin's model or mixer; nothing for a built-in one."""
+    from models.plugins import BUILTIN
+
+    source = models.provider(name, kind)
+    return "" if source == BUILTIN else f"  [from {source}]"
 
 
 @cli.command("suites")
 def suites_cmd() -> None:
     """List the suites with their point counts."""
+    from models.plugins import BUILTIN
+
     names = experiments.suite_names()
     width = max(map(len, names))
     for name in names:
+        source = experiments.provider(name)
+        origin = "" if source == BUILTIN else f"  [from {source}]"
         click.echo(f"{name:<{width}} {len(experiments.points(name)):>4} points  "
-                   f"{experiments.describe(name)}")
+                   f"{experiments.describe(name)}{origin}")
 
 
 for command in (run.run_cmd, run.bench_cmd, report.table_cmd, report.plot_cmd,

@@ -24,7 +24,10 @@ from harness.run.store import mask
 
 
 @click.command("run")
-@click.argument("suite", type=click.Choice(experiments.suite_names()))
+@click.argument("suite", required=False, metavar="SUITE")
+@click.option("--suite-file", type=click.Path(dir_okay=False), default=None, metavar="FILE.toml",
+              help="Run the suite declared in this TOML file instead of a named SUITE; its "
+                   "results go to <out>/<its name>/.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
               show_default=True, help="auto = cuda when available, else cpu.")
 @click.option("--out", default="results", show_default=True, help=OUT_HELP)
@@ -50,13 +53,15 @@ from harness.run.store import mask
                                  "task instead of the King James Bible.")
 @click.option("--only", multiple=True, metavar="NAME",
               help="Only the points of this mixer or model (repeatable), e.g. --only lstm.")
-def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume: bool,
-            dry_run: bool, max_memory: int | None, min_run_time: float, dtype: str | None,
-            compile_: bool, corpus: str | None, only: tuple[str, ...]) -> None:
-    """Measure every point of SUITE; one results row and one MLflow run per point."""
+def run_cmd(suite: str | None, suite_file: str | None, device: str, out: str,
+            tracking_uri: str | None, resume: bool, dry_run: bool, max_memory: int | None,
+            min_run_time: float, dtype: str | None, compile_: bool, corpus: str | None,
+            only: tuple[str, ...]) -> None:
+    """Measure every point of SUITE (or of --suite-file); one results row and one MLflow
+    run per point."""
     from harness.run import sweep
 
-    points = experiments.points(suite)
+    suite, points = _suite_points(suite, suite_file)
     if only:
         names = sorted({p.subject for p in points})
         unknown = [o for o in only if o not in names]
@@ -94,6 +99,31 @@ def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume:
         click.echo(f"tables and figures: tvr table --suite {name}; tvr plot all --suite {name}")
     if uri and summary.tracking_off is None:
         click.echo(f"MLflow: {mask(uri)} (browse with `tvr ui --out {out}`)")
+
+
+def _suite_points(suite: str | None, suite_file: str | None) -> tuple[str, list[Point]]:
+    """(name, points) of a named suite or of a suite file, checked before anything runs."""
+    if (suite is None) == (suite_file is None):
+        raise BadInput("name a SUITE (`tvr suites` lists them) or give --suite-file FILE.toml"
+                       if suite is None else f"SUITE {suite!r} and --suite-file: give one")
+    if suite is not None:
+        try:
+            return suite, experiments.points(suite)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
+    from experiments.suitefile import load
+    from harness.train.points import train_spec
+
+    try:
+        name, _, points = load(suite_file)
+        for p in points:  # tasks are the harness's: checked here, before the first point
+            if p.runner == "train":
+                train_spec(p)
+    except ValueError as exc:  # SuiteFileError names the file; a task error gets it here
+        msg = str(exc)
+        raise BadInput(msg if msg.startswith("suite file") else
+                       f"suite file {suite_file}: grid train: {msg}") from None
+    return name, points
 
 
 def _sweep(name: str, points: list[Point], dev, out_dir: Path, *args):  # noqa: ANN001, ANN202
