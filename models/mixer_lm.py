@@ -24,7 +24,7 @@ from models.checks import check_choice, check_dropout, check_flag, check_positiv
 
 @dataclass(frozen=True)
 class MixerLMConfig:
-    mixer: str = "self-attention"  # a models.mixer kind, built causal (checked by the registry)
+    mixer_kind: str = "self-attention"  # a models.mixer kind, made causal by the registry
     vocab_size: int = 37000  # as TransformerConfig: the paper's shared vocabulary
     d_model: int = 512  # the paper's base width
     n_layers: int = 6  # the paper's N

@@ -108,7 +108,7 @@ _MODELS: dict[str, _Entry] = {
     "lstm-lm": _Entry(RNNConfig, partial(RNNLM, "lstm"), "decoder-only LSTM LM"),
     "gru-lm": _Entry(RNNConfig, partial(RNNLM, "gru"), "decoder-only GRU LM"),
     "mixer-lm": _Entry(MixerLMConfig, lambda c: MixerLM(c, partial(_causal_mixer, c)),
-                       "decoder-only Pre-LN LM around any mixer kind (config key mixer)"),
+                       "decoder-only Pre-LN LM around any mixer kind (config key mixer_kind)"),
 }
 
 
@@ -155,6 +155,9 @@ _MIXERS: dict[str, _Entry] = {
 # How a built-in mixer is made causal inside mixer-lm; other kinds need a `causal` knob.
 _CAUSAL_KNOBS: dict[str, dict[str, Any]] = {"lstm": {}, "gru": {},
                                             "convolutional": {"padding": "causal"}}
+# A point's identifying columns (experiments.spec.Point.fields): no knob may take their names.
+_ROW_COLUMNS = {"suite", "runner", "mixer", "model", "seq_len", "batch_size", "dtype", "seed",
+                "compile", "fit", "study", "status"}
 _PLUGIN_ENTRIES: dict[tuple[str, Plugin], _Entry | None] = {}  # converted once, warned once
 
 
@@ -174,6 +177,11 @@ def _plugin_entry(group: str, plugin: Plugin, builtin: dict[str, _Entry]) -> _En
     mixer = group == "tvr.mixers"
     knobs = [p for p in params[1 if mixer else 0:]
              if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    taken = sorted({p.name for p in knobs} & _ROW_COLUMNS)
+    if taken:  # a knob is a results column too: it would overwrite the row's own
+        warn(f"plugin {plugin.name!r} from {plugin.provider} is skipped: its knob {taken[0]!r} "
+             f"has the name of a results column ({', '.join(sorted(_ROW_COLUMNS))})")
+        return None
     knobs.sort(key=lambda p: p.default is not p.empty)  # dataclasses: defaults come last
     config = dataclasses.make_dataclass(
         f"{plugin.name.title().replace('-', '')}Config",
@@ -223,21 +231,21 @@ def register_model(name: str, factory: Callable[..., nn.Module],
 
 
 def _causal_mixer(c: MixerLMConfig) -> nn.Module:
-    """A fresh mixer of kind c.mixer for mixer-lm, causal, with the model's heads and dropout
-    where the mixer takes them."""
-    check_choice("mixer kind", c.mixer, tuple(_mixers()))
-    keys = {f.name for f in dataclasses.fields(_mixers()[c.mixer].config)}
-    knobs = dict(_CAUSAL_KNOBS.get(c.mixer, {}))
-    if c.mixer not in _CAUSAL_KNOBS:
+    """A fresh mixer of kind c.mixer_kind for mixer-lm, causal, with the model's heads and
+    dropout where the mixer takes them."""
+    check_choice("mixer kind", c.mixer_kind, tuple(_mixers()))
+    keys = {f.name for f in dataclasses.fields(_mixers()[c.mixer_kind].config)}
+    knobs = dict(_CAUSAL_KNOBS.get(c.mixer_kind, {}))
+    if c.mixer_kind not in _CAUSAL_KNOBS:
         if "causal" not in keys:
-            raise ValueError(f"invalid mixer {c.mixer!r} for 'mixer-lm': it has no causal knob; "
-                             f"valid: mixers with one, or {', '.join(_CAUSAL_KNOBS)}")
+            raise ValueError(f"invalid mixer {c.mixer_kind!r} for 'mixer-lm': it has no causal "
+                             f"knob; valid: mixers with one, or {', '.join(_CAUSAL_KNOBS)}")
         knobs["causal"] = True
     if c.n_heads is not None and "n_heads" in keys:
         knobs["n_heads"] = c.n_heads
-    if "dropout" in keys and c.mixer != "attention-core":
+    if "dropout" in keys and c.mixer_kind != "attention-core":
         knobs["dropout"] = c.dropout
-    return mixer(c.mixer, c.d_model, **knobs)
+    return mixer(c.mixer_kind, c.d_model, **knobs)
 
 
 def _config(entry: _Entry, what: str, values: dict[str, Any]) -> Any:
@@ -300,7 +308,7 @@ def model_config(name: str, preset: str | None = None, **config: Any) -> Any:
         values = {k: v for k, v in PRESETS[preset].items() if k in known}
     cfg = _config(entry, f"model {name!r}", values | config)
     if isinstance(cfg, MixerLMConfig):
-        check_choice("mixer kind", cfg.mixer, tuple(_mixers()))
+        check_choice("mixer kind", cfg.mixer_kind, tuple(_mixers()))
     return cfg
 
 
