@@ -72,8 +72,13 @@ def table1_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
     table, notes = table1(df)
     text = _save_table(out_dir, suite, "table1", table)
     notes_md = "\n".join(f"- {n}" for n in notes)
-    write_atomic(out_dir / "table1.md", f"# Table 1, measured\n\n{text}\n{notes_md}\n")
-    return ["### Table 1, measured", "", text, notes_md, ""]
+    if suite == "table1":  # the README's link; another suite's Table 1 stays in its folder
+        write_atomic(out_dir / "table1.md", f"# Table 1, measured\n\n{text}\n{notes_md}\n")
+    lines = ["### Table 1, measured", "", text, notes_md, ""]
+    layer = df[df["runner"] == "layer"]
+    if (layer["fit"].isna() | (layer["fit"] == "")).any():  # a plain sweep beside it (a
+        lines += layer_section(out_dir, suite, df)  # suite file may declare both)
+    return lines
 
 
 def study_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:

@@ -159,13 +159,16 @@ def png_bytes(fig: plt.Figure) -> bytes:
 
 
 def _values(rows: pd.DataFrame, column: str) -> set[str]:
-    """The non-empty values of `column` in rows (none if the column is absent)."""
-    return set(rows[column].dropna()) - {""} if column in rows else set()
+    """The values of `column` in rows, "" standing for rows in none (all, if it is absent)."""
+    if column not in rows:
+        return {""} if len(rows) else set()
+    return {"" if pd.isna(v) else str(v) for v in rows[column]}
 
 
 def _wants(value: str | None, present: set[str]) -> bool:
-    """None: anything; "": nothing (a plain sweep); else that value among those present."""
-    return value is None or (value in present if value else not present)
+    """None: anything; "": some rows in none (a plain sweep, maybe beside Table 1 groups);
+    else that value among those present."""
+    return value is None or value in present
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,17 @@ def test_plugin_rows_are_in_tvr_table_and_the_crossover(measured):
     assert {"lstm", "linear-attention"} <= set(versus)
 
 
+def test_report_has_table1_crossover_and_figures_of_a_suite_file(measured):
+    result = CliRunner().invoke(cli, ["report", "--suite", "la-test", "--out", str(measured)])
+    assert result.exit_code == 0, result.output
+    text = (measured / "REPORT.md").read_text()
+    assert "### Table 1, measured" in text and "### Crossover" in text
+    assert "| linear-attention" in text
+    for figure in ("crossover", "sequential-ops", "path-length"):
+        assert (measured / "la-test" / f"{figure}.png").stat().st_size > 0
+    assert not (measured / "table1.md").exists()  # the table1 suite's file, not this one's
+
+
 def test_plugin_suite_and_listing_come_from_the_entry_points(installed, tmp_path):
     listed = tvr("suites", plugin=installed, cwd=tmp_path)
     assert "linear-attention-smoke" in listed.stdout
