@@ -41,6 +41,7 @@ from experiments.spec import (
     config,
     product,
 )
+from models.reference import REFERENCE_KINDS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -163,6 +164,12 @@ def _grid(f: _File, suite: str, grid: dict, at: str, defaults: dict) -> list[Poi
             raise f.fail(f"{at}dtype", f"unknown dtype {dt!r}; valid: {', '.join(DTYPES)}")
     fit = f.typed(grid.get("fit", ""), str, f"{at}fit")
     options = _options(f, grid, measure, at)
+    if isinstance(options, CompareOptions) and options.versus == "torch":
+        for s in subjects:  # "timer" works for any mixer; "torch" needs PyTorch's own layer
+            if s not in REFERENCE_KINDS:
+                raise f.fail(f"{at}mixers", f"{s!r} has no PyTorch reference for versus = "
+                                            f"\"torch\"; valid: {', '.join(REFERENCE_KINDS)} "
+                                            "(or versus = \"timer\")")
     own = f.typed(grid.get("config", {}), dict, f"{at}config")
     out = []
     for subject in subjects:

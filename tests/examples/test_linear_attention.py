@@ -58,6 +58,13 @@ n = [8, 16, 32]
 d = 8
 batch = 1
 [[grid]]
+measure = "compare"
+versus = "timer"
+mixers = ["linear-attention"]
+n = 16
+d = 8
+batch = 1
+[[grid]]
 measure = "train"
 models = ["mixer-lm"]
 n = 4
@@ -111,7 +118,7 @@ def test_plugin_rows_are_in_results_csv(measured):
     df = pd.read_csv(measured / "la-test" / "results.csv")
     assert (df["status"] == "ok").all(), df[df["status"] != "ok"][["point_id", "message"]]
     plugin = df[df["mixer"] == "linear-attention"]
-    assert set(plugin["runner"]) == {"layer", "seq-ops", "path"}
+    assert set(plugin["runner"]) == {"layer", "seq-ops", "path", "compare"}
     assert (plugin.loc[plugin["runner"] == "layer", "flops_fwd"] > 0).all()
     trained = df[df["model"] == "mixer-lm"]  # the plugin mixer inside the shared LM
     assert len(trained) == 1 and trained["mixer"].isna().all()

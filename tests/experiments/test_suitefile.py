@@ -61,6 +61,8 @@ BAD = {  # what to change in GOOD -> the key the message must name
     "bad knob value": (("padding = \"causal\"", "padding = \"both\""), "grid[1].config"),
     "bad dtype": (("seeds = [0, 1]", "dtype = \"float64\""), "grid[0].dtype"),
     "built-in name": (("name = \"mine\"", "name = \"quick\""), "name"),
+    "key of another measure": (("measure = \"path\"", "measure = \"seq-ops\""),
+                               "grid[1].dilation_growth"),
 }
 
 
@@ -125,3 +127,11 @@ def test_suite_and_suite_file_together_or_neither_is_bad_input(tmp_path):
     for args in (["run"], ["run", "smoke", "--suite-file", str(path)]):
         result = CliRunner().invoke(cli, args)
         assert result.exit_code == 2 and "--suite-file" in result.output, result.output
+
+
+def test_compare_against_torch_needs_a_reference_layer(tmp_path):
+    text = 'name = "mine"\n[[grid]]\nmeasure = "compare"\nmixers = ["%s"]\nn = 8\nd = 8\n' \
+           'batch = 1\nversus = "%s"\n'
+    with pytest.raises(SuiteFileError, match=r"grid\[0\]\.mixers: 'convolutional' has no PyTorch"):
+        load(write(tmp_path, text % ("convolutional", "torch")))
+    assert len(load(write(tmp_path, text % ("convolutional", "timer")))[2]) == 1
