@@ -158,7 +158,8 @@ _CAUSAL_KNOBS: dict[str, dict[str, Any]] = {"lstm": {}, "gru": {},
 # A point's identifying columns (experiments.spec.Point.fields): no knob may take their names.
 _ROW_COLUMNS = {"suite", "runner", "mixer", "model", "seq_len", "batch_size", "dtype", "seed",
                 "compile", "fit", "study", "status"}
-_PLUGIN_ENTRIES: dict[tuple[str, Plugin], _Entry | None] = {}  # converted once, warned once
+# (group, name, provider, id of the loaded object) -> entry: converted once, warned once
+_PLUGIN_ENTRIES: dict[tuple[str, str, str, int], _Entry | None] = {}
 
 
 def _plugin_entry(group: str, plugin: Plugin, builtin: dict[str, _Entry]) -> _Entry | None:
@@ -201,7 +202,7 @@ def _table(group: str, builtin: dict[str, _Entry]) -> dict[str, _Entry]:
     """Built-in entries, then the group's plugins (read on first use)."""
     out = dict(builtin)
     for plugin in entries(group).values():
-        key = (group, plugin)
+        key = (group, plugin.name, plugin.provider, id(plugin.obj))  # obj may not hash
         if key not in _PLUGIN_ENTRIES:
             _PLUGIN_ENTRIES[key] = _plugin_entry(group, plugin, builtin)
         if _PLUGIN_ENTRIES[key] is not None:

@@ -71,12 +71,21 @@ def models_cmd(preset: str) -> None:
     click.echo(f"models (preset {preset!r}):")
     for name in models.names():
         with torch.device("meta"):  # shapes only: counting --preset big allocates nothing
-            n = sum(p.numel() for p in models.build(name, preset).parameters())
-        click.echo(f"  {name:<16} {n:>12,d}  {models.describe(name)}{_origin(name, 'model')}")
+            count = _params(lambda name=name: models.build(name, preset), 12)
+        click.echo(f"  {name:<16} {count}  {models.describe(name)}{_origin(name, 'model')}")
     click.echo(f"mixers (d_model={cfg.d_model}):")
     for kind in models.mixer_kinds():
-        n = sum(p.numel() for p in models.mixer(kind, cfg.d_model).parameters())
-        click.echo(f"  {kind:<20} {n:>10,d}{_origin(kind, 'mixer')}")
+        count = _params(lambda kind=kind: models.mixer(kind, cfg.d_model), 10)
+        click.echo(f"  {kind:<20} {count}{_origin(kind, 'mixer')}")
+
+
+def _params(make, width: int) -> str:  # noqa: ANN001
+    """The parameter count of make(), right-aligned; for a plugin's component that its
+    defaults cannot build (a knob without a default), "?" and why."""
+    try:
+        return f"{sum(p.numel() for p in make().parameters()):>{width},d}"
+    except ValueError as exc:
+        return f"{'?':>{width}} ({exc})"
 
 
 def _origin(name: str, kind: str) -> str:

@@ -122,7 +122,7 @@ def _suite_points(suite: str | None, suite_file: str | None) -> tuple[str, list[
     except ValueError as exc:  # SuiteFileError names the file; a task error gets it here
         msg = str(exc)
         raise BadInput(msg if msg.startswith("suite file") else
-                       f"suite file {suite_file}: grid train: {msg}") from None
+                       f"suite file {suite_file}: [grid.train]: {msg}") from None
     return name, points
 
 

@@ -27,3 +27,18 @@ def test_broken_plugin_is_one_warning_and_help_reads_no_plugin(tmp_path):
     assert listed.returncode == 0 and "smoke" in listed.stdout
     (line,) = listed.stderr.strip().splitlines()
     assert "'broken-suite'" in line and "broken_pkg" in line and "no_such_module_xyz" in line
+
+
+def test_plugin_module_with_a_knob_that_has_no_default(tmp_path):
+    (tmp_path / "needs_knob.py").write_text(
+        "import models\nfrom torch import nn\n\n"
+        "def scaled(d_model, scale):\n    return nn.Linear(d_model, d_model)\n\n"
+        "models.register_mixer('needs-knob', scaled)\n")
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "--plugin", "needs_knob",
+                           "models"], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    line = next(s for s in done.stdout.splitlines() if "needs-knob" in s)
+    assert "?" in line and "missing config key 'scale'" in line
+    assert "[from module needs_knob]" in line
