@@ -125,7 +125,11 @@ def load(path: str | Path) -> tuple[str, str, list[Point]]:
                              "folder would mix with that suite's)")
     description = f.typed(doc.get("description", ""), str, "description")
     defaults = f.typed(doc.get("config", {}), dict, "config")
+    known = [*models.mixer_kinds(), *models.names()]
     for subject, table in defaults.items():
+        if subject not in known:
+            raise f.fail(f"config.{subject}", f"unknown mixer or model; valid: "
+                                              f"{', '.join(known)}")
         f.typed(table, dict, f"config.{subject}")
     grids = f.typed(doc.get("grid", []), list, "grid")
     if not grids:

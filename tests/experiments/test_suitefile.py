@@ -57,6 +57,8 @@ BAD = {  # what to change in GOOD -> the key the message must name
     "empty axis": (("n = [8, 16]", "n = []"), "grid[0].n"),
     "unknown mixer": (("\"self-attention\", \"lstm\"]", "\"self-attention\", \"mamba\"]"),
                       "grid[0].mixers"),
+    "unknown config subject": (("[config.self-attention]", "[config.self-atention]"),
+                               "config.self-atention"),
     "unknown knob": (("n_heads = 2", "n_heads = 2\nheads = 2"), "config.self-attention"),
     "bad knob value": (("padding = \"causal\"", "padding = \"both\""), "grid[1].config"),
     "bad dtype": (("seeds = [0, 1]", "dtype = \"float64\""), "grid[0].dtype"),
