@@ -3,7 +3,7 @@ plugin's mixers run in the harness, in both forms, beside self-attention and the
 
 from __future__ import annotations
 
-from experiments.spec import Point, product
+from experiments.spec import Point, config, product
 
 MIXERS = {"linear-attention": {"n_heads": 2}, "linear-attention-rnn": {"n_heads": 2},
           "self-attention": {"n_heads": 2}, "lstm": {}}
@@ -13,5 +13,5 @@ def smoke() -> list[Point]:
     """Linear attention (parallel and recurrent forms), self-attention and the LSTM at toy
     sizes: the harness end to end through the plugin's entry points."""
     return [Point("linear-attention-smoke", "layer", p["mixer"], p["n"], 16, 2,
-                  config=tuple(sorted(MIXERS[p["mixer"]].items())))
+                  config=config(MIXERS[p["mixer"]]))
             for p in product(mixer=list(MIXERS), n=[16, 32])]
