@@ -125,11 +125,7 @@ def load(path: str | Path) -> tuple[str, str, list[Point]]:
                              "folder would mix with that suite's)")
     description = f.typed(doc.get("description", ""), str, "description")
     defaults = f.typed(doc.get("config", {}), dict, "config")
-    known = [*models.mixer_kinds(), *models.names()]
     for subject, table in defaults.items():
-        if subject not in known:
-            raise f.fail(f"config.{subject}", f"unknown mixer or model; valid: "
-                                              f"{', '.join(known)}")
         f.typed(table, dict, f"config.{subject}")
     grids = f.typed(doc.get("grid", []), list, "grid")
     if not grids:
@@ -138,6 +134,11 @@ def load(path: str | Path) -> tuple[str, str, list[Point]]:
     for i, grid in enumerate(grids):
         for p in _grid(f, name, f.typed(grid, dict, f"grid[{i}]"), f"grid[{i}].", defaults):
             points.setdefault(p.point_id, p)
+    known = [*models.mixer_kinds(), *models.names()]
+    for subject in defaults:  # after the grids, whose unknown mixers are the likelier slip
+        if subject not in known:
+            raise f.fail(f"config.{subject}", f"unknown mixer or model; valid: "
+                                              f"{', '.join(known)}")
     return name, description, list(points.values())
 
 
