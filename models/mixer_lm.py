@@ -29,16 +29,17 @@ class MixerLMConfig:
     d_model: int = 512  # the paper's base width
     n_layers: int = 6  # the paper's N
     n_heads: int | None = None  # handed to a mixer that takes n_heads; None: its own default
-    d_ff: int = 2048  # 4 * d_model, as the paper's FFN
+    d_ff: int | None = None  # None: 4 * d_model, the paper's ratio (whatever the width)
     dropout: float = 0.1  # the paper's P_drop
     max_len: int = 1024  # positions tabulated up front
     pos_encoding: str = "sinusoidal"  # the paper's; "none" for a mixer that orders by itself
     tie_weights: bool = True  # embedding and output projection share one matrix
 
     def __post_init__(self) -> None:
-        check_positive(self, "vocab_size", "d_model", "n_layers", "d_ff", "max_len")
-        if self.n_heads is not None:
-            check_positive(self, "n_heads")
+        check_positive(self, "vocab_size", "d_model", "n_layers", "max_len")
+        for knob in ("n_heads", "d_ff"):
+            if getattr(self, knob) is not None:
+                check_positive(self, knob)
         check_dropout(self.dropout)
         check_choice("pos_encoding", self.pos_encoding, POS_ENCODINGS)
         check_flag("tie_weights", self.tie_weights)
@@ -68,7 +69,8 @@ class MixerLM(nn.Module):
         self.embed = TokenEmbedding(c.vocab_size, c.d_model)
         self.pos = positional_encoding(c.pos_encoding, c.d_model, c.max_len)
         self.drop = nn.Dropout(c.dropout)
-        self.layers = nn.ModuleList(MixerBlock(make_mixer(), c.d_model, c.d_ff, c.dropout)
+        d_ff = c.d_ff or 4 * c.d_model
+        self.layers = nn.ModuleList(MixerBlock(make_mixer(), c.d_model, d_ff, c.dropout)
                                     for _ in range(c.n_layers))
         self.head = OutputHead(self.embed, c.vocab_size, c.d_model, c.tie_weights, True)
 

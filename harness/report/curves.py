@@ -19,9 +19,9 @@ import seaborn as sns
 
 from harness.errors import BadInput
 from harness.report.labels import (
-    ARCH_COLORS,
     ARCH_ORDER,
     METRIC_LABELS,
+    arch_colors,
     labelled,
     present,
     task_order,
@@ -140,7 +140,7 @@ def convergence_curves(out_dir: Path, suite: str, metric: str) -> plt.Figure:
     g = sns.relplot(data=long, x="step", y="value", hue="architecture", col="task_label",
                     col_order=order, col_wrap=_wrap(len(order)), kind="line", errorbar=CI,
                     seed=SEED, hue_order=present(ARCH_ORDER, long["architecture"]),
-                    palette=ARCH_COLORS, height=2.6, aspect=1.25,
+                    palette=arch_colors(long["architecture"]), height=2.6, aspect=1.25,
                     facet_kws={"sharey": False, "sharex": False})
     g.set_titles("{col_name}")
     g.set_axis_labels("training step", METRIC_LABELS[metric])
@@ -172,7 +172,8 @@ def steps_to_target(out_dir: Path, suite: str) -> plt.Figure:
     hues = present(ARCH_ORDER, pts["architecture"])
     fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(order)), 4))
     sns.barplot(data=pts, x="task_label", y="steps_shown", hue="architecture", order=order,
-                hue_order=hues, palette=ARCH_COLORS, errorbar=CI, seed=SEED, ax=ax)
+                hue_order=hues, palette=arch_colors(pts["architecture"]), errorbar=CI,
+                seed=SEED, ax=ax)
     _reached_labels(ax, pts, order, hues)
     target = pts["target"].iloc[0]
     ax.set(xlabel="", ylabel=f"steps to {target:.0%} held-out accuracy",
@@ -193,7 +194,8 @@ def accuracy_vs_distance(out_dir: Path, suite: str) -> plt.Figure:
     style = "seq_len" if pts["seq_len"].nunique() > 1 else None
     sns.lineplot(data=pts, x="k", y="final_accuracy", hue="architecture", style=style,
                  hue_order=present(ARCH_ORDER, pts["architecture"]),
-                 palette=ARCH_COLORS, marker="o", errorbar=CI, seed=SEED, ax=ax)
+                 palette=arch_colors(pts["architecture"]), marker="o", errorbar=CI,
+                 seed=SEED, ax=ax)
     ax.set(xscale="log", xlabel="distance k (output the token seen k steps earlier)",
            ylabel="final held-out accuracy", ylim=(0, 1.05),
            title="Recall at distance k (after the same step budget)")
@@ -207,7 +209,8 @@ def accuracy_vs_length(out_dir: Path, suite: str) -> plt.Figure:
     order = task_order(long)
     g = sns.relplot(data=long, x="eval length", y="accuracy", hue="architecture",
                     col="task_label", col_order=order, col_wrap=_wrap(len(order)),
-                    kind="line", marker="o", errorbar=CI, seed=SEED, palette=ARCH_COLORS,
+                    kind="line", marker="o", errorbar=CI, seed=SEED,
+                    palette=arch_colors(long["architecture"]),
                     hue_order=present(ARCH_ORDER, long["architecture"]),
                     height=2.6, aspect=1.2)
     length_axes(g)
