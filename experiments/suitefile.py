@@ -15,7 +15,6 @@ file, the key and the allowed values.
     seeds = [0]                           # optional (default 0)
     dtype = "float32"                     # optional (default float32)
     fit = "n"                             # optional: the Table 1 group these points fill
-    study = "convergence"                 # optional: the study whose tables and figures apply
     config = { form = ["parallel"] }      # optional: a list value is one more grid axis
     # measure = "path": dilation_growth = true; "compare": versus = "torch" | "timer";
     # "train": [grid.train] task = "copy", steps = 200, ... (TrainOptions and TaskSpec fields)
@@ -53,7 +52,7 @@ MEASURES = ("layer", "seq-ops", "path", "compare", "train")
 DTYPES = ("float32", "bfloat16", "float16")
 TOP_KEYS = ("name", "description", "config", "grid")
 GRID_KEYS = ("measure", "mixers", "models", "n", "d", "batch", "seeds", "dtype", "fit",
-             "study", "config", "dilation_growth", "versus", "train")
+             "config", "dilation_growth", "versus", "train")
 # [grid.train]: key -> type; TaskSpec's (task, alphabet_size, framing, keywords) and
 # TrainOptions' settings
 TRAIN_KEYS: dict[str, type | tuple[type, ...]] = {
@@ -169,7 +168,6 @@ def _grid(f: _File, suite: str, grid: dict, at: str, defaults: dict) -> list[Poi
         if dt not in DTYPES:
             raise f.fail(f"{at}dtype", f"unknown dtype {dt!r}; valid: {', '.join(DTYPES)}")
     fit = f.typed(grid.get("fit", ""), str, f"{at}fit")
-    study = f.typed(grid.get("study", ""), str, f"{at}study")
     options = _options(f, grid, measure, at)
     if isinstance(options, CompareOptions) and options.versus == "torch":
         for s in subjects:  # "timer" works for any mixer; "torch" needs PyTorch's own layer
@@ -186,7 +184,7 @@ def _grid(f: _File, suite: str, grid: dict, at: str, defaults: dict) -> list[Poi
             _check_config(f, measure, subject, cfg, axes["d"],
                           f"{at}config" if own else f"config.{subject}")
             out += [Point(suite, measure, subject, p["n"], p["d"], p["batch"], p["dtype"],
-                          p["seed"], config(cfg), options, fit=fit, study=study)
+                          p["seed"], config(cfg), options, fit=fit)
                     for p in product(**axes)]
     return out
 
