@@ -54,13 +54,28 @@ Shell completion (bash; zsh and fish alike, see click's docs):
 Every option reads TVR_<COMMAND>_<OPTION> too, e.g. TVR_RUN_OUT=/data/results.""")
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_print_version, help="Show the version and exit.")
-def cli() -> None:
+@click.option("--plugin", "plugins", multiple=True, metavar="MODULE", envvar="TVR_PLUGIN",
+              show_envvar=True,
+              help="Import MODULE first (repeatable): a module that adds mixers, models or "
+                   "suites with models.register_mixer / register_model / "
+                   "experiments.register_suite. Installed packages need no flag: their "
+                   "tvr.mixers, tvr.models and tvr.suites entry points are read on use.")
+def cli(plugins: tuple[str, ...]) -> None:
     """tvr-bench: measure what "Attention is all you need" claims about self-attention
     versus recurrence (LSTM, GRU), on the same work.
 
     \b
     Start with:  tvr suites;  tvr run quick;  tvr table;  tvr plot;  tvr ui
     """
+    if not plugins:  # models.plugins imports torch: not for `tvr run --help`
+        return
+    from models.plugins import import_module
+
+    for module in plugins:
+        try:
+            import_module(module)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
 
 
 @cli.command("models", epilog="Example: tvr models --preset base --format json")
@@ -79,23 +94,45 @@ def models_cmd(preset: str, fmt: str) -> None:
     rows = []
     for name in models.names():
         with torch.device("meta"):  # shapes only: counting --preset big allocates nothing
-            n = sum(p.numel() for p in models.build(name, preset).parameters())
+            n = _params(lambda name=name: models.build(name, preset))
         rows.append({"kind": "model", "name": name, "parameters": n,
-                     "description": models.describe(name)})
+                     "description": models.describe(name), "from": models.provider(name, "model")})
     for kind in models.mixer_kinds():
-        n = sum(p.numel() for p in models.mixer(kind, cfg.d_model).parameters())
-        rows.append({"kind": "mixer", "name": kind, "parameters": n, "d_model": cfg.d_model})
+        n = _params(lambda kind=kind: models.mixer(kind, cfg.d_model))
+        rows.append({"kind": "mixer", "name": kind, "parameters": n, "d_model": cfg.d_model,
+                     "from": models.provider(kind, "mixer")})
     if fmt == "json":
         echo_json({"preset": preset, "entries": rows})
         return
     click.echo(f"models (preset {preset!r}):")
     for r in rows:
         if r["kind"] == "model":
-            click.echo(f"  {r['name']:<16} {r['parameters']:>12,d}  {r['description']}")
+            click.echo(f"  {r['name']:<16} {_count(r['parameters'], 12)}  {r['description']}"
+                       f"{_origin(r['from'])}")
     click.echo(f"mixers (d_model={cfg.d_model}):")
     for r in rows:
         if r["kind"] == "mixer":
-            click.echo(f"  {r['name']:<20} {r['parameters']:>10,d}")
+            click.echo(f"  {r['name']:<20} {_count(r['parameters'], 10)}{_origin(r['from'])}")
+
+
+def _params(make) -> int | str:  # noqa: ANN001
+    """The parameter count of make(); for a plugin's component that its defaults cannot
+    build (a knob without a default), why not."""
+    try:
+        return sum(p.numel() for p in make().parameters())
+    except ValueError as exc:
+        return f"? ({exc})"
+
+
+def _count(n: int | str, width: int) -> str:
+    return f"{n:>{width},d}" if isinstance(n, int) else f"{n:>{width}}"
+
+
+def _origin(source: str) -> str:
+    """"  [from PACKAGE]" for a plugin's model, mixer or suite; nothing for a built-in one."""
+    from models.plugins import BUILTIN
+
+    return "" if source == BUILTIN else f"  [from {source}]"
 
 
 @cli.command("suites", epilog="Example: tvr suites --format json")
@@ -105,13 +142,15 @@ def suites_cmd(fmt: str) -> None:
     import experiments
 
     rows = [{"name": name, "points": len(experiments.points(name)),
-             "description": experiments.describe(name)} for name in experiments.suite_names()]
+             "description": experiments.describe(name), "from": experiments.provider(name)}
+            for name in experiments.suite_names()]
     if fmt == "json":
         echo_json(rows)
         return
     width = max(len(r["name"]) for r in rows)
     for r in rows:
-        click.echo(f"{r['name']:<{width}} {r['points']:>4} points  {r['description']}")
+        click.echo(f"{r['name']:<{width}} {r['points']:>4} points  {r['description']}"
+                   f"{_origin(r['from'])}")
 
 
 for command in (run.run_cmd, run.bench_cmd, report.table_cmd, report.plot_cmd,

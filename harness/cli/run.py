@@ -35,6 +35,7 @@ Examples:
   tvr run convergence-quick --only lstm --only transformer
   tvr run quick --fail-on error,oom  # exit 1 if any point failed (for CI)
   tvr run quick --dry-run            # list the points, measure nothing
+  tvr run --suite-file my-suite.toml # a suite declared in a file
 """
 
 
@@ -70,7 +71,10 @@ def check_suite(suite: str) -> None:
 
 
 @click.command("run", epilog=RUN_EXAMPLES)
-@click.argument("suite", metavar="SUITE", shell_complete=complete_suites)
+@click.argument("suite", required=False, metavar="SUITE", shell_complete=complete_suites)
+@click.option("--suite-file", type=click.Path(dir_okay=False), default=None, metavar="FILE.toml",
+              help="Run the suite declared in this TOML file instead of a named SUITE; its "
+                   "results go to <out>/<its name>/.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
               show_default=True, help="auto = cuda when available, else cpu.")
 @out_option
@@ -99,17 +103,15 @@ def check_suite(suite: str) -> None:
 @click.option("--fail-on", type=StatusList(), default="", metavar="STATUSES",
               help="Exit 1 when any point ends with one of these statuses, e.g. error,oom "
                    "(default: a finished sweep exits 0 whatever its points' statuses).")
-def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume: bool,
-            dry_run: bool, max_memory: int | None, min_run_time: float, dtype: str | None,
-            compile_: bool, corpus: str | None, only: tuple[str, ...],
-            fail_on: tuple[str, ...]) -> None:
-    """Measure every point of SUITE (`tvr suites` lists them); one results row and one
-    MLflow run per point."""
-    import experiments
+def run_cmd(suite: str | None, suite_file: str | None, device: str, out: str,
+            tracking_uri: str | None, resume: bool, dry_run: bool, max_memory: int | None,
+            min_run_time: float, dtype: str | None, compile_: bool, corpus: str | None,
+            only: tuple[str, ...], fail_on: tuple[str, ...]) -> None:
+    """Measure every point of SUITE (`tvr suites` lists them) or of --suite-file; one
+    results row and one MLflow run per point."""
     from harness.run import sweep
 
-    check_suite(suite)
-    points = experiments.points(suite)
+    suite, description, points = _suite_points(suite, suite_file)
     if only:
         names = sorted({p.subject for p in points})
         unknown = [o for o in only if o not in names]
@@ -142,7 +144,8 @@ def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume:
     out_dir = output_folder(out)
     uri = store_uri(out_dir, tracking_uri)
     summary = _sweep(name, points, dev, out_dir, uri, resume, max_memory, min_run_time,
-                     description=_describe(suite, name), outputs=lambda: _outputs(out_dir, name))
+                     description=_describe(description, name),
+                     outputs=lambda: _outputs(out_dir, name))
     click.echo(summary.line())
     if variant:
         click.echo(f"tables and figures: tvr table --suite {name}; tvr plot all --suite {name}")
@@ -156,11 +159,9 @@ def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume:
         raise SystemExit(1)
 
 
-def _describe(suite: str, name: str) -> str:
+def _describe(description: str, name: str) -> str:
     """The suite's MLflow experiment description."""
-    import experiments
-
-    return (f"{experiments.describe(suite)}\n\nEach child run is one point of suite `{name}` "
+    return (f"{description}\n\nEach child run is one point of suite `{name}` "
             "(named by what tells it apart: mixer or model, n, d, config); the parent run of "
             "each `tvr run` holds the summary, the results CSV, tables, figures and the "
             "machine's environment report. Written by tvr-bench.")
@@ -193,6 +194,33 @@ def _print_links(uri: str, name: str, out: str) -> None:
     for experiment, link in links:
         if experiment == name:
             click.echo(f"  {link}")
+
+
+def _suite_points(suite: str | None, suite_file: str | None
+                  ) -> tuple[str, str, list[Point]]:
+    """(name, description, points) of a named suite or of a suite file, checked before
+    anything runs."""
+    if (suite is None) == (suite_file is None):
+        raise BadInput("name a SUITE (`tvr suites` lists them) or give --suite-file FILE.toml"
+                       if suite is None else f"SUITE {suite!r} and --suite-file: give one")
+    if suite is not None:
+        import experiments
+
+        check_suite(suite)
+        return suite, experiments.describe(suite), experiments.points(suite)
+    from experiments.suitefile import load
+    from harness.train.points import train_spec
+
+    try:
+        name, description, points = load(suite_file)
+        for p in points:  # tasks are the harness's: checked here, before the first point
+            if p.runner == "train":
+                train_spec(p)
+    except ValueError as exc:  # SuiteFileError names the file; a task error gets it here
+        msg = str(exc)
+        raise BadInput(msg if msg.startswith("suite file") else
+                       f"suite file {suite_file}: [grid.train]: {msg}") from None
+    return name, description, points
 
 
 def _sweep(name: str, points: list[Point], dev, out_dir: Path, *args, **kwargs):  # noqa: ANN001, ANN202

@@ -26,7 +26,13 @@ from harness.report.curves import (
     rows,
     titled,
 )
-from harness.report.labels import ARCH_COLORS, ARCH_ORDER, METRIC_LABELS, present, task_order
+from harness.report.labels import (
+    ARCH_ORDER,
+    METRIC_LABELS,
+    arch_colors,
+    present,
+    task_order,
+)
 
 SCALES = ["1/sqrt(d_k)", "unscaled"]
 NORMS = {"post": "Post-LN", "pre": "Pre-LN"}
@@ -239,8 +245,8 @@ def grad_distance(out_dir: Path, suite: str) -> plt.Figure:
     long = long[(long["step"] > 0) & (long["value"] > 0)]  # log axes: k = 0 is the token itself
     g = sns.relplot(data=long, x="step", y="value", hue="architecture", col="when",
                     col_order=["at initialisation", "after training"], kind="line",
-                    errorbar=band(pts), seed=SEED, palette=ARCH_COLORS, height=3.2, aspect=1.2,
-                    hue_order=present(ARCH_ORDER, long["architecture"]))
+                    errorbar=band(pts), seed=SEED, palette=arch_colors(long["architecture"]),
+                    height=3.2, aspect=1.2, hue_order=present(ARCH_ORDER, long["architecture"]))
     g.set(yscale="log")  # exponential decay is a straight line here
     g.set_titles("{col_name}")
     g.set_axis_labels("distance k back from the scored position", "||dL_t / dx_(t-k)||")

@@ -203,7 +203,7 @@ def cheaper_below_d(stored: Stored) -> Evidence:
         cross = crossover_table(df)
     except BadInput as exc:
         raise Missing("quick", str(exc)) from None
-    layer = cross[cross["attention"] == "layer"]
+    layer = cross[(cross["attention"] == "layer") & cross["versus"].isin(["lstm", "gru"])]
     parts, flops_ok, time_ok = [], True, True
     for _, row in layer.iterrows():
         d, star_t = int(row["d_model"]), row["n_star_time"]
@@ -214,7 +214,7 @@ def cheaper_below_d(stored: Stored) -> Evidence:
         else:
             time_ok &= "costlier" not in str(row["time_note"])
             time = str(row["time_note"])
-        parts.append(f"vs {row['recurrent']} at d={d}: n* FLOPs {fmt(row['n_star_flops'])}, "
+        parts.append(f"vs {row['versus']} at d={d}: n* FLOPs {fmt(row['n_star_flops'])}, "
                      f"time {time}")
     verdict = CONTRADICTS if not flops_ok else SUPPORTS if time_ok else QUALIFIED
     return Evidence(

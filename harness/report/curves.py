@@ -20,9 +20,9 @@ import seaborn as sns
 
 from harness.errors import BadInput
 from harness.report.labels import (
-    ARCH_COLORS,
     ARCH_ORDER,
     METRIC_LABELS,
+    arch_colors,
     labelled,
     present,
     task_order,
@@ -167,7 +167,7 @@ def convergence_curves(out_dir: Path, suite: str, metric: str) -> plt.Figure:
     g = sns.relplot(data=long, x="step", y="value", hue="architecture", col="task_label",
                     col_order=order, col_wrap=_wrap(len(order)), kind="line", errorbar=band(pts),
                     seed=SEED, hue_order=present(ARCH_ORDER, long["architecture"]),
-                    palette=ARCH_COLORS, height=2.6, aspect=1.25,
+                    palette=arch_colors(long["architecture"]), height=2.6, aspect=1.25,
                     facet_kws={"sharey": False, "sharex": False})
     g.set_titles("{col_name}")
     g.set_axis_labels("training step", METRIC_LABELS[metric])
@@ -184,6 +184,7 @@ def steps_to_target(out_dir: Path, suite: str) -> plt.Figure:
     order = task_order(pts)
     hues = present(ARCH_ORDER, pts["architecture"])
     fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(order)), 4))
+    colors = arch_colors(pts["architecture"])
     slot = {task: i for i, task in enumerate(order)}
     width = 0.8 / max(1, len(hues))
     for j, arch in enumerate(hues):
@@ -192,13 +193,13 @@ def steps_to_target(out_dir: Path, suite: str) -> plt.Figure:
         jitter = (mine["seed"].rank(method="first") - 1) * width * 0.15
         reached = mine["steps_to_target"].notna()
         ax.scatter(x[reached] + jitter[reached], mine.loc[reached, "steps_to_target"],
-                   color=ARCH_COLORS.get(arch), label=arch, s=22, zorder=3)
+                   color=colors.get(arch), label=arch, s=22, zorder=3)
         ax.scatter(x[~reached] + jitter[~reached], mine.loc[~reached, "steps"], marker="^",
-                   facecolors="none", edgecolors=ARCH_COLORS.get(arch), s=30, zorder=3)
+                   facecolors="none", edgecolors=colors.get(arch), s=30, zorder=3)
         for xi, budget in zip(x[~reached].unique(), mine.loc[~reached, "steps"].groupby(
                 x[~reached]).max(), strict=True):
             ax.annotate(f"> {int(budget)}", (xi, budget), xytext=(0, 5), ha="center",
-                        textcoords="offset points", fontsize=6, color=ARCH_COLORS.get(arch))
+                        textcoords="offset points", fontsize=6, color=colors.get(arch))
     target = pts["target"].iloc[0]
     ax.set_xticks(range(len(order)), order, rotation=30, ha="right")
     ax.set(xlabel="", ylabel=f"steps to {target:.0%} held-out accuracy")
@@ -218,7 +219,8 @@ def accuracy_vs_distance(out_dir: Path, suite: str) -> plt.Figure:
     style = "seq_len" if pts["seq_len"].nunique() > 1 else None
     sns.lineplot(data=pts, x="k", y="final_accuracy", hue="architecture", style=style,
                  hue_order=present(ARCH_ORDER, pts["architecture"]),
-                 palette=ARCH_COLORS, marker="o", errorbar=band(pts), seed=SEED, ax=ax)
+                 palette=arch_colors(pts["architecture"]), marker="o", errorbar=band(pts),
+                 seed=SEED, ax=ax)
     ax.set(xscale="log", xlabel="distance k (output the token seen k steps earlier)",
            ylabel="final held-out accuracy", ylim=(0, 1.05))
     ax.set_title(f"Recall at distance k (after the same step budget)\n{caption(pts)}",
@@ -233,7 +235,8 @@ def accuracy_vs_length(out_dir: Path, suite: str) -> plt.Figure:
     order = task_order(long)
     g = sns.relplot(data=long, x="eval length", y="accuracy", hue="architecture",
                     col="task_label", col_order=order, col_wrap=_wrap(len(order)),
-                    kind="line", marker="o", errorbar=band(long), seed=SEED, palette=ARCH_COLORS,
+                    kind="line", marker="o", errorbar=band(long), seed=SEED,
+                    palette=arch_colors(long["architecture"]),
                     hue_order=present(ARCH_ORDER, long["architecture"]),
                     height=2.6, aspect=1.2)
     length_axes(g)

@@ -60,11 +60,12 @@ def layer_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
         return lines
     return lines + [
         "### Crossover: where self-attention stops being cheaper", "",
-        "`n_star_*` is the measured n where attention's per-sequence cost equals the "
-        "recurrent layer's (log-log interpolation between grid points). `attention` is the "
+        "`n_star_*` is the measured n where attention's per-sequence cost equals that of "
+        "the layer in `versus` (log-log interpolation between grid points). `attention` is the "
         "whole layer (with its Q, K, V, O projections) or the core softmax(QK^T)V alone. "
         "`n_star_closed_form` solves p nd^2 + 4n^2d = c nd^2 (p = 8 for the layer, 0 for the "
-        "core; c = 16 LSTM, 12 GRU); `n_paper` is the paper's rule of thumb n = d.", "",
+        "core; c = 16 LSTM, 12 GRU; none for other layers); `n_paper` is the paper's rule "
+        "of thumb n = d.", "",
         _save_table(out_dir, suite, "crossover", cross)]
 
 
@@ -73,8 +74,13 @@ def table1_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
     table, notes = table1(df)
     text = _save_table(out_dir, suite, "table1", table)
     notes_md = "\n".join(f"- {n}" for n in notes)
-    write_atomic(out_dir / "table1.md", f"# Table 1, measured\n\n{text}\n{notes_md}\n")
-    return ["### Table 1, measured", "", text, notes_md, ""]
+    if suite == "table1":  # the README's link; another suite's Table 1 stays in its folder
+        write_atomic(out_dir / "table1.md", f"# Table 1, measured\n\n{text}\n{notes_md}\n")
+    lines = ["### Table 1, measured", "", text, notes_md, ""]
+    layer = df[df["runner"] == "layer"]
+    if (layer["fit"].isna() | (layer["fit"] == "")).any():  # a plain sweep beside it (a
+        lines += layer_section(out_dir, suite, df)  # suite file may declare both)
+    return lines
 
 
 def study_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:

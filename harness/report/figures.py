@@ -31,6 +31,13 @@ PALETTE = {"self-attention": "#1f77b4", "attention-core": "#ff7f0e", "lstm": "#d
            "restricted-attention": "#17becf"}
 
 
+def _palette(mixers: pd.Series) -> dict[str, str]:
+    """PALETTE plus a colour for each mixer it lacks (a plugin's), so no hue is missing."""
+    extra = [m for m in dict.fromkeys(mixers) if m not in PALETTE]
+    return PALETTE | dict(zip(extra, sns.color_palette("Dark2", len(extra)).as_hex(),
+                              strict=True))
+
+
 def _n_axis(ax: plt.Axes) -> None:
     """Sequence lengths are powers of two: log2 axis labelled 32, 64, ... not 2^5 or 10^2."""
     ax.set_xscale("log", base=2)
@@ -43,20 +50,22 @@ def crossover(df: pd.DataFrame) -> plt.Figure:
     (bottom). Vertical lines: measured n* of the whole attention layer (dashed) and of the
     attention core (dash-dot) against the LSTM, and the paper's n = d (dotted)."""
     ok = sweep_frame(df)
-    ok = ok[ok["mixer"].isin(["self-attention", "attention-core", "lstm", "gru"])]
+    plugin = ~ok["mixer"].isin(list(PALETTE))  # a plugin's mixer is drawn beside them
+    ok = ok[ok["mixer"].isin(["self-attention", "attention-core", "lstm", "gru"]) | plugin]
     long = ok.melt(id_vars=["mixer", "seq_len", "d_model"],
                    value_vars=["gflop_per_seq", "ms_per_seq"], var_name="cost")
     long["cost"] = long["cost"].map({"gflop_per_seq": "GFLOP / sequence (counted)",
                                      "ms_per_seq": "ms / sequence (forward, measured)"})
     g = sns.relplot(data=long, x="seq_len", y="value", hue="mixer", col="d_model", row="cost",
-                    kind="line", marker="o", palette=PALETTE, height=2.8, aspect=1.1,
+                    kind="line", marker="o", palette=_palette(long["mixer"]), height=2.8,
+                    aspect=1.1,
                     facet_kws={"sharey": False, "margin_titles": True})
     g.set(yscale="log")
     for ax in g.axes.flat:
         _n_axis(ax)
     g.set_axis_labels("sequence length n", "")
     cross = crossover_table(df)
-    cross = cross[cross["recurrent"] == "lstm"]
+    cross = cross[cross["versus"] == "lstm"]
     for (cost, d), ax in g.axes_dict.items():
         ax.axvline(d, color="grey", ls=":", lw=1)
         col = "n_star_flops" if cost.startswith("GFLOP") else "n_star_time"
@@ -75,7 +84,7 @@ def throughput(df: pd.DataFrame) -> plt.Figure:
     """Training throughput (tokens/s, forward+backward) vs n, one column per d."""
     ok = sweep_frame(df)
     g = sns.relplot(data=ok, x="seq_len", y="fwdbwd_tokens_per_s", hue="mixer", col="d_model",
-                    kind="line", marker="o", palette=PALETTE, height=3, aspect=1.1)
+                    kind="line", marker="o", palette=_palette(ok["mixer"]), height=3, aspect=1.1)
     g.set(yscale="log")
     for ax in g.axes.flat:
         _n_axis(ax)
@@ -133,7 +142,8 @@ def _coinciding(df: pd.DataFrame, y: str) -> pd.Series:
 def _lines(df: pd.DataFrame, y: str, ylabel: str, title: str, logy: bool = True) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     data = df.assign(layer=_coinciding(df.assign(layer=_label(df)), y))
-    palette = {name: PALETTE.get(name.split(" (")[0], "#7f7f7f") for name in data["layer"]}
+    colors = _palette(df["mixer"])
+    palette = {name: colors.get(name.split(" (")[0], "#7f7f7f") for name in data["layer"]}
     palette |= {name: "#e377c2" for name in data["layer"] if "dilated" in name}
     # markers and dashes differ per line: equal values (contiguous convolution and
     # restricted attention have the same path length) must not hide one line under another
@@ -189,13 +199,16 @@ def png_bytes(fig: plt.Figure) -> bytes:
 
 
 def _values(rows: pd.DataFrame, column: str) -> set[str]:
-    """The non-empty values of `column` in rows (none if the column is absent)."""
-    return set(rows[column].dropna()) - {""} if column in rows else set()
+    """The values of `column` in rows, "" standing for rows in none (all, if it is absent)."""
+    if column not in rows:
+        return {""} if len(rows) else set()
+    return {"" if pd.isna(v) else str(v) for v in rows[column]}
 
 
 def _wants(value: str | None, present: set[str]) -> bool:
-    """None: anything; "": nothing (a plain sweep); else that value among those present."""
-    return value is None or (value in present if value else not present)
+    """None: anything; "": some rows in none (a plain sweep, maybe beside Table 1 groups);
+    else that value among those present."""
+    return value is None or value in present
 
 
 @dataclass(frozen=True)

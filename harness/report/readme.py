@@ -66,7 +66,7 @@ def crossover(out: Path) -> str:
              f"{df['seq_len'].max()}, d = {', '.join(map(str, sorted(df['d_model'].unique())))}"
              f"; {df['wall_s'].sum():.0f} s of point wall time on {_machine(df)}). "
              "Measured n* per d:", ""]
-    shown = cross[["attention", "recurrent", "d_model", "n_star_flops", "n_star_closed_form",
+    shown = cross[["attention", "versus", "d_model", "n_star_flops", "n_star_closed_form",
                    "n_star_time", "time_note"]]
     return "\n".join(lines) + "\n" + markdown_table(shown, ".4g") + "\n"
 
@@ -192,6 +192,30 @@ def parallel(out: Path) -> str:
             "not a measurement):\n\n" + markdown_table(proj) + "\n")
 
 
+def plugin_example(out: Path) -> str:
+    """The example plugin's suite file results: exponents beside self-attention's and the
+    LSTM's, and where softmax attention's counted FLOPs cross linear attention's."""
+    df = _rows(out, "linear-attention")
+    table, _ = table1(df)
+
+    def exp(row: pd.Series, key: str) -> str:
+        k, se = row.get(f"{key}_exp"), row.get(f"{key}_se")
+        return "" if k is None or pd.isna(k) else f"{k:.2f} ± {se:.2f}"
+
+    rows = pd.DataFrame([{"layer": r["layer"], "FLOPs in n": exp(r, "flops_n"),
+                          "FLOPs in d": exp(r, "flops_d"), "seq. ops in n": exp(r, "seq_ops_n"),
+                          "path in n": exp(r, "path_n"), "memory in n": exp(r, "memory_n")}
+                         for _, r in table.iterrows()])
+    cross = tables.crossover_table(df)
+    cross = cross[cross["versus"] != "lstm"][["attention", "versus", "d_model",
+                                              "n_star_flops", "flops_note"]]
+    return (f"`tvr run --suite-file examples/linear-attention/linear-attention.toml` "
+            f"({len(df)} points, {df['wall_s'].sum():.0f} s of point wall time on "
+            f"{_machine(df)}); fitted log-log exponents ± SE:\n\n" + markdown_table(rows)
+            + "\n\nWhere the whole self-attention layer's counted FLOPs cross linear "
+            "attention's:\n\n" + markdown_table(cross, ".4g") + "\n")
+
+
 def claims(out: Path) -> str:
     table = ledger(out)
     summary = table[["claim", "verdict"]]
@@ -201,7 +225,7 @@ def claims(out: Path) -> str:
 
 BLOCKS: dict[str, Callable[[Path], str]] = {
     "run-times": run_times, "crossover": crossover, "table1": table1_block, "bench": bench,
-    "claims": claims, "parallel": parallel,
+    "claims": claims, "parallel": parallel, "linear-attention": plugin_example,
     **{f"study-{name}": (lambda out, name=name: study(out, name))
        for name in [*STUDIES, "gradient-distance"]},
 }

@@ -139,32 +139,38 @@ ATTENTION_KINDS = {  # attention mixer -> (what it is, FLOP coefficient of its n
 
 
 def crossover_table(df: pd.DataFrame) -> pd.DataFrame:
-    """For each d, recurrent kind and attention variant (whole layer, or the core alone): the
-    measured n* where attention's per-sequence cost equals the recurrent layer's, in counted
-    FLOPs and in forward time, beside the closed form and the paper's rule of thumb n = d."""
+    """For each d, attention variant (whole layer, or the core alone) and layer it is set
+    against (LSTM, GRU, and any other mixer in the results, e.g. a plugin's): the measured n*
+    where attention's per-sequence cost equals the other layer's, in counted FLOPs and in
+    forward time, beside the closed form (known for LSTM and GRU) and the paper's n = d."""
     ok = sweep_frame(df)
+    others = [*RECURRENT_FLOP_COEF,
+              *(m for m in ok["mixer"].unique()
+                if m not in RECURRENT_FLOP_COEF and m not in ATTENTION_KINDS)]
     rows = []
     for attn_kind, (variant, proj) in ATTENTION_KINDS.items():
         attn = ok[ok["mixer"] == attn_kind]
-        for rnn, coef in RECURRENT_FLOP_COEF.items():
-            rec = ok[ok["mixer"] == rnn]
+        for other in others:
+            rec = ok[ok["mixer"] == other]
+            coef = RECURRENT_FLOP_COEF.get(other)
             for d, a in attn.groupby("d_model"):
                 both = a.merge(rec[rec["d_model"] == d], on="seq_len", suffixes=("_a", "_r"))
                 if len(both) < 2:
                     continue
                 both = both.sort_values("seq_len")
                 ns = both["seq_len"].to_numpy()
-                row = {"attention": variant, "recurrent": rnn, "d_model": int(d),
-                       # proj n d^2 + 4 n^2 d = coef n d^2  <=>  n = (coef - proj) d / 4
-                       "n_star_closed_form": (coef - proj) * int(d) / 4, "n_paper": int(d)}
+                # proj n d^2 + 4 n^2 d = coef n d^2  <=>  n = (coef - proj) d / 4
+                closed = np.nan if coef is None else (coef - proj) * int(d) / 4
+                row = {"attention": variant, "versus": other, "d_model": int(d),
+                       "n_star_closed_form": closed, "n_paper": int(d)}
                 for metric, col in (("flops", "gflop_per_seq"), ("time", "ms_per_seq")):
                     ratio = (both[f"{col}_a"] / both[f"{col}_r"]).to_numpy()
                     row[f"n_star_{metric}"], row[f"{metric}_note"] = _crossing(ns, ratio)
                 row["n_range"] = f"{ns.min()}..{ns.max()}"
                 rows.append(row)
     if not rows:
-        raise BadInput("crossover needs self-attention (or attention-core) and lstm/gru points "
-                       "at the same n and d; run `tvr run quick`")
+        raise BadInput("crossover needs self-attention (or attention-core) points and another "
+                       "layer's (lstm, gru, ...) at the same n and d; run `tvr run quick`")
     return pd.DataFrame(rows)
 
 
