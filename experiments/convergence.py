@@ -238,10 +238,11 @@ def convergence_quick() -> list[Point]:
     - norm-warmup: gradient norms at init at depth 2, 6, 12; corpus n=16 training at depth 2
       and 12, Post-LN and Pre-LN, warm-up 0 or 50 steps, 150 steps.
     - gradient-distance: corpus n=64, at init and after 50 steps.
-    Dropped, and why: the convergence study's copy, reverse, sort, MQAR, adding and corpus
-    tasks (no claim is judged from them, and at a budget that fits here MQAR left all three
-    models at 30-36%, adding separated the models on one seed of two, and sort put them
-    within a few points: comparisons that do not separate the arms); distance-k at k=4;
+    Dropped, and why: the convergence study's other tasks, from which no claim is judged:
+    at a budget that fits here MQAR left all three models at 30-36%, adding separated them
+    on one seed of two and sort put them within a few points (comparisons that do not
+    separate the arms), while copy, reverse and the corpus, which do separate them, cost
+    10-20 s of point time per seed each, more than 5 seeds of them fit; distance-k at k=4;
     heads h = 2, 8 (h = 1, 4, 16 keep the ends and the middle); positional on copy (reverse
     is the sharper test of order: without positions the model reached about 35% on reverse
     and 55-66% on copy, where a causal mask lets it count positions); norm-warmup training
