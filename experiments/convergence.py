@@ -250,7 +250,9 @@ def convergence_quick() -> list[Point]:
     placement; depth 12 is where Post-LN stalls on the unigram plateau without warm-up, and
     with it leaves the plateau between steps 100 and 150). The full suites run all of
     these. Estimated from the previous design's point times (334 s of point time on an AMD
-    EPYC with 2 threads): about 300 s of point time there."""
+    EPYC with 2 threads): about 300 s of point time there. Measured once on a 2-core Intel
+    Xeon while other jobs loaded it (load average 1.1 at the start, up to 6.6): 595 s of
+    wall time, 575 s of point time; its unloaded time is not measured."""
     q, seeds = "convergence-quick", QUICK_SEEDS
     return [*convergence_points(q, seeds, {"distance-k": (16,)}, 300, (1, 12)),
             *scaling_points(q, seeds, (16, 64, 256), (16, 64), 600, 8),
