@@ -224,7 +224,7 @@ QUICK_SEEDS = range(5)  # every quick study: seeds 0-4, so comparisons pair over
 
 
 def convergence_quick() -> list[Point]:
-    """Every study above, trimmed to about 7 minutes on 2 CPU cores (what `make run` runs),
+    """Every study above, trimmed toward about 7 minutes on 2 CPU cores (what `make run` runs),
     each on the same 5 seeds (0-4) so that every comparison a claim is judged from pairs 5
     seeds; sizes and arms were trimmed instead of seeds. Per study (parameter-matched where
     the study has several architectures):
@@ -248,7 +248,8 @@ def convergence_quick() -> list[Point]:
     and 55-66% on copy, where a causal mask lets it count positions); norm-warmup training
     at depth 6 (at 200 steps it behaved as depth 2, no gain from warm-up in either
     placement; depth 12 is where Post-LN stalls on the unigram plateau without warm-up, and
-    with it leaves the plateau between steps 100 and 150). The full suites run all of
+    with it left the plateau between steps 100 and 150 on seed 0 of the previous design;
+    on one seed of five the warm-up run is still on it at step 150). The full suites run all of
     these. Estimated from the previous design's point times (334 s of point time on an AMD
     EPYC with 2 threads): about 300 s of point time there. Measured once on a 2-core Intel
     Xeon while other jobs loaded it (load average 1.1 at the start, up to 6.6): 595 s of
