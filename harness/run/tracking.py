@@ -184,8 +184,10 @@ class Tracker:
 
     def close_orphans(self) -> int:
         """Mark KILLED the runs of this suite that a killed process left RUNNING on this
-        machine (its pid is gone), and their children; returns how many. Machines, not host
-        names: containers sharing a server store often share a host name too."""
+        machine (its pid is gone), and their children; returns how many. A child that never
+        got its point id (the point in flight, dropped) is deleted: it holds nothing, and the
+        point is measured again. Machines, not host names: containers sharing a server store
+        often share a host name too."""
         assert self._client is not None and self.experiment_id is not None
         machine = this_machine().replace("'", "")
         running = self._client.search_runs(
@@ -195,11 +197,15 @@ class Tracker:
                 and not _alive(int(r.data.tags["pid"]))}
         children = self._client.search_runs(
             [self.experiment_id], "attributes.status = 'RUNNING'", max_results=1000)
-        dead |= {r.info.run_id for r in children
-                 if r.data.tags.get("mlflow.parentRunId") in dead}
+        orphans = [r for r in children if r.data.tags.get("mlflow.parentRunId") in dead]
+        dropped = {r.info.run_id for r in orphans if "point_id" not in r.data.tags}
+        dead |= {r.info.run_id for r in orphans} - dropped
         for run_id in dead:
             self._client.set_terminated(run_id, "KILLED")
-        return len(dead)
+        for run_id in dropped:
+            self._client.set_terminated(run_id, "KILLED")
+            self._client.delete_run(run_id)
+        return len(dead) + len(dropped)
 
     def _experiment(self) -> str:
         """The suite's experiment id, created (with artifacts under <out>/mlartifacts) if new."""
@@ -256,12 +262,13 @@ class Tracker:
     def start_point(self, point_id: str, params: Mapping[str, Any], machine: str = "",
                     device: str = "", started_ms: int | None = None) -> str | None:
         """Open the point's nested run as the point starts (so the run lasts what the point
-        did); returns its id, None when not tracking. log_point ends it."""
+        did); returns its id, None when not tracking. log_point ends it and tags its point id
+        last: a run without one (a point dropped by a kill) never counts as logged."""
         if self._client is None or self.error is not None:
             return None
         assert self.parent_run_id is not None and self.experiment_id is not None
         tags = {**self.tags, "mlflow.parentRunId": self.parent_run_id, "suite": self.suite,
-                "point_id": point_id, "machine": machine, "device": device}
+                "machine": machine, "device": device}
         try:
             run = self._client.create_run(self.experiment_id, start_time=started_ms,
                                           run_name=run_name(flatten(params), point_id),
@@ -296,6 +303,7 @@ class Tracker:
                 return
             self._log_batch(run_id, params=flatten(params), metrics=batch,
                             tags={"status": status, **({"message": message} if message else {})})
+            self._client.set_tag(run_id, "point_id", point_id)  # last: the run is complete
             self._client.set_terminated(run_id, "FINISHED" if status == "ok" else "FAILED",
                                         end_time=ended_ms)
             self._in_flight = None
@@ -380,6 +388,14 @@ class Tracker:
             count += self.error is None
         return count
 
+    def _delete(self, run_id: str) -> None:
+        """Delete a run (MLflow keeps it recoverable); a store failure here is logged only."""
+        assert self._client is not None
+        try:
+            self._client.delete_run(run_id)
+        except self._errors as e:
+            log.debug("could not delete run %s: %s", run_id, e)
+
     def _terminate(self, run_id: str | None, status: str) -> None:
         """Set a run's final status; a store failure here turns tracking off, never raises."""
         if self._client is None or run_id is None:
@@ -402,6 +418,7 @@ class Tracker:
             status = "FAILED"  # a run whose tracking stopped early is missing points
         else:
             status = "FINISHED"
-        if self._in_flight is not None:  # the point the signal or the crash cut short
+        if self._in_flight is not None:  # the point a signal or a crash dropped: no data
             self._terminate(self._in_flight, "KILLED" if status == "KILLED" else "FAILED")
+            self._delete(self._in_flight)
         self._terminate(self.parent_run_id, status)
