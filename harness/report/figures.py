@@ -245,11 +245,14 @@ FIGURES: dict[str, Figure] = {
 
 
 def _sign(fig: plt.Figure, df: pd.DataFrame) -> None:
-    """Name, in the corner, the machine whose rows the figure shows."""
+    """Name, right-aligned under everything drawn (titles and tick labels stay clear of it),
+    the machine whose rows the figure shows."""
     if "machine" in df and len(df):
         date = str(df["measured_at"].dropna().max())[:10] if "measured_at" in df and \
             df["measured_at"].notna().any() else ""
-        fig.text(0.995, 0.998, f"measured on {df['machine'].iloc[0]} {date}".strip(),
+        drawn = fig.get_tightbbox(fig.canvas.get_renderer())  # inches, figure origin
+        fig.text(0.995, drawn.y0 / fig.get_figheight() - 0.01,
+                 f"measured on {df['machine'].iloc[0]} {date}".strip(),
                  ha="right", va="top", fontsize=7, color="0.4")
 
 
