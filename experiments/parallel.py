@@ -33,7 +33,7 @@ def parallel_points(suite: str, ns: tuple[int, ...], cores: int | None = None) -
 
 def parallel() -> list[Point]:
     """Self-attention, LSTM and GRU at 4096 tokens per batch, d = 128, n = 64, 256, 1024, on
-    1 thread up to every core: parallel efficiency and a work-span projection (9 minutes
-    on a 2-core machine busy with other jobs, whose 2-thread points waited for a core)."""
+    1 thread up to every core: parallel efficiency and a work-span projection (under a
+    minute on 2 idle cores; minutes when other jobs hold the cores)."""
     return parallel_points("parallel", (64, 256, 1024))
 

@@ -47,7 +47,7 @@ def _machine(df: pd.DataFrame) -> str:
 
 def run_times(out: Path) -> str:
     parts = []
-    for suite in ("quick", "table1", "convergence-quick", "identities"):
+    for suite in ("quick", "table1", "convergence-quick", "identities", "parallel"):
         try:
             df = _rows(out, suite)
         except BadInput as exc:
