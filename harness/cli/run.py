@@ -50,11 +50,20 @@ from harness.run.store import mask
                                  "task instead of the King James Bible.")
 @click.option("--only", multiple=True, metavar="NAME",
               help="Only the points of this mixer or model (repeatable), e.g. --only lstm.")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local",
+              show_default=True,
+              help="local: the points one by one in this process; ray: Ray tasks on a cluster.")
+@click.option("--ray-address", default=None, metavar="ADDR",
+              help="The Ray cluster to join (HOST:PORT, ray://HOST:PORT, auto); default "
+                   "$RAY_ADDRESS, else a Ray instance started on this machine.")
+@click.option("--cpus-per-point", type=click.IntRange(min=1), default=1, show_default=True,
+              help="With --executor ray: CPUs (and torch threads) a training point reserves; "
+                   "a timed point reserves its node's every CPU, or one GPU.")
 def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume: bool,
             dry_run: bool, max_memory: int | None, min_run_time: float, dtype: str | None,
-            compile_: bool, corpus: str | None, only: tuple[str, ...]) -> None:
+            compile_: bool, corpus: str | None, only: tuple[str, ...], executor: str,
+            ray_address: str | None, cpus_per_point: int) -> None:
     """Measure every point of SUITE; one results row and one MLflow run per point."""
-    from harness.run import sweep
 
     points = experiments.points(suite)
     if only:
@@ -85,10 +94,21 @@ def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume:
             click.echo(p.point_id)
         click.echo(f"{len(points)} points in suite {suite!r} (dry run: nothing measured)")
         return
-    dev = sweep.resolve_device(device)
     out_dir = output_folder(out)
     uri = store_uri(out_dir, tracking_uri)
-    summary = _sweep(name, points, dev, out_dir, uri, resume, max_memory, min_run_time)
+    if uri is not None:
+        from harness.run.store import check_reachable
+
+        check_reachable(uri)  # a server that does not answer: bad input before any point
+    from harness.run.executor import make_executor
+
+    runner = make_executor(executor, ray_address, cpus_per_point)
+    try:
+        dev = runner.resolve_device(device)
+        summary = _sweep(name, points, dev, out_dir, uri, resume, max_memory, min_run_time,
+                         True, runner)
+    finally:
+        runner.close()
     click.echo(summary.line())
     if variant:
         click.echo(f"tables and figures: tvr table --suite {name}; tvr plot all --suite {name}")

@@ -119,6 +119,15 @@ def problem(uri: str) -> str | None:
     return None
 
 
+def check_reachable(uri: str) -> None:
+    """BadInput, within PROBE_TIMEOUT_S, when `uri` names a tracking server that does not
+    answer: asking for a shared server and silently measuring without it is a mistake the
+    user should hear of before any point runs. A server that goes away later is `problem`'s
+    case (the sweep measures on; `tvr sync` catches up)."""
+    if _scheme(uri) in _SERVERS:
+        _probe(uri)
+
+
 def _server_url(uri: str) -> urllib.parse.SplitResult:
     """The server URI split, credentials included; BadInput if it is malformed."""
     try:

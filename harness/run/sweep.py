@@ -1,9 +1,11 @@
-"""Run a suite's points one by one; every point ends as exactly one row with a status.
+"""Run a suite's points; every point ends as exactly one row with a status.
 
 A failing point never stops the sweep: CUDA (or host) out-of-memory becomes "oom", a point
 predicted over --max-memory becomes "skipped" with the prediction, any other exception becomes
 "error" with its message. Rows are written atomically after each point, so a killed run loses
-at most the point in flight, and --resume skips the points already "ok".
+at most the points in flight, and --resume skips the points already "ok". Where the points
+run is the executor's business (harness.run.executor: here one by one, or on a Ray cluster);
+this module is the one writer of their rows, whichever executor measured them.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections import Counter
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,7 +23,6 @@ import torch
 
 from experiments.spec import Point
 from harness.errors import BadInput
-from harness.measure.machine import machine_facts
 from harness.results import (
     SERIES_FILE,
     append_row,
@@ -31,6 +33,7 @@ from harness.results import (
     results_path,
     this_machine,
 )
+from harness.run.executor import LocalExecutor, RayExecutor
 from harness.run.progress import progress_bar
 from harness.run.runners import PREDICTORS, RUNNERS
 from harness.run.tracking import Tracker
@@ -135,32 +138,43 @@ def run_suite(
     max_memory: int | None = None,
     min_run_time: float = 0.2,
     progress: bool = True,
+    executor: LocalExecutor | RayExecutor | None = None,
 ) -> SweepSummary:
     """Measure every point not already done on this device of this machine; one results row
-    and one MLflow child run each."""
+    and one MLflow child run each. The executor (default: this process, one point after
+    another) decides where points run; rows are written here, as each point finishes."""
+    executor = executor or LocalExecutor()
     path = results_path(out_dir, suite)
     summary = SweepSummary(suite, path)
     machine = this_machine()
     done = done_points(path, device.type, machine) if resume else set()
     todo = [p for p in points if p.point_id not in done]
     summary.resumed = len(points) - len(todo)
-    facts = {"machine": machine, **machine_facts(device)}
+    facts = {"machine": machine, **executor.facts(device)}
     started = time.perf_counter()
     params = {"suite": suite, "device": str(device), "points": len(points),
-              "min_run_time": min_run_time, "max_memory": max_memory, **facts}
+              "min_run_time": min_run_time, "max_memory": max_memory,
+              "executor": executor.name, **executor.params(), **facts}
     ctx = Context(device, min_run_time)
+
+    def measured_meanwhile(point: Point) -> bool:
+        """A sweep beside this one in the same folder may have measured it meanwhile."""
+        if resume and point.point_id in done_points(path, device.type, machine):
+            summary.resumed += 1
+            return True
+        return False
+
     with Tracker(tracking_uri, suite, out_dir, params) as tracker:
         summary.synced = _sync_mine(tracker, path, device.type, machine)
         bar = progress_bar(todo, suite, enabled=progress)
-        for point in bar:
-            # a sweep beside this one in the same folder may have measured it meanwhile
-            if resume and point.point_id in done_points(path, device.type, machine):
-                summary.resumed += 1
-                continue
-            bar.set_postfix_str(point.point_id, refresh=True)
-            result, trace = run_point(point, ctx, max_memory)
-            _record(point, result, trace, path, device, facts, tracker)
-            summary.statuses[result.status] += 1
+        with closing(executor.run(todo, ctx, max_memory, measured_meanwhile)) as finished:
+            for done in finished:
+                bar.set_postfix_str(done.point.point_id, refresh=False)
+                bar.update(1)
+                # the node's facts (Ray) override the driver's; `machine` stays the driver's
+                _record(done.point, done.result, done.trace, path, device,
+                        facts | done.facts | {"machine": machine}, tracker)
+                summary.statuses[done.result.status] += 1
         bar.close()
         summary.wall_s = time.perf_counter() - started
         if path.exists():

@@ -259,14 +259,16 @@ class Tracker:
         if self.error is not None:
             return
         assert self.parent_run_id is not None and self.experiment_id is not None
-        tags = {"mlflow.parentRunId": self.parent_run_id, "suite": self.suite,
-                "point_id": point_id, "machine": machine, "device": device, "status": status}
+        tags = {"suite": self.suite, "machine": machine, "device": device,
+                "status": status} | ({"message": message} if message else {})
         run_id: str | None = None
         try:
-            run_id = self._client.create_run(self.experiment_id, run_name=point_id,
-                                             tags=tags).info.run_id
-            self._log_batch(run_id, params=flatten(params), metrics=batch,
-                            tags={"message": message} if message else None)
+            run_id = self._client.create_run(
+                self.experiment_id, run_name=point_id,
+                tags={"mlflow.parentRunId": self.parent_run_id}).info.run_id
+            self._log_batch(run_id, params=flatten(params), metrics=batch, tags=tags)
+            # point_id last: a store failing mid-point leaves no run `sync` takes for logged
+            self._client.set_tag(run_id, "point_id", point_id)
             self._client.set_terminated(run_id, "FINISHED" if status == "ok" else "FAILED")
         except self._errors as e:
             self._give_up(e)
