@@ -229,6 +229,7 @@ class RayExecutor:
                     if measured is None:
                         pending[self._submit(point, ctx, max_memory, avoid)] = (point, 1)
                     elif not skip(point):
+                        measured.facts["attempts"] = attempt + 1
                         yield measured
         finally:  # stopped (Ctrl-C, SIGTERM) or closed early: drop the points not finished
             for ref in pending:

@@ -43,6 +43,25 @@ def mask(uri: str) -> str:
     return re.sub(r"(://[^/:@]*):[^/]*@", r"\1:***@", uri)
 
 
+def without_credentials(uri: str) -> tuple[str, str | None, str | None]:
+    """A server URI as (URI without user and password, user, password). MLflow takes a
+    server's credentials from $MLFLOW_TRACKING_USERNAME/PASSWORD; a URI that carries them
+    would be echoed by MLflow's own messages, password included."""
+    if _scheme(uri) not in _SERVERS:
+        return uri, None, None
+    parts = urllib.parse.urlsplit(uri)
+    if parts.username is None and parts.password is None:
+        return uri, None, None
+    netloc = parts.hostname or ""
+    netloc = f"[{netloc}]" if ":" in netloc else netloc
+    netloc += f":{parts.port}" if parts.port else ""
+    plain = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, parts.query,
+                                     parts.fragment))
+    unquote = urllib.parse.unquote
+    return (plain, unquote(parts.username or ""),
+            None if parts.password is None else unquote(parts.password))
+
+
 def sqlite_uri(path: Path) -> str:
     """sqlite:/// URI of a file, percent-encoded: SQLAlchemy decodes %XX and splits at "?",
     so a folder named "a%20b" or "q?x=1" would otherwise send the store elsewhere."""

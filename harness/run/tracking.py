@@ -11,6 +11,7 @@ rows the store lacks (keyed by point id and machine).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import os
@@ -24,7 +25,14 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from harness.results import results_path, this_machine
-from harness.run.store import create_sqlite, is_remote, mask, problem, sqlite_path
+from harness.run.store import (
+    create_sqlite,
+    is_remote,
+    mask,
+    problem,
+    sqlite_path,
+    without_credentials,
+)
 from harness.run.sync import row_series, split_row
 
 if TYPE_CHECKING:
@@ -82,6 +90,8 @@ def quiet_mlflow() -> None:
                 handler.addFilter(_NoTraceback())
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+    # a "View run ... at URL" line per nested run (and a request to build it), on a server
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
 
 def _build_schema(uri: str) -> None:
@@ -167,7 +177,7 @@ class Tracker:
         if db is not None:
             create_sqlite(db, _build_schema)
         self._errors = _tracking_errors()
-        self._client = MlflowClient(tracking_uri=self.uri)
+        self._client = MlflowClient(tracking_uri=_client_uri(self.uri or ""))
         self.experiment_id = self._experiment()
         self.close_orphans()
         run = self._client.create_run(
@@ -264,7 +274,7 @@ class Tracker:
         run_id: str | None = None
         try:
             run_id = self._client.create_run(
-                self.experiment_id, run_name=point_id,
+                self.experiment_id, run_name=_run_name(point_id),
                 tags={"mlflow.parentRunId": self.parent_run_id}).info.run_id
             self._log_batch(run_id, params=flatten(params), metrics=batch, tags=tags)
             # point_id last: a store failing mid-point leaves no run `sync` takes for logged
@@ -364,6 +374,29 @@ class Tracker:
         else:
             status = "FINISHED"
         self._terminate(self.parent_run_id, status)
+
+
+RUN_NAME_LIMIT = 250  # the runs table's name column: PostgreSQL refuses longer, SQLite not
+
+
+def _run_name(point_id: str) -> str:
+    """The point id, or when longer than a run name may be, its head and a hash of it (the
+    full id is the run's point_id tag)."""
+    if len(point_id) <= RUN_NAME_LIMIT:
+        return point_id
+    digest = hashlib.sha1(point_id.encode()).hexdigest()[:12]
+    return f"{point_id[:RUN_NAME_LIMIT - 14]}~{digest}"
+
+
+def _client_uri(uri: str) -> str:
+    """The URI MLflow's client gets: a server's user and password go to the environment
+    variables MLflow reads them from, so none of its messages can show them."""
+    plain, user, password = without_credentials(uri)
+    if user:
+        os.environ["MLFLOW_TRACKING_USERNAME"] = user
+    if password is not None:
+        os.environ["MLFLOW_TRACKING_PASSWORD"] = password
+    return plain
 
 
 def _metrics(metrics: Mapping[str, Any],

@@ -93,6 +93,8 @@ def test_a_node_removed_mid_suite_still_gives_one_row_per_point(tmp_path):
     assert sorted(rows["point_id"]) == sorted(expected)  # each point once, none missing
     failed = rows[rows["status"] != "ok"]
     assert (failed["status"] == "error").all() and failed["message"].str.contains("node").all()
+    # the point the worker held when it went was measured again on the head (or failed)
+    assert len(failed) or (rows["attempts"].astype(int) == 2).any(), rows["attempts"]
 
 
 def test_unreachable_ray_address_is_bad_input_within_seconds(tmp_path):

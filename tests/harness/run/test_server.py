@@ -85,11 +85,15 @@ class Server:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            return  # running already
+        log = open(self.artifacts.parent / f"server-{self.port}.log", "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", self.backend,
              "--artifacts-destination", str(self.artifacts), "--host", "127.0.0.1",
              "--port", str(self.port), "--workers", "1"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            stdout=log, stderr=log, start_new_session=True)
+        log.close()  # the server holds its own copy
         deadline = time.time() + 180  # the first start migrates the database schema
         while time.time() < deadline:
             assert self.proc.poll() is None, "mlflow server exited at start"
@@ -111,7 +115,7 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server(postgres: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    s = Server(postgres, tmp_path_factory.mktemp("artifacts"))
+    s = Server(postgres, tmp_path_factory.mktemp("server") / "artifacts")
     s.start()
     yield s
     s.kill()
@@ -154,9 +158,8 @@ def test_runs_metrics_and_artifacts_arrive_and_no_password_anywhere(server, tmp_
         assert not path.is_file() or b"s3cret" not in path.read_bytes(), path
 
 
-def test_server_killed_mid_suite_then_sync_completes_the_store_once(postgres, tmp_path):
-    killed = Server(postgres, tmp_path / "artifacts")
-    killed.start()
+def test_server_killed_mid_suite_then_sync_completes_the_store_once(server, tmp_path):
+    killed = server  # started by the fixture; killed, then started again on the same database
     out = tmp_path / "out"
     suite = "convergence-smoke"
     env = {**os.environ, "MLFLOW_TRACKING_URI": "", "TVR_MACHINE": "server-test"}
@@ -173,7 +176,6 @@ def test_server_killed_mid_suite_then_sync_completes_the_store_once(postgres, tm
         killed.kill()
         output, _ = sweep.communicate(timeout=600)
     finally:
-        killed.kill()
         if sweep.poll() is None:
             sweep.kill()
     assert sweep.returncode == 0, output
@@ -200,4 +202,4 @@ def test_server_killed_mid_suite_then_sync_completes_the_store_once(postgres, tm
         assert sorted(r.data.tags["point_id"] for r in runs) == sorted(expected)  # once each
         assert "s3cret" not in first.output + again.output
     finally:
-        killed.kill()
+        killed.start()  # as the fixture hands it to the next test: running
