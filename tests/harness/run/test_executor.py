@@ -4,7 +4,11 @@ addresses refused in seconds."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -95,6 +99,41 @@ def test_a_node_removed_mid_suite_still_gives_one_row_per_point(tmp_path):
     assert (failed["status"] == "error").all() and failed["message"].str.contains("node").all()
     # the point the worker held when it went was measured again on the head (or failed)
     assert len(failed) or (rows["attempts"].astype(int) == 2).any(), rows["attempts"]
+
+
+def test_ctrl_c_keeps_what_finished_and_marks_the_parent_run_killed(cluster, tmp_path):
+    suite = "convergence-smoke"
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", suite, "--only", "gru-lm", "--out",
+         str(tmp_path), "--executor", "ray", "--ray-address", cluster.address],
+        env={**os.environ, "MLFLOW_TRACKING_URI": ""}, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True)
+    path = results_path(tmp_path, suite)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not (path.exists() and len(read_results(path))):
+            assert sweep.poll() is None, sweep.communicate()[0]
+            time.sleep(0.1)
+        sweep.send_signal(signal.SIGINT)
+        output, _ = sweep.communicate(timeout=60)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    assert sweep.returncode == 130, output
+    assert "stopped by SIGINT" in output and "Traceback" not in output
+    rows = read_results(path)
+    assert 1 <= len(rows) < 9 and set(rows["status"]) == {"ok"}
+    assert rows["point_id"].is_unique
+
+    from mlflow import MlflowClient
+
+    from harness.run.store import sqlite_uri
+
+    client = MlflowClient(sqlite_uri(tmp_path / "mlflow.db"))
+    experiment = client.get_experiment_by_name(suite)
+    parents = [r for r in client.search_runs([experiment.experiment_id])
+               if "mlflow.parentRunId" not in r.data.tags]
+    assert [r.info.status for r in parents] == ["KILLED"]
 
 
 def test_unreachable_ray_address_is_bad_input_within_seconds(tmp_path):
