@@ -56,13 +56,13 @@ from harness.run.store import mask
 @click.option("--ray-address", default=None, metavar="ADDR",
               help="The Ray cluster to join (HOST:PORT, ray://HOST:PORT, auto); default "
                    "$RAY_ADDRESS, else a Ray instance started on this machine.")
-@click.option("--cpus-per-point", type=click.IntRange(min=1), default=1, show_default=True,
-              help="With --executor ray: CPUs (and torch threads) a training point reserves; "
-                   "a timed point reserves its node's every CPU, or one GPU.")
+@click.option("--cpus-per-point", type=click.IntRange(min=1), default=None,
+              help="With --executor ray: CPUs (and torch threads) a training point reserves "
+                   "(default 1); a timed point reserves its node's every CPU, or one GPU.")
 def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume: bool,
             dry_run: bool, max_memory: int | None, min_run_time: float, dtype: str | None,
             compile_: bool, corpus: str | None, only: tuple[str, ...], executor: str,
-            ray_address: str | None, cpus_per_point: int) -> None:
+            ray_address: str | None, cpus_per_point: int | None) -> None:
     """Measure every point of SUITE; one results row and one MLflow run per point."""
 
     points = experiments.points(suite)

@@ -11,7 +11,6 @@ Ray is imported only here and only when the Ray executor is chosen.
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -142,7 +141,11 @@ class RayExecutor:
     def __init__(self, address: str | None, cpus_per_point: int) -> None:
         if address:
             check_address(address)
-        import ray
+        try:
+            import ray
+        except ImportError:
+            raise BadInput("--executor ray: Ray is not installed here; "
+                           "pip install 'tvr-bench[cluster]'") from None
 
         self.cpus_per_point = cpus_per_point
         self._turn = 0  # round robin of timed points over the nodes
@@ -154,8 +157,28 @@ class RayExecutor:
             raise BadInput(f"--ray-address {address or '(local)'}: cannot join the cluster "
                            f"({first})") from None
         self._remote = ray.remote(max_retries=0)(_measure)
-        self.board = ray.remote(num_cpus=0)(_Board).options(
-            scheduling_strategy=_here()).remote()
+        self.board = ray.remote(num_cpus=0, max_restarts=-1)(_Board).options(
+            scheduling_strategy=self._head()).remote()
+
+    def _head(self) -> Any:
+        """The board goes to the head node, which lives as long as the cluster does (a
+        driver on the head's host may be attached to another node's raylet)."""
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        heads = [n for n in self.nodes() if "node:__internal_head__" in n["Resources"]]
+        node = heads[0]["NodeID"] if heads else ray.get_runtime_context().get_node_id()
+        return NodeAffinitySchedulingStrategy(node, soft=True)
+
+    def _started_on(self, point_id: str) -> str | None:
+        """Where the point last started, if the board can still say."""
+        import ray
+        from ray.exceptions import GetTimeoutError, RayError
+
+        try:
+            return ray.get(self.board.node.remote(point_id), timeout=10)
+        except (RayError, GetTimeoutError):
+            return None
 
     def nodes(self) -> list[dict[str, Any]]:
         import ray
@@ -192,7 +215,7 @@ class RayExecutor:
         "host/node-id" a first attempt died on (a retry goes to another node if one lives)."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        alive = self.nodes()
+        alive = [n for n in self.nodes() if n["Resources"].get("CPU", 0) >= 1]
         others = [n for n in alive if avoid is None or not avoid.endswith(n["NodeID"][:12])]
         nodes = others or alive
         self._turn += 1
@@ -247,7 +270,7 @@ class RayExecutor:
         except RayTaskError as e:  # run_point turns every exception into a row: a bug here
             return _failed(point, f"the Ray task failed: {e.cause!r}"), None
         except RayError as e:
-            node = ray.get(self.board.node.remote(point.point_id))
+            node = self._started_on(point.point_id)
             if attempt == 0:
                 return None, node
             what = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
@@ -260,32 +283,27 @@ class RayExecutor:
         ray.shutdown()
 
 
-def _here() -> Any:
-    """Pin the board to the driver's node: it must outlive any worker node."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    return NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
-
-
 def _failed(point: Point, message: str, node: str | None = None) -> Measured:
     facts = {"node": node} if node else {}
     return Measured(point, Result({}, status="error", message=message), None, facts)
 
 
-def make_executor(name: str, address: str | None, cpus_per_point: int
+def make_executor(name: str, address: str | None, cpus_per_point: int | None
                   ) -> LocalExecutor | RayExecutor:
     """The executor `tvr run --executor NAME` asked for, connected (Ray) before any point
     runs; BadInput for options that make no sense together."""
     if name == "local":
-        if address is not None:
-            raise BadInput("--ray-address needs --executor ray")
+        for option, value in (("--ray-address", address), ("--cpus-per-point", cpus_per_point)):
+            if value is not None:
+                raise BadInput(f"{option} needs --executor ray")
         return LocalExecutor()
     if name != "ray":
         raise BadInput(f"unknown executor {name!r}; valid: local, ray")
-    started = time.perf_counter()
+    cpus_per_point = cpus_per_point or 1
     executor = RayExecutor(address, cpus_per_point)
-    if not executor.nodes():
-        raise BadInput(f"--ray-address {address}: the cluster has no live node "
-                       f"(after {time.perf_counter() - started:.0f} s)")
+    most = max((n["Resources"].get("CPU", 0) for n in executor.nodes()), default=0)
+    if cpus_per_point > most:
+        executor.close()
+        raise BadInput(f"--cpus-per-point {cpus_per_point}: no node of the cluster has that "
+                       f"many CPUs (the largest has {most:.0f})")
     return executor

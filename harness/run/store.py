@@ -1,10 +1,12 @@
 """Where MLflow tracking goes: the tracking URI chosen, checked and (SQLite) safely created.
 
 A URI that cannot mean a store (unknown scheme, malformed, in-memory) is bad input. A store
-that exists but cannot work now (a server that does not answer, a database without its
+that exists but cannot work now (a server that stopped answering, a database without its
 driver, a locked, foreign or half-built SQLite file) is a `problem`: the sweep measures on
 without tracking and says so in one line, since the results CSV needs no MLflow. Every
-check ends within a few seconds, and passwords never appear in a message (`mask`).
+check ends within a few seconds, and passwords never appear in a message (`mask`). A
+tracking server asked for that does not answer at the start is bad input (`check_reachable`):
+`tvr run` and `tvr sync` refuse it before any work.
 """
 
 from __future__ import annotations

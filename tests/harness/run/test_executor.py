@@ -150,6 +150,15 @@ def test_unreachable_ray_address_is_bad_input_within_seconds(tmp_path):
     assert not Path(results_path(tmp_path, "smoke")).exists()
 
 
+def test_more_cpus_per_point_than_any_node_has_is_bad_input(cluster, tmp_path):
+    result = CliRunner().invoke(cli, ["run", "smoke", "--out", str(tmp_path), *FAST,
+                                      "--executor", "ray", "--ray-address", cluster.address,
+                                      "--cpus-per-point", "4"])
+    assert result.exit_code == 2 and "no node of the cluster has that many CPUs" in \
+        result.output
+    assert not Path(results_path(tmp_path, "smoke")).exists()
+
+
 def test_ray_address_needs_the_ray_executor(tmp_path):
     result = CliRunner().invoke(cli, ["run", "smoke", "--out", str(tmp_path), *FAST,
                                       "--ray-address", "127.0.0.1:6379"])
