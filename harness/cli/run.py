@@ -102,13 +102,13 @@ def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume:
         check_reachable(uri)  # a server that does not answer: bad input before any point
     from harness.run.executor import make_executor
 
-    runner = make_executor(executor, ray_address, cpus_per_point)
+    where = make_executor(executor, ray_address, cpus_per_point)  # joins a cluster first
     try:
-        dev = runner.resolve_device(device)
+        dev = where.resolve_device(device)
         summary = _sweep(name, points, dev, out_dir, uri, resume, max_memory, min_run_time,
-                         True, runner)
+                         True, where)
     finally:
-        runner.close()
+        where.close()
     click.echo(summary.line())
     if variant:
         click.echo(f"tables and figures: tvr table --suite {name}; tvr plot all --suite {name}")

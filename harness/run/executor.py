@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,7 @@ from experiments.spec import Point
 from harness.errors import BadInput
 from harness.measure.machine import machine_facts
 from harness.run.runners import CAST_RUNNERS
+from harness.run.store import mask
 from harness.runner import Context, Result
 
 # Runners whose numbers are times: their point gets its device to itself (one GPU, or on a
@@ -150,8 +152,9 @@ class RayExecutor:
         self.cpus_per_point = cpus_per_point
         self._turn = 0  # round robin of timed points over the nodes
         try:
-            ray.init(address=address or None, include_dashboard=False, log_to_driver=False,
-                     logging_level="ERROR", configure_logging=True)
+            with _masked_entrypoint():
+                ray.init(address=address or None, include_dashboard=False,
+                         log_to_driver=False, logging_level="ERROR", configure_logging=True)
         except (ConnectionError, RuntimeError, ValueError) as e:
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             raise BadInput(f"--ray-address {address or '(local)'}: cannot join the cluster "
@@ -281,6 +284,24 @@ class RayExecutor:
         import ray
 
         ray.shutdown()
+
+
+@contextmanager
+def _masked_entrypoint() -> Iterator[None]:
+    """Ray records the driver's command line as its job's entrypoint (kept by the cluster,
+    shown by `ray list jobs` and its dashboard): with the password of a --tracking-uri on it.
+    While joining, Ray's helper that reads the command line returns it masked."""
+    from ray._private import utils
+
+    original = getattr(utils, "get_entrypoint_name", None)
+    if original is None:  # another Ray version: nothing to mask
+        yield
+        return
+    utils.get_entrypoint_name = lambda: mask(original())
+    try:
+        yield
+    finally:
+        utils.get_entrypoint_name = original
 
 
 def _failed(point: Point, message: str, node: str | None = None) -> Measured:

@@ -136,6 +136,31 @@ def test_ctrl_c_keeps_what_finished_and_marks_the_parent_run_killed(cluster, tmp
     assert [r.info.status for r in parents] == ["KILLED"]
 
 
+def test_no_password_of_the_command_line_reaches_the_cluster(cluster, tmp_path):
+    """Ray keeps the driver's command line as its job's entrypoint: masked, and in no log."""
+    with socket.socket() as s:  # a database nothing listens on: tracking off, one warning
+        s.bind(("127.0.0.1", 0))
+        uri = f"postgresql+psycopg://alice:s3cret@127.0.0.1:{s.getsockname()[1]}/db"
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "smoke", "--only", "lstm", "--out",
+         str(tmp_path), "--min-run-time", "0.01", "--tracking-uri", uri, "--executor", "ray",
+         "--ray-address", cluster.address], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "s3cret" not in done.stdout + done.stderr
+    ray.init(address=cluster.address)
+    try:
+        from ray._private.state import jobs
+
+        entrypoints = [job.get("Entrypoint", "") for job in jobs()]
+    finally:
+        ray.shutdown()
+    assert any("alice:***@" in e for e in entrypoints), entrypoints
+    assert not any("s3cret" in e for e in entrypoints)
+    logs = Path(cluster.head_node.get_session_dir_path()) / "logs"
+    leaked = [p for p in logs.rglob("*") if p.is_file() and b"s3cret" in p.read_bytes()]
+    assert not leaked
+
+
 def test_unreachable_ray_address_is_bad_input_within_seconds(tmp_path):
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
