@@ -97,8 +97,8 @@ def _measure(point: Point, device: str, min_run_time: float, max_memory: int | N
 
 
 class _Board:
-    """A Ray actor on the driver's node that remembers where each point last started
-    ("host/node-id")."""
+    """A Ray actor on the head node that remembers where each point last started
+    ("host/node-id"), so a point whose node vanished can still be named."""
 
     def __init__(self) -> None:
         self.nodes: dict[str, str] = {}
@@ -135,7 +135,8 @@ class RayExecutor:
     CPU of a node it is pinned to (round robin over the nodes); any other point asks for
     `cpus_per_point` CPUs (and one GPU on a GPU run) and uses that many torch threads. A task
     whose worker or node dies is retried once on another node, then becomes an error row
-    naming the node; Ctrl-C cancels what is pending and yields what finished.
+    naming the node. Stopping (Ctrl-C, SIGTERM) cancels every task not finished; the finished
+    ones were yielded, hence written, as they came.
     """
 
     name = "ray"
