@@ -23,7 +23,7 @@ def _uri(out_dir: Path) -> str:
 def _children(client: MlflowClient, tracker: Tracker) -> dict[str, object]:
     runs = client.search_runs(
         [tracker.experiment_id], f"tags.`mlflow.parentRunId` = '{tracker.parent_run_id}'")
-    return {r.data.tags["point_id"]: r for r in runs}
+    return {r.data.tags["point_id"]: r for r in runs if "point_id" in r.data.tags}
 
 
 def test_parent_and_nested_runs(out_dir: Path) -> None:
@@ -155,9 +155,10 @@ def test_store_failure_turns_tracking_off(out_dir: Path, tmp_path: Path,
     assert "results go to" in warnings[0]
     client = MlflowClient(tracking_uri=_uri(out_dir))
     kids = _children(client, tracker)
-    assert set(kids) == {"a", "b"}
+    assert set(kids) == {"a"}  # b failed before its point_id tag: `sync` logs it again
     assert kids["a"].info.status == "FINISHED"
-    assert kids["b"].info.status == "FAILED"  # the store still let us close it
+    b = client.search_runs([tracker.experiment_id], "attributes.run_name = 'b'")
+    assert [r.info.status for r in b] == ["FAILED"]  # the store still let us close it
     assert client.get_run(tracker.parent_run_id).info.status == "FAILED"
     assert client.list_artifacts(tracker.parent_run_id) == []
 
