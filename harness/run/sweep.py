@@ -167,7 +167,9 @@ def run_suite(
     with Tracker(tracking_uri, suite, out_dir, params) as tracker:
         summary.synced = _sync_mine(tracker, path, device.type, machine)
         bar = progress_bar(todo, suite, enabled=progress)
-        with closing(executor.run(todo, ctx, max_memory, measured_meanwhile)) as finished:
+        # closed on any exit, a stop signal's included: its line ends before the next message
+        with closing(bar), closing(executor.run(todo, ctx, max_memory,
+                                                measured_meanwhile)) as finished:
             for done in finished:
                 bar.set_postfix_str(done.point.point_id, refresh=False)
                 bar.update(1)
@@ -175,7 +177,6 @@ def run_suite(
                 _record(done.point, done.result, done.trace, path, device,
                         facts | done.facts | {"machine": machine}, tracker)
                 summary.statuses[done.result.status] += 1
-        bar.close()
         summary.wall_s = time.perf_counter() - started
         if path.exists():
             tracker.log_artifact(path)
