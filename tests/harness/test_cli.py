@@ -220,6 +220,15 @@ def test_plot_all_skips_a_figure_the_data_cannot_support(tmp_path):
     assert "skipped crossover" in result.output
 
 
+def test_sync_to_an_unreachable_tracking_server_is_bad_input(tmp_path):
+    (tmp_path / "smoke").mkdir()
+    (tmp_path / "smoke" / "results.csv").write_text("suite,point_id,status\nsmoke,p,ok\n")
+    result = tvr("sync", "smoke", "--out", str(tmp_path), "--tracking-uri",
+                 "http://alice:s3cret@127.0.0.1:9")
+    assert result.exit_code == 2 and "unreachable" in result.output
+    assert "s3cret" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
 def test_unreachable_tracking_server_is_bad_input_before_any_point(tmp_path):
     """A tracking server asked for that does not answer: exit 2, one line, within seconds,
     nothing measured (a server that goes away mid-run is tests/harness/run/test_server.py's)."""
