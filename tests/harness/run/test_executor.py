@@ -24,6 +24,7 @@ ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'tvr-
 from ray.cluster_utils import Cluster  # noqa: E402
 
 FAST = ["--min-run-time", "0.01", "--tracking-uri", "none"]
+HEAD = {"num_cpus": 1, "include_dashboard": False}  # no dashboard: no fixed port taken
 # Columns that do not depend on timing or on where a point ran: counted FLOPs, saved bytes,
 # structure, and (CPU, same seed) training losses and accuracies.
 DETERMINISTIC = ("flops", "bytes", "depth", "path", "loss", "acc", "params")
@@ -36,7 +37,7 @@ def tvr(*args: str):
 @pytest.fixture(scope="module")
 def cluster():
     """A head and one worker node, one CPU each: two points run at a time."""
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    c = Cluster(initialize_head=True, head_node_args=HEAD)
     c.add_node(num_cpus=1)
     c.wait_for_nodes()
     yield c
@@ -68,7 +69,7 @@ def test_ray_gives_the_local_executors_deterministic_columns(cluster, tmp_path, 
 
 
 def test_a_node_removed_mid_suite_still_gives_one_row_per_point(tmp_path):
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    c = Cluster(initialize_head=True, head_node_args=HEAD)
     worker = c.add_node(num_cpus=1)
     c.wait_for_nodes()
     path = results_path(tmp_path, "convergence-smoke")
