@@ -103,13 +103,22 @@ def check_suite(suite: str) -> None:
 @click.option("--fail-on", type=StatusList(), default="", metavar="STATUSES",
               help="Exit 1 when any point ends with one of these statuses, e.g. error,oom "
                    "(default: a finished sweep exits 0 whatever its points' statuses).")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local",
+              show_default=True,
+              help="local: the points one by one in this process; ray: Ray tasks on a cluster.")
+@click.option("--ray-address", default=None, metavar="ADDR",
+              help="The Ray cluster to join (HOST:PORT, ray://HOST:PORT, auto); default "
+                   "$RAY_ADDRESS, else a Ray instance started on this machine.")
+@click.option("--cpus-per-point", type=click.IntRange(min=1), default=None,
+              help="With --executor ray: CPUs (and torch threads) a training point reserves "
+                   "(default 1); a timed point reserves its node's every CPU, or one GPU.")
 def run_cmd(suite: str | None, suite_file: str | None, device: str, out: str,
             tracking_uri: str | None, resume: bool, dry_run: bool, max_memory: int | None,
             min_run_time: float, dtype: str | None, compile_: bool, corpus: str | None,
-            only: tuple[str, ...], fail_on: tuple[str, ...]) -> None:
+            only: tuple[str, ...], fail_on: tuple[str, ...], executor: str,
+            ray_address: str | None, cpus_per_point: int | None) -> None:
     """Measure every point of SUITE (`tvr suites` lists them) or of --suite-file; one
     results row and one MLflow run per point."""
-    from harness.run import sweep
 
     suite, description, points = _suite_points(suite, suite_file)
     if only:
@@ -140,12 +149,22 @@ def run_cmd(suite: str | None, suite_file: str | None, device: str, out: str,
             click.echo(p.point_id)
         click.echo(f"{len(points)} points in suite {suite!r} (dry run: nothing measured)")
         return
-    dev = sweep.resolve_device(device)
     out_dir = output_folder(out)
     uri = store_uri(out_dir, tracking_uri)
-    summary = _sweep(name, points, dev, out_dir, uri, resume, max_memory, min_run_time,
-                     description=_describe(description, name),
-                     outputs=lambda: _outputs(out_dir, name))
+    if uri is not None:
+        from harness.run.store import check_reachable
+
+        check_reachable(uri)  # a server that does not answer: bad input before any point
+    from harness.run.executor import make_executor
+
+    where = make_executor(executor, ray_address, cpus_per_point)  # joins a cluster first
+    try:
+        dev = where.resolve_device(device)
+        summary = _sweep(name, points, dev, out_dir, uri, resume, max_memory, min_run_time,
+                         description=_describe(description, name),
+                         outputs=lambda: _outputs(out_dir, name), executor=where)
+    finally:
+        where.close()
     click.echo(summary.line())
     if variant:
         click.echo(f"tables and figures: tvr table --suite {name}; tvr plot all --suite {name}")

@@ -29,6 +29,9 @@ def sync_cmd(suite: str, out: str, tracking_uri: str | None) -> None:
     uri = store_uri(out_dir, tracking_uri)
     if uri is None:
         raise BadInput("tracking is off (--tracking-uri none): there is no store to sync to")
+    from harness.run.store import check_reachable
+
+    check_reachable(uri)
     try:
         logged, stored = sync_suite(out_dir, suite, uri)
     except OSError as e:

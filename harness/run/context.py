@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import getpass
+import hashlib
 import math
 import subprocess
 import sys
@@ -30,12 +31,25 @@ FACT_TAGS = ("cpu", "device_name", "threads", "physical_cores", "usable_cpus", "
              "onednn", "cpu_capability", "torch_version", "cuda_version")
 
 
+RUN_NAME_LIMIT = 250  # the runs table's name column: PostgreSQL refuses longer, SQLite not
+
+
 def run_name(params: Mapping[str, Any], point_id: str) -> str:
     """What tells a point apart first: `lstm n=64 d=32`, then its config (`heads=4`), seed,
-    dtype and study. The UI cuts long names, so the subject and sizes lead."""
+    dtype and study. The UI cuts long names, so the subject and sizes lead. A name longer
+    than a run name may be keeps its head and a hash of the point id (the full id is the
+    run's point_id tag)."""
+    name = _describe(params) or point_id
+    if len(name) <= RUN_NAME_LIMIT:
+        return name
+    digest = hashlib.sha1(point_id.encode()).hexdigest()[:12]
+    return f"{name[:RUN_NAME_LIMIT - 13]}~{digest}"
+
+
+def _describe(params: Mapping[str, Any]) -> str:
     subject = params.get("mixer") or params.get("model")
     if not subject:
-        return point_id
+        return ""
     parts = [str(subject), f"n={params.get('seq_len')}", f"d={params.get('d_model')}"]
     keys = param_keys()
     parts += [f"{k}={v}" for k, v in params.items()

@@ -1,9 +1,11 @@
-"""Run a suite's points one by one; every point ends as exactly one row with a status.
+"""Run a suite's points; every point ends as exactly one row with a status.
 
 A failing point never stops the sweep: CUDA (or host) out-of-memory becomes "oom", a point
 predicted over --max-memory becomes "skipped" with the prediction, any other exception becomes
 "error" with its message. Rows are written atomically after each point, so a killed run loses
-at most the point in flight, and --resume skips the points already "ok".
+at most the points in flight, and --resume skips the points already "ok". Where the points
+run is the executor's business (harness.run.executor: here one by one, or on a Ray cluster);
+this module is the one writer of their rows, whichever executor measured them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,7 +25,7 @@ import torch
 
 from experiments.spec import Point
 from harness.errors import BadInput
-from harness.measure.machine import environment_report, machine_facts
+from harness.measure.machine import environment_report
 from harness.results import (
     SERIES_FILE,
     append_row,
@@ -33,6 +36,7 @@ from harness.results import (
     results_path,
     this_machine,
 )
+from harness.run.executor import LocalExecutor, Measured, RayExecutor
 from harness.run.progress import progress_bar
 from harness.run.runners import PREDICTORS, RUNNERS
 from harness.run.tracking import Tracker
@@ -103,15 +107,11 @@ def run_point(point: Point, ctx: Context, max_memory: int | None
             torch.cuda.empty_cache()  # an OOM must not poison the next point
 
 
-def _params(point: Point) -> dict[str, Any]:
-    """What the point's MLflow run records as params before anything is measured."""
-    return {**point.fields(), **point.columns()}
-
-
-def _record(point: Point, result: Result, trace: str | None, path: Path,
-            device: torch.device, facts: dict[str, Any], tracker: Tracker,
-            run_id: str | None) -> None:
-    """Write the point's row to `path` (curves and traceback beside it); end its MLflow run."""
+def _record(done: Measured, path: Path, device: torch.device, facts: dict[str, Any],
+            tracker: Tracker) -> None:
+    """Write the point's row to `path` (curves and traceback beside it), then its MLflow run,
+    which spans the time the point took."""
+    point, result, trace = done.point, done.result, done.trace
     if trace:  # the row keeps one line; the whole story goes beside it
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path.parent / "errors.log", "a", encoding="utf-8") as log:
@@ -130,7 +130,7 @@ def _record(point: Point, result: Result, trace: str | None, path: Path,
     texts = {k: v for k, v in result.values.items() if k not in numbers}
     tracker.log_point(point.point_id, {**fields, **columns, **texts}, numbers,
                       result.status, result.message, result.series, facts["machine"],
-                      device.type, run_id=run_id)
+                      device.type, started_ms=done.started_ms, ended_ms=done.ended_ms)
 
 
 def run_suite(
@@ -145,36 +145,47 @@ def run_suite(
     progress: bool = True,
     description: str = "",
     outputs: Callable[[], Iterable[Path]] | None = None,
+    executor: LocalExecutor | RayExecutor | None = None,
 ) -> SweepSummary:
     """Measure every point not already done on this device of this machine; one results row
-    and one MLflow child run each. The parent run gets the summary metrics, the results
-    files, this machine's environment report and `outputs()` (tables, figures) as artifacts;
-    `description` is the experiment's note."""
+    and one MLflow child run each. The executor (default: this process, one point after
+    another) decides where points run; rows are written here, as each point finishes. The
+    parent run gets the summary metrics, the results files, this machine's environment
+    report and `outputs()` (tables, figures) as artifacts; `description` is the
+    experiment's note."""
+    executor = executor or LocalExecutor()
     path = results_path(out_dir, suite)
     summary = SweepSummary(suite, path)
     machine = this_machine()
     done = done_points(path, device.type, machine) if resume else set()
     todo = [p for p in points if p.point_id not in done]
     summary.resumed = len(points) - len(todo)
-    facts = {"machine": machine, **machine_facts(device)}
+    facts = {"machine": machine, **executor.facts(device)}
     started = time.perf_counter()
     params = {"suite": suite, "device": str(device), "points": len(points),
-              "min_run_time": min_run_time, "max_memory": max_memory, **facts}
+              "min_run_time": min_run_time, "max_memory": max_memory,
+              "executor": executor.name, **executor.params(), **facts}
     ctx = Context(device, min_run_time)
+
+    def measured_meanwhile(point: Point) -> bool:
+        """A sweep beside this one in the same folder may have measured it meanwhile."""
+        if resume and point.point_id in done_points(path, device.type, machine):
+            summary.resumed += 1
+            return True
+        return False
+
     with Tracker(tracking_uri, suite, out_dir, params, description, facts) as tracker:
         summary.synced = _sync_mine(tracker, path, device.type, machine)
         bar = progress_bar(todo, suite, enabled=progress)
-        for point in bar:
-            # a sweep beside this one in the same folder may have measured it meanwhile
-            if resume and point.point_id in done_points(path, device.type, machine):
-                summary.resumed += 1
-                continue
-            bar.set_postfix_str(point.point_id, refresh=True)
-            run_id = tracker.start_point(point.point_id, _params(point), machine, device.type)
-            result, trace = run_point(point, ctx, max_memory)
-            _record(point, result, trace, path, device, facts, tracker, run_id)
-            summary.statuses[result.status] += 1
-        bar.close()
+        # closed on any exit, a stop signal's included: its line ends before the next message
+        with closing(bar), closing(executor.run(todo, ctx, max_memory,
+                                                measured_meanwhile)) as finished:
+            for done in finished:
+                bar.set_postfix_str(done.point.point_id, refresh=False)
+                bar.update(1)
+                # the node's facts (Ray) override the driver's; `machine` stays the driver's
+                _record(done, path, device, facts | done.facts | {"machine": machine}, tracker)
+                summary.statuses[done.result.status] += 1
         summary.wall_s = time.perf_counter() - started
         _finish(tracker, summary, path, outputs)
     return summary

@@ -31,7 +31,14 @@ from harness.run.context import (
     row_times,
     run_name,
 )
-from harness.run.store import create_sqlite, is_remote, mask, problem, sqlite_path
+from harness.run.store import (
+    create_sqlite,
+    is_remote,
+    mask,
+    problem,
+    sqlite_path,
+    without_credentials,
+)
 from harness.run.sync import row_series, split_row
 
 if TYPE_CHECKING:
@@ -78,6 +85,8 @@ def quiet_mlflow() -> None:
                 handler.addFilter(_NoTraceback())
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+    # a "View run ... at URL" line per nested run (and a request to build it), on a server
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
 
 def _build_schema(uri: str) -> None:
@@ -171,7 +180,7 @@ class Tracker:
         if db is not None:
             create_sqlite(db, _build_schema)
         self._errors = _tracking_errors()
-        self._client = MlflowClient(tracking_uri=self.uri)
+        self._client = MlflowClient(tracking_uri=_client_uri(self.uri or ""))
         self.experiment_id = self._experiment()
         self.close_orphans()
         run = self._client.create_run(
@@ -422,3 +431,14 @@ class Tracker:
             self._terminate(self._in_flight, "KILLED" if status == "KILLED" else "FAILED")
             self._delete(self._in_flight)
         self._terminate(self.parent_run_id, status)
+
+
+def _client_uri(uri: str) -> str:
+    """The URI MLflow's client gets: a server's user and password go to the environment
+    variables MLflow reads them from, so none of its messages can show them."""
+    plain, user, password = without_credentials(uri)
+    if user:
+        os.environ["MLFLOW_TRACKING_USERNAME"] = user
+    if password is not None:
+        os.environ["MLFLOW_TRACKING_PASSWORD"] = password
+    return plain

@@ -291,3 +291,13 @@ def test_a_late_row_keeps_when_its_point_ran(out_dir: Path) -> None:
     assert run.info.run_name == "gru n=16 d=8"
     assert run.info.end_time == 1767323045000
     assert run.info.end_time - run.info.start_time == 30_000
+
+
+def test_a_long_run_name_fits_postgresql_and_stays_distinct() -> None:
+    from harness.run.context import RUN_NAME_LIMIT, run_name
+
+    params = {"model": "mixer-lm", "seq_len": 64, "d_model": 32, "study": "x" * 300}
+    a, b = run_name(params, "point-a"), run_name(params, "point-b")
+    assert len(a) == len(b) == RUN_NAME_LIMIT
+    assert a.startswith("mixer-lm n=64 d=32") and a != b
+    assert run_name({"model": "gru"}, "p") == "gru n=None d=None"
