@@ -66,6 +66,8 @@ def test_ray_gives_the_local_executors_deterministic_columns(cluster, tmp_path, 
                                   check_exact=False, rtol=1e-5)
     assert set(mine["executor"]) == {"ray"}
     assert mine["node"].str.contains("/").all()  # host/node-id of the node that measured
+    if os.geteuid() == 0:  # Ray's niceness 15 undone where the worker may
+        assert set(mine["nice"].astype(int)) == {0}
 
 
 def test_a_node_removed_mid_suite_still_gives_one_row_per_point(tmp_path):
