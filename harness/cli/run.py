@@ -201,11 +201,12 @@ def _outputs(out_dir: Path, name: str) -> list[Path]:
 
 def _print_links(uri: str, name: str, out: str) -> None:
     """Where to see the runs: the link to this suite's runs table in the MLflow UI."""
-    from harness.run.store import is_remote
+    from harness.run.store import is_remote, without_credentials
     from harness.run.ui import DEFAULT_PORT, runs_links
 
-    if is_remote(uri):
-        links = runs_links(uri, base=uri.rstrip("/"))
+    if is_remote(uri):  # the credentials are in MLflow's environment by now, not in links
+        plain = without_credentials(uri)[0]
+        links = runs_links(plain, base=plain.rstrip("/"))
         click.echo(f"MLflow: {mask(uri)}")
     else:
         links = runs_links(uri, DEFAULT_PORT)
