@@ -17,6 +17,7 @@ from models.checks import check_choice, check_dropout, check_flag, check_heads, 
 from models.local import PADDINGS, ConvMixer, RestrictedAttention
 from models.mixers import AttentionCore, RecurrentMixer, SelfAttention
 from models.rnn import RNN_IMPLS, RNNLM, RNNConfig, RNNSeq2Seq
+from models.rnn_attention import AttentionRNN, AttentionRNNConfig
 from models.transformer import Transformer, TransformerConfig, TransformerLM
 
 
@@ -103,6 +104,10 @@ _MODELS: dict[str, _Entry] = {
     "gru": _Entry(RNNConfig, partial(RNNSeq2Seq, "gru"), "GRU encoder-decoder"),
     "lstm-lm": _Entry(RNNConfig, partial(RNNLM, "lstm"), "decoder-only LSTM LM"),
     "gru-lm": _Entry(RNNConfig, partial(RNNLM, "gru"), "decoder-only GRU LM"),
+    "lstm-attention": _Entry(AttentionRNNConfig, partial(AttentionRNN, "lstm"),
+                             "bidirectional LSTM encoder, attentional LSTM decoder"),
+    "gru-attention": _Entry(AttentionRNNConfig, partial(AttentionRNN, "gru"),
+                            "bidirectional GRU encoder, attentional GRU decoder"),
 }
 
 
