@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from experiments import bench, complexity, convergence, gpu, table1
+from experiments import bench, complexity, convergence, gpu, table1, translation
 from experiments.spec import Point
 
 SUITES: dict[str, Callable[[], list[Point]]] = {
@@ -25,6 +25,10 @@ SUITES: dict[str, Callable[[], list[Point]]] = {
     "gradient-distance": convergence.gradient_distance,
     "convergence-quick": convergence.convergence_quick,
     "convergence-smoke": convergence.convergence_smoke,
+    "translation-quick": translation.translation_quick,
+    "translation": translation.translation,
+    "translation-table3": translation.translation_table3,
+    "translation-tiny": translation.translation_tiny,
 }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ class Context:
 
     device: torch.device
     min_run_time: float = 0.2  # seconds of timed calls per timing (layer and compare points)
+    results_dir: Path | None = None  # <out>/<suite>: files a point writes beside results.csv
 
 
 @dataclass

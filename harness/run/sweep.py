@@ -148,7 +148,7 @@ def run_suite(
     started = time.perf_counter()
     params = {"suite": suite, "device": str(device), "points": len(points),
               "min_run_time": min_run_time, "max_memory": max_memory, **facts}
-    ctx = Context(device, min_run_time)
+    ctx = Context(device, min_run_time, results_dir=path.parent)
     with Tracker(tracking_uri, suite, out_dir, params) as tracker:
         summary.synced = _sync_mine(tracker, path, device.type, machine)
         bar = progress_bar(todo, suite, enabled=progress)
