@@ -19,6 +19,7 @@ from harness.cli.common import (
     output_folder,
     store_uri,
 )
+from harness.cli.translation import corpus_choice
 from harness.errors import BadInput
 from harness.run.store import mask
 
@@ -48,11 +49,17 @@ from harness.run.store import mask
 @click.option("--corpus", type=click.Path(exists=True, dir_okay=False, readable=True),
               default=None, help="A local UTF-8 text file for the character-level corpus "
                                  "task instead of the King James Bible.")
+@click.option("--parallel", multiple=True, metavar="PATH",
+              help="Translation points: a user corpus instead of the Bible, one TSV "
+                   "(source<TAB>target) or two line-aligned files (give --parallel twice).")
+@click.option("--reverse", is_flag=True,
+              help="Translation points: the reverse direction (Bible: English -> Chichewa).")
 @click.option("--only", multiple=True, metavar="NAME",
               help="Only the points of this mixer or model (repeatable), e.g. --only lstm.")
 def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume: bool,
             dry_run: bool, max_memory: int | None, min_run_time: float, dtype: str | None,
-            compile_: bool, corpus: str | None, only: tuple[str, ...]) -> None:
+            compile_: bool, corpus: str | None, parallel: tuple[str, ...], reverse: bool,
+            only: tuple[str, ...]) -> None:
     """Measure every point of SUITE; one results row and one MLflow run per point."""
     from harness.run import sweep
 
@@ -69,6 +76,8 @@ def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume:
         _check_utf8(corpus)
         points = [_with_corpus(p, str(Path(corpus).resolve())) for p in points]
         variant.append(f"corpus-{Path(corpus).stem}")
+    points, corpus_variant = corpus_choice(points, parallel, reverse)
+    variant += corpus_variant
     if dtype is not None or compile_:
         from harness.run.runners import CAST_RUNNERS
 
