@@ -46,7 +46,7 @@ def shared_bpe(corpus: Corpus, vocab_size: int, out_dir: Path | None) -> Tokeniz
         return _train(corpus, vocab_size)
     path = cache_path(out_dir, corpus, vocab_size)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock"):
+    with FileLock(str(path.parent / f".{path.name}.lock")):
         if not path.exists():
             tok = _train(corpus, vocab_size)
             fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
