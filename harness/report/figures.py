@@ -22,7 +22,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from harness.errors import BadInput  # noqa: E402
-from harness.report import ablations, curves  # noqa: E402
+from harness.report import ablations, curves, translation  # noqa: E402
 from harness.report.tables import crossover_table, sweep_frame  # noqa: E402
 from harness.results import load_results, write_atomic  # noqa: E402
 
@@ -177,7 +177,8 @@ def _layer(fn: Callable[[pd.DataFrame], plt.Figure]) -> Callable[[Path, str], pl
     return lambda out_dir, suite: fn(load_results(out_dir, [suite]))
 
 
-STUDY_FIGURES = {**curves.FIGURES, **ablations.FIGURES}  # name -> (draw, runner, study)
+STUDY_FIGURES = {**curves.FIGURES, **ablations.FIGURES,  # name -> (draw, runner, study)
+                 **translation.FIGURES}
 FIGURES: dict[str, Figure] = {
     "crossover": Figure(_layer(crossover), "layer", fit="", study=""),
     "throughput": Figure(_layer(throughput), "layer", fit="", study=""),
