@@ -13,11 +13,13 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # Under results/: the quick complexity sweep and crossover, Table 1 measured, the quick
-# convergence and ablation studies, then REPORT.md with every table and figure.
+# convergence and ablation studies, Table 2 of translation in miniature, then REPORT.md with
+# every table and figure.
 run: $(STAMP)
 	$(BIN)/tvr run quick
 	$(BIN)/tvr run table1
 	$(BIN)/tvr run convergence-quick
+	$(BIN)/tvr run translation-quick
 	$(BIN)/tvr report
 
 test: $(STAMP)

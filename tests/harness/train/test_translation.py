@@ -144,3 +144,24 @@ def test_source_copy_baseline_scores_near_zero(tiny_run) -> None:
     rows = read_results(results_path(tiny_run, "translation-tiny"))
     copy = rows[rows["model"] == "source-copy"].iloc[0]
     assert copy["test_bleu"] < 2.0 and copy["n_params"] == 0
+
+
+def test_report_has_table2_and_the_bleu_cost_figure(tiny_run) -> None:
+    from harness.report.document import write_report
+
+    text = write_report(tiny_run).read_text()
+    assert "Table 2 in miniature" in text and "bleu-vs-cost" in text
+    table = (tiny_run / "translation-tiny" / "table2.csv").read_text()
+    assert "transformer" in table and "source-copy" in table
+    assert (tiny_run / "translation-tiny" / "bleu-vs-cost.png").stat().st_size > 0
+
+
+def test_table3_lays_out_the_variations_like_the_paper() -> None:
+    import experiments
+    from harness.report.translation import TABLE3_COLUMNS
+
+    pts = experiments.points("translation-table3")
+    assert {p.study for p in pts} == {"table3-base", "table3-A", "table3-C", "table3-D",
+                                      "table3-E"}
+    assert {"N", "d_model", "d_ff", "h", "d_k", "P_drop", "eps_ls", "positions", "params",
+            "dev PPL", "dev BLEU"} == set(TABLE3_COLUMNS.values())
