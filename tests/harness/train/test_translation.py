@@ -157,11 +157,23 @@ def test_report_has_table2_and_the_bleu_cost_figure(tiny_run) -> None:
 
 
 def test_table3_lays_out_the_variations_like_the_paper() -> None:
+    """Rows as the sweep would store them (point fields and columns, status ok): one table
+    row per variation, the paper's columns in its order, d_k = d_model / h."""
+    import pandas as pd
+
     import experiments
-    from harness.report.translation import TABLE3_COLUMNS
+    from harness.report.translation import TABLE3_COLUMNS, table3
 
     pts = experiments.points("translation-table3")
     assert {p.study for p in pts} == {"table3-base", "table3-A", "table3-C", "table3-D",
                                       "table3-E"}
-    assert {"N", "d_model", "d_ff", "h", "d_k", "P_drop", "eps_ls", "positions", "params",
-            "dev PPL", "dev BLEU"} == set(TABLE3_COLUMNS.values())
+    df = pd.DataFrame([p.fields() | p.columns() | {"status": "ok", "point_id": p.point_id}
+                       for p in pts])
+    table = table3(df)
+    assert len(table) == len(pts)
+    assert list(table.columns) == ["variation", *(c for c in TABLE3_COLUMNS.values()
+                                                 if c not in ("params", "dev PPL", "dev BLEU"))]
+    heads = table[table["variation"] == "A"]
+    assert (heads["d_k"] * heads["h"] == heads["d_model"]).all()
+    assert set(heads["h"]) == {1, 2, 8, 16}
+    assert set(table.loc[table["variation"] == "D", "eps_ls"]) == {0.0, 0.1, 0.2}
