@@ -73,8 +73,11 @@ FULL = dict(steps=20000, bpe=8000, max_tokens=96, eval_every=1000, eval_sentence
 def translation() -> list[Point]:
     """Table 2 in full: Transformer (2+2 layers, d_model=256, d_ff=1024) against the
     attentional LSTM and GRU and the plain LSTM and GRU, parameter-matched, 20k updates of
-    64 pairs, 3 seeds, whole dev and test sets. Expected (not measured): ~1.5 h per point on
-    one GPU, ~40 h in all on 2 CPU cores; for a GPU or a cluster."""
+    64 pairs, 3 seeds, whole dev and test sets. For a GPU or a cluster. Expected, not
+    measured: an update counts ~90 GFLOP (at 40 subwords a side), so on a CPU at the
+    ~10 GFLOP/s translation-quick reached on one thread of this loaded, shared CPU, ~50 h
+    per point (~750 h for 15); on one GPU, assuming launch-bound updates of 20-50 ms (no
+    GPU was available to measure), ~10-20 min per point plus decoding, ~5 h in all."""
     models_ = ("transformer", "lstm-attention", "gru-attention", "lstm", "gru")
     return table2("translation", models_, 256, 64, range(3), arch={"d_ff": 1024}, **FULL)
 
@@ -93,8 +96,9 @@ TABLE3 = {  # (variation, arch changes, option changes), as the rows of the pape
 def translation_table3() -> list[Point]:
     """Table 3 in miniature: variations of a base Transformer (2+2 layers, d_model=256,
     d_ff=1024, h=4) on the dev set: (A) heads at fixed d_model, (C) N, d_model, d_ff, (D)
-    dropout and label smoothing, (E) learned positions; 20k updates, one seed. Expected (not
-    measured): ~1.5 h per point on one GPU, ~25 h in all on 2 CPU cores."""
+    dropout and label smoothing, (E) learned positions; 20k updates, one seed. (B), smaller
+    d_k at fixed h, needs d_k apart from d_model / h, which the models do not have. Expected,
+    not measured (as for `translation`): ~50 h per point on a CPU, ~4 h in all on one GPU."""
     pts = []
     for variation, rows in TABLE3.items():
         for arch, opts in rows:
