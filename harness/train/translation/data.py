@@ -14,8 +14,6 @@ from dataclasses import dataclass
 import torch
 from tokenizers import Tokenizer
 
-from harness.train.translation.bpe import special_ids
-
 PAD_MULTIPLE = 8
 
 
@@ -98,6 +96,3 @@ def tokenized(tok: Tokenizer, pairs: tuple[tuple[str, str], ...], max_tokens: in
     keep = [i for i in range(len(src)) if len(src[i]) <= max_tokens and len(tgt[i]) <= max_tokens]
     return [src[i] for i in keep], [tgt[i] for i in keep], len(src) - len(keep)
 
-
-__all__ = ["PairBatch", "TrainStream", "batches", "encode", "make_batch", "special_ids",
-           "tokenized"]

@@ -89,7 +89,8 @@ def _train_batches(corpus: corpora.Corpus, tok: Tokenizer, max_tokens: int,
     return _BATCHES[key]
 
 
-def _files(ctx: Context, point: Point, corpus: corpora.Corpus) -> tuple[Path | None, Path | None]:
+def _files(ctx: Context) -> tuple[Path | None, Path | None]:
+    """The output folder (the BPE cache goes under it) and the hypotheses folder."""
     if ctx.results_dir is None:
         return None, None
     return ctx.results_dir.parent, ctx.results_dir / "hypotheses"
@@ -160,7 +161,7 @@ def _final(model, tok, corpus, opts, device, hyp_dir, stem) -> dict[str, Any]:
 def run_translate(point: Point, ctx: Context) -> Result:
     opts, device = options(point), ctx.device
     corpus = load_corpus(opts)
-    out_dir, _ = _files(ctx, point, corpus)
+    out_dir, _ = _files(ctx)
     tok = shared_bpe(corpus, opts.bpe, out_dir)
     cfg = model_config(point, tok.get_vocab_size())
     torch.manual_seed(point.seed)
@@ -174,7 +175,7 @@ def run_translate(point: Point, ctx: Context) -> Result:
 def _train_and_score(point: Point, ctx: Context, model: nn.Module, cfg: dict[str, Any],
                      corpus: corpora.Corpus, tok: Tokenizer) -> Result:
     opts, device, ids = options(point), ctx.device, special_ids(tok)
-    _, hyp_dir = _files(ctx, point, corpus)
+    _, hyp_dir = _files(ctx)
     train_data, too_long = _train_batches(corpus, tok, opts.max_tokens, point.batch_size)
     stream = TrainStream(train_data, point.seed)
     dev_src, dev_tgt, dev_refs = _held_out(tok, corpus.dev, 0)

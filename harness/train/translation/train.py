@@ -118,7 +118,8 @@ def train(model: nn.Module, stream: TrainStream, steps: int, peak_lr: float,
 
 def _count(model: nn.Module, batch: PairBatch, smoothing: float) -> int:
     """Forward + backward FLOPs of one update on this batch (gradients discarded)."""
-    with torch.random.fork_rng(devices=[]):
+    device = batch.src.device  # the count's dropout draws must not shift the run's
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         flops = count_flops(lambda: loss_of(model, batch, smoothing).backward())
     model.zero_grad(set_to_none=True)
     return flops
