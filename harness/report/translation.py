@@ -77,15 +77,15 @@ def bleu_curves(out_dir: Path, suite: str) -> plt.Figure:
     series = series[series["point_id"].isin(rows["point_id"])]
     wide = series.pivot_table(index=["point_id", "step"], columns="metric",
                               values="value").reset_index()
-    if not {"dev_bleu", "train_flops", "train_s"} <= set(wide.columns):
+    if not {"dev_bleu_greedy", "train_flops", "train_s"} <= set(wide.columns):
         raise BadInput(f"suite {suite!r} has no dev BLEU curves")
     wide = wide.merge(rows[["point_id", "model", "seed"]], on="point_id")
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     for (model, seed), curve in wide.groupby(["model", "seed"], sort=False):
         curve = curve.sort_values("step")
         label = model if len(rows["seed"].unique()) == 1 else f"{model} s{seed}"
-        axes[0].plot(curve["train_flops"], curve["dev_bleu"], marker="o", label=label)
-        axes[1].plot(curve["train_s"], curve["dev_bleu"], marker="o", label=label)
+        axes[0].plot(curve["train_flops"], curve["dev_bleu_greedy"], marker="o", label=label)
+        axes[1].plot(curve["train_s"], curve["dev_bleu_greedy"], marker="o", label=label)
     axes[0].set_xlabel("training FLOPs (forward + backward, counted)")
     axes[1].set_xlabel("training seconds (updates only)")
     axes[0].set_ylabel("dev BLEU (greedy)")

@@ -78,7 +78,7 @@ def train(model: nn.Module, stream: TrainStream, steps: int, peak_lr: float,
           warmup_fraction: float, smoothing: float, device: torch.device, seed: int,
           eval_every: int, evaluate: Callable[[], dict[str, float]]) -> TrainLog:
     """Train in place; `evaluate` (called at 0, every eval_every and at the end) returns the
-    curve's metrics (dev_bleu, ...), logged with the FLOPs and seconds reached."""
+    curve's metrics (dev_bleu_greedy), logged with the FLOPs and seconds reached."""
     warmup = max(1, round(warmup_fraction * steps))
     lr_at = schedule(peak_lr, warmup)
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
