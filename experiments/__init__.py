@@ -1,17 +1,31 @@
-"""Suites as Python: each returns its list of point specs; harness/ runs them."""
+"""Suites as Python: each returns its list of point specs; harness/ runs them. Other
+packages add suites through the `tvr.suites` entry-point group (a function returning points),
+read on first use; a `tvr --plugin` module calls register_suite."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from experiments import bench, complexity, convergence, gpu, table1, translation
+from experiments import (
+    bench,
+    complexity,
+    convergence,
+    gpu,
+    identities,
+    parallel,
+    table1,
+    translation,
+)
 from experiments.spec import Point
+from models.plugins import BUILTIN, entries, register, warn
 
 SUITES: dict[str, Callable[[], list[Point]]] = {
     "smoke": complexity.smoke,
     "quick": complexity.quick,
     "complexity": complexity.complexity,
     "table1": table1.table1,
+    "parallel": parallel.parallel,
+    "identities": identities.identities,
     "bench": bench.bench,
     "complexity-gpu": gpu.complexity_gpu,
     "complexity-gpu-quick": gpu.complexity_gpu_quick,
@@ -32,17 +46,57 @@ SUITES: dict[str, Callable[[], list[Point]]] = {
 }
 
 
+_CLASHES: set[tuple[str, str]] = set()  # (name, provider) already warned about
+
+
+def _plugins() -> dict[str, tuple[Callable[[], list[Point]], str]]:
+    """Plugin suites: name -> (function, provider); one warning per clash with a built-in."""
+    out = {}
+    for plugin in entries("tvr.suites").values():
+        if plugin.name in SUITES:
+            if (plugin.name, plugin.provider) not in _CLASHES:
+                _CLASHES.add((plugin.name, plugin.provider))
+                warn(f"plugin suite {plugin.name!r} from {plugin.provider} is skipped: a "
+                     "built-in suite has that name")
+            continue
+        out[plugin.name] = (plugin.obj, plugin.provider)
+    return out
+
+
+def register_suite(name: str, fn: Callable[[], list[Point]],
+                   provider: str | None = None) -> None:
+    """Add a suite from Python (a `tvr --plugin MODULE` module calls this)."""
+    register("tvr.suites", name, fn, provider or f"module {fn.__module__}")
+
+
 def suite_names() -> list[str]:
-    return list(SUITES)
+    return [*SUITES, *_plugins()]
+
+
+def _function(name: str) -> Callable[[], list[Point]]:
+    if name in SUITES:
+        return SUITES[name]
+    plugins = _plugins()
+    if name not in plugins:
+        raise ValueError(f"unknown suite {name!r}; valid: {', '.join(suite_names())}")
+    return plugins[name][0]
 
 
 def points(name: str) -> list[Point]:
-    """The points of suite `name`; ValueError naming the valid suites if unknown."""
-    if name not in SUITES:
-        raise ValueError(f"unknown suite {name!r}; valid: {', '.join(SUITES)}")
-    return SUITES[name]()
+    """The points of suite `name`; ValueError naming the valid suites if unknown, or if a
+    plugin suite returns something other than a list of points."""
+    pts = _function(name)()
+    if not isinstance(pts, list) or not all(isinstance(p, Point) for p in pts):
+        raise ValueError(f"suite {name!r} ({provider(name)}) did not return a list of "
+                         "experiments.spec.Point")
+    return pts
 
 
 def describe(name: str) -> str:
-    doc = SUITES[name].__doc__ or ""
+    doc = _function(name).__doc__ or ""
     return " ".join(doc.split())
+
+
+def provider(name: str) -> str:
+    """The package (or --plugin module) suite `name` comes from."""
+    return BUILTIN if name in SUITES else _plugins()[name][1]

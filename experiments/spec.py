@@ -16,7 +16,8 @@ from typing import Any
 
 Config = tuple[tuple[str, Any], ...]  # sorted (key, value) pairs: hashable, stable order
 
-LAYER_RUNNERS = ("layer", "compare", "seq-ops", "path")  # subject is a mixer kind
+# subject: a mixer kind
+LAYER_RUNNERS = ("layer", "compare", "seq-ops", "path", "threads", "identities")
 MODEL_RUNNERS = ("train", "attn-init", "layer-grads", "grad-distance",  # subject is a model
                  "translate", "source-copy")
 
@@ -51,6 +52,16 @@ class PathOptions:
 
     def columns(self) -> dict[str, Any]:
         return _changed(self)
+
+
+@dataclass(frozen=True)
+class ThreadOptions:
+    """How many CPU threads a layer point runs on (runner "threads")."""
+
+    threads: int = 1
+
+    def columns(self) -> dict[str, Any]:
+        return {"threads_used": self.threads}
 
 
 @dataclass(frozen=True)
@@ -136,7 +147,7 @@ class TranslateOptions:
         return {**out, **(match.columns() if match else {})}
 
 
-Options = CompareOptions | PathOptions | TrainOptions | TranslateOptions | None
+Options = CompareOptions | PathOptions | ThreadOptions | TrainOptions | TranslateOptions | None
 
 
 @dataclass(frozen=True)

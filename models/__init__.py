@@ -6,10 +6,15 @@ from models.registry import (
     config_keys,
     describe,
     mixer,
+    mixer_config,
     mixer_kinds,
     model_config,
     names,
+    provider,
+    register_mixer,
+    register_model,
 )
 
-__all__ = ["PRESETS", "build", "config_keys", "describe", "mixer", "mixer_kinds",
-           "model_config", "names"]
+__all__ = ["PRESETS", "build", "config_keys", "describe", "mixer", "mixer_config",
+           "mixer_kinds", "model_config", "names", "provider", "register_mixer",
+           "register_model"]

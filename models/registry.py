@@ -5,6 +5,7 @@ config here is unpacked into."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -15,7 +16,9 @@ from torch import nn
 from models.blocks import ATTN_BACKENDS, NORMS, EncoderLayer
 from models.checks import check_choice, check_dropout, check_flag, check_heads, check_positive
 from models.local import PADDINGS, ConvMixer, RestrictedAttention
+from models.mixer_lm import MixerLM, MixerLMConfig
 from models.mixers import AttentionCore, RecurrentMixer, SelfAttention
+from models.plugins import BUILTIN, Plugin, entries, register, warn
 from models.rnn import RNN_IMPLS, RNNLM, RNNConfig, RNNSeq2Seq
 from models.rnn_attention import AttentionRNN, AttentionRNNConfig
 from models.transformer import Transformer, TransformerConfig, TransformerLM
@@ -95,6 +98,7 @@ class _Entry:
     config: type
     make: Callable[..., nn.Module]  # (config) for a model, (d_model, config) for a mixer
     doc: str = field(default="")
+    provider: str = BUILTIN  # the package (or --plugin module) it comes from
 
 
 _MODELS: dict[str, _Entry] = {
@@ -108,6 +112,8 @@ _MODELS: dict[str, _Entry] = {
                              "bidirectional LSTM encoder, attentional LSTM decoder"),
     "gru-attention": _Entry(AttentionRNNConfig, partial(AttentionRNN, "gru"),
                             "bidirectional GRU encoder, attentional GRU decoder"),
+    "mixer-lm": _Entry(MixerLMConfig, lambda c: MixerLM(c, partial(_causal_mixer, c)),
+                       "decoder-only Pre-LN LM around any mixer kind (config key mixer_kind)"),
 }
 
 
@@ -151,6 +157,103 @@ _MIXERS: dict[str, _Entry] = {
 }
 
 
+# How a built-in mixer is made causal inside mixer-lm; other kinds need a `causal` knob.
+_CAUSAL_KNOBS: dict[str, dict[str, Any]] = {"lstm": {}, "gru": {},
+                                            "convolutional": {"padding": "causal"}}
+# A point's identifying columns (experiments.spec.Point.fields): no knob may take their names.
+_ROW_COLUMNS = {"suite", "runner", "mixer", "model", "seq_len", "batch_size", "dtype", "seed",
+                "compile", "fit", "study", "status"}
+# (group, name, provider, id of the loaded object) -> entry: converted once, warned once
+_PLUGIN_ENTRIES: dict[tuple[str, str, str, int], _Entry | None] = {}
+
+
+def _plugin_entry(group: str, plugin: Plugin, builtin: dict[str, _Entry]) -> _Entry | None:
+    """A plugin factory as a registry entry: its keyword parameters (after d_model for a
+    mixer) become a frozen config dataclass, so unknown knobs are refused like a built-in's."""
+    if plugin.name in builtin:
+        warn(f"plugin {plugin.name!r} from {plugin.provider} is skipped: {group} already has "
+             f"a built-in {plugin.name!r}")
+        return None
+    try:
+        params = list(inspect.signature(plugin.obj).parameters.values())
+    except (TypeError, ValueError) as exc:
+        warn(f"plugin {plugin.name!r} from {plugin.provider} is skipped: not a callable with a "
+             f"signature ({exc})")
+        return None
+    mixer = group == "tvr.mixers"
+    knobs = [p for p in params[1 if mixer else 0:]
+             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    taken = sorted({p.name for p in knobs} & _ROW_COLUMNS)
+    if taken:  # a knob is a results column too: it would overwrite the row's own
+        warn(f"plugin {plugin.name!r} from {plugin.provider} is skipped: its knob {taken[0]!r} "
+             f"has the name of a results column ({', '.join(sorted(_ROW_COLUMNS))})")
+        return None
+    knobs.sort(key=lambda p: p.default is not p.empty)  # dataclasses: defaults come last
+    config = dataclasses.make_dataclass(
+        f"{plugin.name.title().replace('-', '')}Config",
+        [(p.name, Any) if p.default is p.empty else (p.name, Any, field(default=p.default))
+         for p in knobs], frozen=True)
+    factory = plugin.obj
+
+    def make(*args: Any) -> nn.Module:  # (d_model, config) or (config)
+        *d, cfg = args
+        return factory(*d, **{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)})
+
+    doc = (inspect.getdoc(factory) or "").split("\n")[0]
+    return _Entry(config, make, doc, plugin.provider)
+
+
+def _table(group: str, builtin: dict[str, _Entry]) -> dict[str, _Entry]:
+    """Built-in entries, then the group's plugins (read on first use)."""
+    out = dict(builtin)
+    for plugin in entries(group).values():
+        key = (group, plugin.name, plugin.provider, id(plugin.obj))  # obj may not hash
+        if key not in _PLUGIN_ENTRIES:
+            _PLUGIN_ENTRIES[key] = _plugin_entry(group, plugin, builtin)
+        if _PLUGIN_ENTRIES[key] is not None:
+            out[plugin.name] = _PLUGIN_ENTRIES[key]
+    return out
+
+
+def _models() -> dict[str, _Entry]:
+    return _table("tvr.models", _MODELS)
+
+
+def _mixers() -> dict[str, _Entry]:
+    return _table("tvr.mixers", _MIXERS)
+
+
+def register_mixer(name: str, factory: Callable[..., nn.Module],
+                   provider: str | None = None) -> None:
+    """Add a mixer kind from Python (a `tvr --plugin MODULE` module calls this):
+    factory(d_model, **knobs) -> module mapping (B, n, d) -> (B, n, d)."""
+    register("tvr.mixers", name, factory, provider or f"module {factory.__module__}")
+
+
+def register_model(name: str, factory: Callable[..., nn.Module],
+                   provider: str | None = None) -> None:
+    """Add a model name from Python: factory(**config) -> nn.Module."""
+    register("tvr.models", name, factory, provider or f"module {factory.__module__}")
+
+
+def _causal_mixer(c: MixerLMConfig) -> nn.Module:
+    """A fresh mixer of kind c.mixer_kind for mixer-lm, causal, with the model's heads and
+    dropout where the mixer takes them."""
+    check_choice("mixer kind", c.mixer_kind, tuple(_mixers()))
+    keys = {f.name for f in dataclasses.fields(_mixers()[c.mixer_kind].config)}
+    knobs = dict(_CAUSAL_KNOBS.get(c.mixer_kind, {}))
+    if c.mixer_kind not in _CAUSAL_KNOBS:
+        if "causal" not in keys:
+            raise ValueError(f"invalid mixer {c.mixer_kind!r} for 'mixer-lm': it has no causal "
+                             f"knob; valid: mixers with one, or {', '.join(_CAUSAL_KNOBS)}")
+        knobs["causal"] = True
+    if c.n_heads is not None and "n_heads" in keys:
+        knobs["n_heads"] = c.n_heads
+    if "dropout" in keys and c.mixer_kind != "attention-core":
+        knobs["dropout"] = c.dropout
+    return mixer(c.mixer_kind, c.d_model, **knobs)
+
+
 def _config(entry: _Entry, what: str, values: dict[str, Any]) -> Any:
     known = {f.name for f in dataclasses.fields(entry.config)}
     unknown = sorted(set(values) - known)
@@ -158,51 +261,72 @@ def _config(entry: _Entry, what: str, values: dict[str, Any]) -> Any:
         raise ValueError(
             f"unknown config key {unknown[0]!r} for {what}; valid: {', '.join(sorted(known))}"
         )
+    missing = [f.name for f in dataclasses.fields(entry.config) if f.name not in values
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if missing:  # a plugin knob without a default
+        raise ValueError(f"missing config key {missing[0]!r} for {what}; it has no default")
     return entry.config(**values)
 
 
 def names() -> list[str]:
-    """Every model name that build() accepts."""
-    return list(_MODELS)
+    """Every model name that build() accepts, plugins' included."""
+    return list(_models())
 
 
 def mixer_kinds() -> list[str]:
-    return list(_MIXERS)
+    return list(_mixers())
 
 
 def config_keys() -> set[str]:
     """Every config key some model or mixer takes (what is config, not a measurement)."""
-    entries = [*_MODELS.values(), *_MIXERS.values()]
-    return {f.name for e in entries for f in dataclasses.fields(e.config)}
+    every = [*_models().values(), *_mixers().values()]
+    return {f.name for e in every for f in dataclasses.fields(e.config)}
 
 
 def describe(name: str) -> str:
-    check_choice("model name", name, tuple(_MODELS))
-    return _MODELS[name].doc
+    check_choice("model name", name, tuple(_models()))
+    return _models()[name].doc
+
+
+def provider(name: str, kind: str = "model") -> str:
+    """The package a model (kind="model") or mixer (kind="mixer") comes from."""
+    table = _models() if kind == "model" else _mixers()
+    check_choice(f"{kind} name", name, tuple(table))
+    return table[name].provider
+
+
+def mixer_config(kind: str, **config: Any) -> Any:
+    """The frozen config models.mixer(kind, d, **config) would use; ValueError naming the
+    valid keys or values if one is bad. Builds nothing."""
+    check_choice("mixer kind", kind, tuple(_mixers()))
+    return _config(_mixers()[kind], f"mixer {kind!r}", config)
 
 
 def model_config(name: str, preset: str | None = None, **config: Any) -> Any:
     """The frozen config build() would use: preset values first, then explicit overrides."""
-    check_choice("model name", name, tuple(_MODELS))
-    entry = _MODELS[name]
+    table = _models()
+    check_choice("model name", name, tuple(table))
+    entry = table[name]
     values: dict[str, Any] = {}
     if preset is not None:
         check_choice("preset", preset, tuple(PRESETS))
         known = {f.name for f in dataclasses.fields(entry.config)}
         values = {k: v for k, v in PRESETS[preset].items() if k in known}
-    return _config(entry, f"model {name!r}", values | config)
+    cfg = _config(entry, f"model {name!r}", values | config)
+    if isinstance(cfg, MixerLMConfig):
+        check_choice("mixer kind", cfg.mixer_kind, tuple(_mixers()))
+    return cfg
 
 
 def build(name: str, preset: str | None = None, **config: Any) -> nn.Module:
     """models.build("transformer", preset="tiny", norm="pre") -> nn.Module."""
     cfg = model_config(name, preset, **config)  # validates name first: ValueError, not KeyError
-    return _MODELS[name].make(cfg)
+    return _models()[name].make(cfg)
 
 
 def mixer(kind: str, d_model: int, **config: Any) -> nn.Module:
     """models.mixer("lstm", 256, rnn_impl="cell") -> module mapping (B, n, d) -> (B, n, d)."""
-    check_choice("mixer kind", kind, tuple(_MIXERS))
+    cfg = mixer_config(kind, **config)
     if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model <= 0:
         raise ValueError(f"invalid d_model {d_model!r}; must be a positive integer")
-    entry = _MIXERS[kind]
-    return entry.make(d_model, _config(entry, f"mixer {kind!r}", config))
+    return _mixers()[kind].make(d_model, cfg)

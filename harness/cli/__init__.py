@@ -1,17 +1,19 @@
 """The `tvr` command: one thin subcommand per verb.
 
-Exit codes: 0 done; 2 bad input, one line naming the value, no traceback; 1 else.
+Exit codes: 0 done; 2 bad input, one line naming the value, no traceback; 1 else (and a
+sweep with `--fail-on` statuses). Every option also reads an environment variable,
+TVR_<COMMAND>_<OPTION> (e.g. TVR_RUN_OUT), shown in each command's --help.
+
+Nothing heavy is imported here: torch, pandas, MLflow and the suites load inside the
+command that needs them, so `tvr --help` and shell completion answer at once.
 """
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 import click
 
-import experiments
-import models
 from harness.cli import report, run, store
+from harness.cli.common import FORMAT_JSON, echo_json
 from harness.errors import BadInput
 
 
@@ -31,56 +33,136 @@ class _Group(click.Group):
 
 def _version() -> str:
     """The installed version; a checkout run with PYTHONPATH=. (scripts/gpu-check) has none."""
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("tvr-bench")
     except PackageNotFoundError:
         return "(not installed; run from a source checkout)"
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(_version(), prog_name="tvr")
-def cli() -> None:
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"tvr {_version()}")
+        ctx.exit()
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog="""\b
+Shell completion (bash; zsh and fish alike, see click's docs):
+  eval "$(_TVR_COMPLETE=bash_source tvr)"
+Every option reads TVR_<COMMAND>_<OPTION> too, e.g. TVR_RUN_OUT=/data/results.""")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="Show the version and exit.")
+@click.option("--plugin", "plugins", multiple=True, metavar="MODULE", envvar="TVR_PLUGIN",
+              show_envvar=True,
+              help="Import MODULE first (repeatable): a module that adds mixers, models or "
+                   "suites with models.register_mixer / register_model / "
+                   "experiments.register_suite. Installed packages need no flag: their "
+                   "tvr.mixers, tvr.models and tvr.suites entry points are read on use.")
+def cli(plugins: tuple[str, ...]) -> None:
     """tvr-bench: measure what "Attention is all you need" claims about self-attention
     versus recurrence (LSTM, GRU), on the same work.
 
     \b
     Start with:  tvr suites;  tvr run quick;  tvr table;  tvr plot;  tvr ui
     """
+    if not plugins:  # models.plugins imports torch: not for `tvr run --help`
+        return
+    from models.plugins import import_module
+
+    for module in plugins:
+        try:
+            import_module(module)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
 
 
-@cli.command("models")
-@click.option("--preset", type=click.Choice(list(models.PRESETS)), default="tiny",
+@cli.command("models", epilog="Example: tvr models --preset base --format json")
+@click.option("--preset", type=click.Choice(["tiny", "small", "base", "big"]), default="tiny",
               show_default=True, help="Preset whose sizes the parameter counts use.")
-def models_cmd(preset: str) -> None:
+@FORMAT_JSON
+def models_cmd(preset: str, fmt: str) -> None:
     """List model names and mixer kinds with their parameter counts."""
     import torch
 
+    import models
+
+    if preset not in models.PRESETS:  # the Choice above mirrors models.PRESETS
+        raise BadInput(f"unknown preset {preset!r}; valid: {', '.join(models.PRESETS)}")
     cfg = models.model_config("transformer", preset)
-    click.echo(f"models (preset {preset!r}):")
+    rows = []
     for name in models.names():
         with torch.device("meta"):  # shapes only: counting --preset big allocates nothing
-            n = sum(p.numel() for p in models.build(name, preset).parameters())
-        click.echo(f"  {name:<16} {n:>12,d}  {models.describe(name)}")
-    click.echo(f"mixers (d_model={cfg.d_model}):")
+            n = _params(lambda name=name: models.build(name, preset))
+        rows.append({"kind": "model", "name": name, "parameters": n,
+                     "description": models.describe(name), "from": models.provider(name, "model")})
     for kind in models.mixer_kinds():
-        n = sum(p.numel() for p in models.mixer(kind, cfg.d_model).parameters())
-        click.echo(f"  {kind:<20} {n:>10,d}")
+        n = _params(lambda kind=kind: models.mixer(kind, cfg.d_model))
+        rows.append({"kind": "mixer", "name": kind, "parameters": n, "d_model": cfg.d_model,
+                     "from": models.provider(kind, "mixer")})
+    if fmt == "json":
+        echo_json({"preset": preset, "entries": rows})
+        return
+    click.echo(f"models (preset {preset!r}):")
+    for r in rows:
+        if r["kind"] == "model":
+            click.echo(f"  {r['name']:<16} {_count(r['parameters'], 12)}  {r['description']}"
+                       f"{_origin(r['from'])}")
+    click.echo(f"mixers (d_model={cfg.d_model}):")
+    for r in rows:
+        if r["kind"] == "mixer":
+            click.echo(f"  {r['name']:<20} {_count(r['parameters'], 10)}{_origin(r['from'])}")
 
 
-@cli.command("suites")
-def suites_cmd() -> None:
+def _params(make) -> int | str:  # noqa: ANN001
+    """The parameter count of make(); for a plugin's component that its defaults cannot
+    build (a knob without a default), why not."""
+    try:
+        return sum(p.numel() for p in make().parameters())
+    except ValueError as exc:
+        return f"? ({exc})"
+
+
+def _count(n: int | str, width: int) -> str:
+    return f"{n:>{width},d}" if isinstance(n, int) else f"{n:>{width}}"
+
+
+def _origin(source: str) -> str:
+    """"  [from PACKAGE]" for a plugin's model, mixer or suite; nothing for a built-in one."""
+    from models.plugins import BUILTIN
+
+    return "" if source == BUILTIN else f"  [from {source}]"
+
+
+@cli.command("suites", epilog="Example: tvr suites --format json")
+@FORMAT_JSON
+def suites_cmd(fmt: str) -> None:
     """List the suites with their point counts."""
-    names = experiments.suite_names()
-    width = max(map(len, names))
-    for name in names:
-        click.echo(f"{name:<{width}} {len(experiments.points(name)):>4} points  "
-                   f"{experiments.describe(name)}")
+    import experiments
+
+    rows = [{"name": name, "points": len(experiments.points(name)),
+             "description": experiments.describe(name), "from": experiments.provider(name)}
+            for name in experiments.suite_names()]
+    if fmt == "json":
+        echo_json(rows)
+        return
+    width = max(len(r["name"]) for r in rows)
+    for r in rows:
+        click.echo(f"{r['name']:<{width}} {r['points']:>4} points  {r['description']}"
+                   f"{_origin(r['from'])}")
 
 
 for command in (run.run_cmd, run.bench_cmd, report.table_cmd, report.plot_cmd,
                 report.report_cmd, report.compare_cmd, store.sync_cmd, store.doctor_cmd,
-                store.ui_cmd):
+                store.ui_cmd, report.claims_cmd):
     cli.add_command(command)
+for command in cli.commands.values():  # TVR_<COMMAND>_<OPTION>, shown in --help
+    for param in command.params:
+        if isinstance(param, click.Option) and param.envvar is None:
+            flag = max(param.opts, key=len).lstrip("-").replace("-", "_").upper()
+            param.envvar = f"TVR_{command.name.upper()}_{flag}"
+            param.show_envvar = True
 
 
 def main() -> None:

@@ -4,15 +4,61 @@ the tracking URI."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 import click
 
 from harness.errors import BadInput
 
 OUT_HELP = "Results directory (suite CSVs, tables, figures, MLflow store)."
+
+
+def complete_suites(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion of a suite to run (loads the suites: about a second)."""
+    import experiments
+
+    return [n for n in experiments.suite_names() if n.startswith(incomplete)]
+
+
+def complete_stored_suites(ctx: click.Context, _param: click.Parameter,
+                           incomplete: str) -> list[str]:
+    """Shell completion of a suite with results under --out (reads folder names only)."""
+    out = Path(ctx.params.get("out") or "results")
+    return sorted(p.parent.name for p in out.glob("*/results.csv")
+                  if p.parent.name.startswith(incomplete))
+
+
+def out_option(func):  # noqa: ANN001, ANN201 -- a click decorator
+    """--out: the results folder, completed as a directory."""
+    return click.option("--out", default="results", show_default=True, help=OUT_HELP,
+                        type=click.Path(file_okay=False))(func)
+
+
+def suite_option(func):  # noqa: ANN001, ANN201 -- a click decorator
+    """--suite: one suite with results under --out (optional)."""
+    return click.option("--suite", default=None, metavar="SUITE",
+                        shell_complete=complete_stored_suites,
+                        help="Only this suite [default: every suite in --out].")(func)
+
+
+FORMAT_JSON = click.option("--format", "fmt", type=click.Choice(["text", "json"]),
+                           default="text", show_default=True,
+                           help="json: machine-readable, one document on stdout.")
+
+
+def echo_json(data: Any) -> None:
+    """One JSON document on stdout (numpy and pandas scalars as plain numbers)."""
+    click.echo(json.dumps(data, indent=2, default=_plain))
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "item"):  # numpy / pandas scalars
+        return value.item()
+    return str(value)
 
 
 class Bytes(click.ParamType):

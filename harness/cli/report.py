@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
 
-from harness.cli.common import OUT_HELP
+from harness.cli.common import complete_stored_suites, echo_json, out_option, suite_option
 from harness.errors import BadInput
 
 
@@ -16,11 +17,16 @@ def _load(out: str, suite: str):
     return load_results(Path(out), [suite])
 
 
-@click.command("table")
-@click.option("--format", "fmt", type=click.Choice(["markdown", "csv", "latex"]),
-              default="markdown", show_default=True)
-@click.option("--out", default="results", show_default=True, help=OUT_HELP)
-@click.option("--suite", default=None,
+@click.command("table", epilog="""\b
+Examples:
+  tvr table                          # Table 1 (after `tvr run table1`)
+  tvr table --crossover              # where attention stops being cheaper (`tvr run quick`)
+  tvr table --suite quick --format json""")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "csv", "latex", "json"]),
+              default="markdown", show_default=True,
+              help="json: {suite, machine, rows: [...], notes: [...]} on stdout.")
+@out_option
+@click.option("--suite", default=None, metavar="SUITE", shell_complete=complete_stored_suites,
               help="Suite whose results to use [default: table1, or quick with --crossover].")
 @click.option("--crossover", is_flag=True, help="The n-versus-d crossover table instead.")
 def table_cmd(fmt: str, out: str, suite: str | None, crossover: bool) -> None:
@@ -32,15 +38,21 @@ def table_cmd(fmt: str, out: str, suite: str | None, crossover: bool) -> None:
 
     suite = suite or ("quick" if crossover else "table1")
     df = _load(out, suite)
+    notes: list[str] = []
     if crossover:
-        click.echo(tables.render(tables.crossover_table(df), fmt), nl=False)
+        table = tables.crossover_table(df)
     elif is_table1(df):
         table, notes = table1(df)
-        click.echo(tables.render(table, fmt), nl=False)
-        if fmt == "markdown":
-            click.echo("\n" + "\n".join(f"- {n}" for n in notes))
     else:
-        click.echo(tables.render(tables.complexity_table(df), fmt), nl=False)
+        table = tables.complexity_table(df)
+    if fmt == "json":
+        machine = str(df["machine"].iloc[0]) if "machine" in df and len(df) else ""
+        echo_json({"suite": suite, "machine": machine, "notes": notes,
+                   "rows": json.loads(table.to_json(orient="records"))})
+        return
+    click.echo(tables.render(table, fmt), nl=False)
+    if fmt == "markdown" and notes:
+        click.echo("\n" + "\n".join(f"- {n}" for n in notes))
     if fmt == "markdown" and "machine" in df and len(df):
         name = str(df["machine"].iloc[0])
         whose = "this machine" if name == this_machine() else \
@@ -48,10 +60,22 @@ def table_cmd(fmt: str, out: str, suite: str | None, crossover: bool) -> None:
         click.echo(f"\nMeasured on `{name}` ({whose}).")
 
 
-@click.command("plot")
-@click.argument("name", default="all")
-@click.option("--out", default="results", show_default=True, help=OUT_HELP)
-@click.option("--suite", default="quick", show_default=True, help="Suite whose results to use.")
+def _complete_figures(ctx: click.Context, _param: click.Parameter,
+                      incomplete: str) -> list[str]:
+    from harness.report import figures as plots
+
+    return [n for n in ["all", *plots.FIGURES] if n.startswith(incomplete)]
+
+
+@click.command("plot", epilog="""\b
+Examples:
+  tvr plot                           # every figure of the quick sweep
+  tvr plot crossover --suite quick
+  tvr plot all --suite convergence-quick""")
+@click.argument("name", default="all", shell_complete=_complete_figures)
+@out_option
+@click.option("--suite", default="quick", show_default=True, metavar="SUITE",
+              shell_complete=complete_stored_suites, help="Suite whose results to use.")
 def plot_cmd(name: str, out: str, suite: str) -> None:
     """Draw figure NAME (or all that suit SUITE's results) into <out>/<suite>/NAME.png.
     Figures read stored results only; nothing is re-measured or retrained."""
@@ -67,21 +91,46 @@ def plot_cmd(name: str, out: str, suite: str) -> None:
         click.echo(f"skipped {reason}", err=True)
 
 
-@click.command("report")
-@click.option("--out", default="results", show_default=True, help=OUT_HELP)
-@click.option("--suite", default=None, help="Only this suite [default: every suite in --out].")
+@click.command("report", epilog="Example: tvr report --out results")
+@out_option
+@suite_option
 def report_cmd(out: str, suite: str | None) -> None:
-    """Write <out>/REPORT.md: every suite's tables and figures, with the machine they ran on."""
+    """Write <out>/REPORT.md: the claims ledger and every suite's tables and figures, with
+    the machine they ran on; then the generated blocks of the README.md beside <out>."""
     from harness.report import document as report
+    from harness.report.readme import update_readme
 
     click.echo(str(report.write_report(Path(out), suite)))
+    readme = Path(out).resolve().parent / "README.md"
+    if suite is None and readme.is_file() and update_readme(readme, Path(out)):
+        click.echo(str(readme))
 
 
-@click.command("compare")
+@click.command("claims", epilog="""\b
+Examples:
+  tvr claims                         # the ledger of the results in results/
+  tvr claims --format json | jq '.[] | select(.verdict == "contradicts")'""")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "csv", "json"]),
+              default="markdown", show_default=True)
+@out_option
+def claims_cmd(fmt: str, out: str) -> None:
+    """The claims ledger: each claim of the paper, the points that test it, the measured
+    numbers with their uncertainty, a verdict and the rule that chose it. Reads stored
+    results only; a claim without them names the suite to run."""
+    from harness.report.claims import ledger, render
+
+    click.echo(render(ledger(Path(out)), fmt), nl=False)
+
+
+@click.command("compare", epilog="""\b
+Examples:
+  tvr compare                        # this machine against the reference in results/
+  tvr compare ../laptop/results ../gpu-box/results --suite table1
+  tvr compare vm my-host --points""")
 @click.argument("a", required=False)
 @click.argument("b", required=False)
-@click.option("--out", default="results", show_default=True, help=OUT_HELP)
-@click.option("--suite", default=None, help="Only this suite [default: every suite].")
+@out_option
+@suite_option
 @click.option("--points", "per_point", is_flag=True, help="One line per point and metric.")
 def compare_cmd(a: str | None, b: str | None, out: str, suite: str | None,
                 per_point: bool) -> None:

@@ -6,29 +6,78 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-import experiments
-from experiments.spec import Point, TrainOptions
 from harness.cli.common import (
     DTYPE_CHOICE,
-    OUT_HELP,
     Bytes,
     Seconds,
+    complete_suites,
+    out_option,
     output_folder,
     store_uri,
 )
-from harness.cli.translation import corpus_choice
 from harness.errors import BadInput
 from harness.run.store import mask
 
+if TYPE_CHECKING:
+    from experiments.spec import Point
 
-@click.command("run")
-@click.argument("suite", type=click.Choice(experiments.suite_names()))
+STATUSES = ("ok", "oom", "diverged", "error", "skipped")  # harness.results.STATUSES
+
+RUN_EXAMPLES = """\b
+Examples:
+  tvr run smoke                      # seconds: every runner once, tiny sizes
+  tvr run quick                      # the complexity sweep and crossover
+  tvr run table1 --device cuda --max-memory 60GiB
+  tvr run convergence-quick --only lstm --only transformer
+  tvr run quick --fail-on error,oom  # exit 1 if any point failed (for CI)
+  tvr run quick --dry-run            # list the points, measure nothing
+  tvr run --suite-file my-suite.toml # a suite declared in a file
+"""
+
+
+class StatusList(click.ParamType):
+    """Comma-separated point statuses: error,oom."""
+
+    name = "STATUSES"
+
+    def convert(self, value, param, ctx) -> tuple[str, ...]:
+        if isinstance(value, tuple):
+            return value
+        names = tuple(v.strip() for v in str(value).split(",") if v.strip())
+        for name in names:
+            if name not in STATUSES:
+                self.fail(f"{name!r} is not a status; valid: {', '.join(STATUSES)}", param, ctx)
+        return names
+
+    def shell_complete(self, ctx, param, incomplete):  # noqa: ANN001, ANN201
+        from click.shell_completion import CompletionItem
+
+        done, _, last = incomplete.rpartition(",")
+        prefix = f"{done}," if done else ""
+        return [CompletionItem(prefix + s) for s in STATUSES if s.startswith(last)]
+
+
+def check_suite(suite: str) -> None:
+    import experiments
+
+    names = experiments.suite_names()
+    if suite not in names:
+        raise BadInput(f"unknown suite {suite!r}; valid: {', '.join(names)} (`tvr suites` "
+                       "describes them)")
+
+
+@click.command("run", epilog=RUN_EXAMPLES)
+@click.argument("suite", required=False, metavar="SUITE", shell_complete=complete_suites)
+@click.option("--suite-file", type=click.Path(dir_okay=False), default=None, metavar="FILE.toml",
+              help="Run the suite declared in this TOML file instead of a named SUITE; its "
+                   "results go to <out>/<its name>/.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
               show_default=True, help="auto = cuda when available, else cpu.")
-@click.option("--out", default="results", show_default=True, help=OUT_HELP)
+@out_option
 @click.option("--tracking-uri", default=None,
               help="MLflow store; default $MLFLOW_TRACKING_URI, else sqlite:///<out>/mlflow.db; "
                    "'none' disables tracking.")
@@ -56,14 +105,28 @@ from harness.run.store import mask
               help="Translation points: the reverse direction (Bible: English -> Chichewa).")
 @click.option("--only", multiple=True, metavar="NAME",
               help="Only the points of this mixer or model (repeatable), e.g. --only lstm.")
-def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume: bool,
-            dry_run: bool, max_memory: int | None, min_run_time: float, dtype: str | None,
-            compile_: bool, corpus: str | None, parallel: tuple[str, ...], reverse: bool,
-            only: tuple[str, ...]) -> None:
-    """Measure every point of SUITE; one results row and one MLflow run per point."""
-    from harness.run import sweep
+@click.option("--fail-on", type=StatusList(), default="", metavar="STATUSES",
+              help="Exit 1 when any point ends with one of these statuses, e.g. error,oom "
+                   "(default: a finished sweep exits 0 whatever its points' statuses).")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local",
+              show_default=True,
+              help="local: the points one by one in this process; ray: Ray tasks on a cluster.")
+@click.option("--ray-address", default=None, metavar="ADDR",
+              help="The Ray cluster to join (HOST:PORT, ray://HOST:PORT, auto); default "
+                   "$RAY_ADDRESS, else a Ray instance started on this machine.")
+@click.option("--cpus-per-point", type=click.IntRange(min=1), default=None,
+              help="With --executor ray: CPUs (and torch threads) a training point reserves "
+                   "(default 1); a timed point reserves its node's every CPU, or one GPU.")
+def run_cmd(suite: str | None, suite_file: str | None, device: str, out: str,
+            tracking_uri: str | None, resume: bool, dry_run: bool, max_memory: int | None,
+            min_run_time: float, dtype: str | None, compile_: bool, corpus: str | None,
+            parallel: tuple[str, ...], reverse: bool, only: tuple[str, ...],
+            fail_on: tuple[str, ...], executor: str, ray_address: str | None,
+            cpus_per_point: int | None) -> None:
+    """Measure every point of SUITE (`tvr suites` lists them) or of --suite-file; one
+    results row and one MLflow run per point."""
 
-    points = experiments.points(suite)
+    suite, description, points = _suite_points(suite, suite_file)
     if only:
         names = sorted({p.subject for p in points})
         unknown = [o for o in only if o not in names]
@@ -76,6 +139,8 @@ def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume:
         _check_utf8(corpus)
         points = [_with_corpus(p, str(Path(corpus).resolve())) for p in points]
         variant.append(f"corpus-{Path(corpus).stem}")
+    from harness.cli.translation import corpus_choice
+
     points, corpus_variant = corpus_choice(points, parallel, reverse)
     variant += corpus_variant
     if dtype is not None or compile_:
@@ -94,23 +159,105 @@ def run_cmd(suite: str, device: str, out: str, tracking_uri: str | None, resume:
             click.echo(p.point_id)
         click.echo(f"{len(points)} points in suite {suite!r} (dry run: nothing measured)")
         return
-    dev = sweep.resolve_device(device)
     out_dir = output_folder(out)
     uri = store_uri(out_dir, tracking_uri)
-    summary = _sweep(name, points, dev, out_dir, uri, resume, max_memory, min_run_time)
+    if uri is not None:
+        from harness.run.store import check_reachable
+
+        check_reachable(uri)  # a server that does not answer: bad input before any point
+    from harness.run.executor import make_executor
+
+    where = make_executor(executor, ray_address, cpus_per_point)  # joins a cluster first
+    try:
+        dev = where.resolve_device(device)
+        summary = _sweep(name, points, dev, out_dir, uri, resume, max_memory, min_run_time,
+                         description=_describe(description, name),
+                         outputs=lambda: _outputs(out_dir, name), executor=where)
+    finally:
+        where.close()
     click.echo(summary.line())
     if variant:
         click.echo(f"tables and figures: tvr table --suite {name}; tvr plot all --suite {name}")
     if uri and summary.tracking_off is None:
-        click.echo(f"MLflow: {mask(uri)} (browse with `tvr ui --out {out}`)")
+        _print_links(uri, name, out)
+    failed = {s: n for s, n in summary.statuses.items() if s in fail_on}
+    if failed:
+        counts = ", ".join(f"{n} {s}" for s, n in sorted(failed.items()))
+        click.echo(f"failing: {counts} (--fail-on {','.join(fail_on)}); see "
+                   f"{summary.results.parent / 'errors.log'}", err=True)
+        raise SystemExit(1)
 
 
-def _sweep(name: str, points: list[Point], dev, out_dir: Path, *args):  # noqa: ANN001, ANN202
+def _describe(description: str, name: str) -> str:
+    """The suite's MLflow experiment description."""
+    return (f"{description}\n\nEach child run is one point of suite `{name}` "
+            "(named by what tells it apart: mixer or model, n, d, config); the parent run of "
+            "each `tvr run` holds the summary, the results CSV, tables, figures and the "
+            "machine's environment report. Written by tvr-bench.")
+
+
+def _outputs(out_dir: Path, name: str) -> list[Path]:
+    """The suite's tables and figures, regenerated from its results (MLflow artifacts). The
+    rows are stored already: a report that fails here costs a warning, not the run."""
+    from harness.report.document import suite_section
+
+    try:
+        return suite_section(out_dir, name)[1]
+    except Exception as e:  # noqa: BLE001 -- said on stderr; `tvr report` shows it again
+        click.echo(f"warning: the tables and figures of {name} were not attached to MLflow: "
+                   f"{type(e).__name__}: {e}".splitlines()[0], err=True)
+        return []
+
+
+def _print_links(uri: str, name: str, out: str) -> None:
+    """Where to see the runs: the link to this suite's runs table in the MLflow UI."""
+    from harness.run.store import is_remote
+    from harness.run.ui import DEFAULT_PORT, runs_links
+
+    if is_remote(uri):
+        links = runs_links(uri, base=uri.rstrip("/"))
+        click.echo(f"MLflow: {mask(uri)}")
+    else:
+        links = runs_links(uri, DEFAULT_PORT)
+        click.echo(f"MLflow: {mask(uri)}; browse with `tvr ui --out {out}`, then open")
+    for experiment, link in links:
+        if experiment == name:
+            click.echo(f"  {link}")
+
+
+def _suite_points(suite: str | None, suite_file: str | None
+                  ) -> tuple[str, str, list[Point]]:
+    """(name, description, points) of a named suite or of a suite file, checked before
+    anything runs."""
+    if (suite is None) == (suite_file is None):
+        raise BadInput("name a SUITE (`tvr suites` lists them) or give --suite-file FILE.toml"
+                       if suite is None else f"SUITE {suite!r} and --suite-file: give one")
+    if suite is not None:
+        import experiments
+
+        check_suite(suite)
+        return suite, experiments.describe(suite), experiments.points(suite)
+    from experiments.suitefile import load
+    from harness.train.points import train_spec
+
+    try:
+        name, description, points = load(suite_file)
+        for p in points:  # tasks are the harness's: checked here, before the first point
+            if p.runner == "train":
+                train_spec(p)
+    except ValueError as exc:  # SuiteFileError names the file; a task error gets it here
+        msg = str(exc)
+        raise BadInput(msg if msg.startswith("suite file") else
+                       f"suite file {suite_file}: [grid.train]: {msg}") from None
+    return name, description, points
+
+
+def _sweep(name: str, points: list[Point], dev, out_dir: Path, *args, **kwargs):  # noqa: ANN001, ANN202
     """run_suite, with a stop signal or a failed write ending the command in one line."""
     from harness.run import sweep
 
     with _stopping(out_dir / name / "results.csv"):
-        return sweep.run_suite(name, points, dev, out_dir, *args)
+        return sweep.run_suite(name, points, dev, out_dir, *args, **kwargs)
 
 
 @contextmanager
@@ -148,6 +295,8 @@ def _check_utf8(path: str) -> None:
 
 def _with_corpus(point: Point, path: str) -> Point:
     """The point trained on the text at `path` if it is a corpus-task point."""
+    from experiments.spec import TrainOptions
+
     opts = point.options
     if not isinstance(opts, TrainOptions) or opts.task.name != "corpus":
         return point
@@ -155,8 +304,12 @@ def _with_corpus(point: Point, path: str) -> Point:
     return replace(point, options=replace(opts, task=replace(opts.task, keywords=keywords)))
 
 
-@click.command("bench")
-@click.option("--out", default="results", show_default=True, help=OUT_HELP)
+@click.command("bench", epilog="""\b
+Examples:
+  tvr bench --quick             # the headline sizes only
+  tvr bench --threads 1         # steadier on cores shared with other jobs
+  tvr bench --profile           # torch.profiler's per-op table instead of timing""")
+@out_option
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
               show_default=True, help="auto = cuda when available, else cpu.")
 @click.option("--dtype", type=click.Choice(["auto", *DTYPE_CHOICE.choices]), default="auto",

@@ -6,14 +6,17 @@ from pathlib import Path
 
 import click
 
-from harness.cli.common import OUT_HELP, store_uri
+from harness.cli.common import complete_stored_suites, out_option, store_uri
 from harness.errors import BadInput
 from harness.run.store import mask
 
 
-@click.command("sync")
-@click.argument("suite", metavar="SUITE")
-@click.option("--out", default="results", show_default=True, help=OUT_HELP)
+@click.command("sync", epilog="""\b
+Examples:
+  tvr sync quick                     # rows the local store lacks
+  tvr sync quick --tracking-uri http://mlflow.example:5000""")
+@click.argument("suite", metavar="SUITE", shell_complete=complete_stored_suites)
+@out_option
 @click.option("--tracking-uri", default=None, help="As for `tvr run`.")
 def sync_cmd(suite: str, out: str, tracking_uri: str | None) -> None:
     """Log to MLflow every stored row of SUITE the store lacks (by point id and machine):
@@ -26,6 +29,9 @@ def sync_cmd(suite: str, out: str, tracking_uri: str | None) -> None:
     uri = store_uri(out_dir, tracking_uri)
     if uri is None:
         raise BadInput("tracking is off (--tracking-uri none): there is no store to sync to")
+    from harness.run.store import check_reachable
+
+    check_reachable(uri)
     try:
         logged, stored = sync_suite(out_dir, suite, uri)
     except OSError as e:
@@ -33,8 +39,8 @@ def sync_cmd(suite: str, out: str, tracking_uri: str | None) -> None:
     click.echo(f"{suite}: {logged} rows logged to {mask(uri)}, {stored - logged} were there")
 
 
-@click.command("doctor")
-@click.option("--out", default="results", show_default=True, help=OUT_HELP)
+@click.command("doctor", epilog="Example: tvr doctor --repair")
+@out_option
 @click.option("--repair", is_flag=True,
               help="Move a broken store aside (dated backup) and rebuild its runs from the "
                    "results CSVs.")
@@ -65,9 +71,12 @@ def doctor_cmd(out: str, repair: bool) -> None:
         click.echo(f"{suite}: {logged} rows logged")
 
 
-@click.command("ui")
+@click.command("ui", epilog="""\b
+Prints the link to each suite's runs table. Any signal (Ctrl-C, SIGTERM, even SIGKILL)
+stops the server with it.
+Example: tvr ui --port 5001""")
 @click.option("--port", type=click.IntRange(1, 65535), default=5000, show_default=True)
-@click.option("--out", default="results", show_default=True, help=OUT_HELP)
+@out_option
 @click.option("--tracking-uri", default=None, help="As for `tvr run`.")
 def ui_cmd(port: int, out: str, tracking_uri: str | None) -> None:
     """Browse the runs: start the MLflow UI on 127.0.0.1 with the same store."""

@@ -1,9 +1,11 @@
-"""Facts about the machine that measured a row, recorded beside every measurement."""
+"""Facts about the machine that measured a row: a summary recorded beside every
+measurement, and the full report (`environment_report`) stored once per run."""
 
 from __future__ import annotations
 
 import os
 import platform
+import re
 import socket
 
 import torch
@@ -18,6 +20,57 @@ def _cpu_model() -> str:
     except OSError:  # not Linux: fall back to what the platform module knows
         pass
     return platform.processor() or platform.machine()
+
+
+def _physical_cores() -> int:
+    """Distinct (package, core) pairs in /proc/cpuinfo: SMT siblings share a core. psutil
+    would say the same, but it is not a dependency; elsewhere the logical count stands in."""
+    cores: set[tuple[str, str]] = set()
+    package = core = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key, value = key.strip(), value.strip()
+                if key == "physical id":
+                    package = value
+                elif key == "core id":
+                    core = value
+                elif not key and core:  # a blank line ends one logical CPU's block
+                    cores.add((package, core))
+                    package = core = ""
+        if core:
+            cores.add((package, core))
+    except OSError:
+        pass
+    return len(cores) or (os.cpu_count() or 0)
+
+
+def _usable_cpus() -> int:
+    """CPUs this process may run on (taskset, cgroups' cpusets): what a timing could use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 0
+
+
+def build_facts() -> dict[str, str]:
+    """The BLAS, oneDNN and vector ISA this torch was built with and uses, read from
+    torch.__config__.show() (the only public place that names them)."""
+    text = torch.__config__.show()
+    facts = {}
+    for name, pattern in (("blas", r"BLAS_INFO=(\w+)"),
+                          ("onednn", r"MKL-DNN (v[\d.]+)"),
+                          ("cpu_capability", r"CPU capability usage: (\w+)")):
+        found = re.search(pattern, text)
+        facts[name] = found.group(1) if found else ""
+    return facts
+
+
+# Every key machine_facts may return: descriptions of the machine, never measurements.
+FACT_KEYS = ("cpu", "threads", "torch_version", "host", "device_name",
+             "float32_matmul_precision", "cuda_version", "tf32_matmul", "tf32_cudnn",
+             "cpu_count", "physical_cores", "usable_cpus", "blas", "onednn", "cpu_capability")
 
 
 def machine_facts(device: torch.device) -> dict[str, str | int | bool]:
@@ -37,4 +90,17 @@ def machine_facts(device: torch.device) -> dict[str, str | int | bool]:
         facts["tf32_matmul"] = torch.backends.cuda.matmul.allow_tf32
         facts["tf32_cudnn"] = torch.backends.cudnn.allow_tf32
     facts["cpu_count"] = os.cpu_count() or 0
+    facts["physical_cores"] = _physical_cores()
+    facts["usable_cpus"] = _usable_cpus()
+    facts.update(build_facts())
     return facts
+
+
+def environment_report() -> str:
+    """Everything torch knows about this machine and its own build, as text: PyTorch's
+    collect_env report (OS, compilers, CPU, GPUs, drivers, packages), the build
+    configuration and the thread pools."""
+    from torch.utils.collect_env import get_pretty_env_info
+
+    return "\n\n".join([get_pretty_env_info(), torch.__config__.show(),
+                        torch.__config__.parallel_info()])

@@ -15,9 +15,9 @@ import seaborn as sns
 from matplotlib.ticker import FuncFormatter
 
 from harness.report.curves import (
-    CI,
     SEED,
     Draw,
+    band,
     by_length,
     curves_of,
     fill_stopped,
@@ -26,7 +26,13 @@ from harness.report.curves import (
     rows,
     titled,
 )
-from harness.report.labels import ARCH_COLORS, ARCH_ORDER, METRIC_LABELS, present, task_order
+from harness.report.labels import (
+    ARCH_ORDER,
+    METRIC_LABELS,
+    arch_colors,
+    present,
+    task_order,
+)
 
 SCALES = ["1/sqrt(d_k)", "unscaled"]
 NORMS = {"post": "Post-LN", "pre": "Pre-LN"}
@@ -47,13 +53,14 @@ def positional(out_dir: Path, suite: str) -> plt.Figure:
     order = task_order(long)
     g = sns.relplot(data=long, x="eval length", y="accuracy", hue="pos_encoding",
                     hue_order=["sinusoidal", "learned", "none"], col="task_label",
-                    col_order=order, kind="line", marker="o", errorbar=CI, seed=SEED, height=3,
+                    col_order=order, kind="line", marker="o", errorbar=band(long), seed=SEED,
+                    height=3,
                     aspect=1.2)
     length_axes(g)
     g.set_titles("trained on {col_name}")
     g.set_axis_labels("evaluation length", "held-out token accuracy")
     g.legend.set_title("positions")
-    return titled(g.figure, "Positional encodings: order and length extrapolation")
+    return titled(g.figure, "Positional encodings: order and length extrapolation", long)
 
 
 def heads(out_dir: Path, suite: str) -> plt.Figure:
@@ -63,17 +70,32 @@ def heads(out_dir: Path, suite: str) -> plt.Figure:
     pts["h"] = pts["n_heads"].astype(int).astype(str)
     order = list(dict.fromkeys(pts["h"]))
     pts["kflops"] = pts["flops_fwd_per_token"] / 1e3
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), layout="constrained")
+    fig, axes = plt.subplots(1, 4, figsize=(15, 3.6), layout="constrained")
     panels = [("kflops", "counted forward kFLOP / token"),
               ("tokens_per_s", "training tokens / s (measured)"),
               ("final_accuracy", "final held-out accuracy")]
-    for ax, (col, label) in zip(axes, panels, strict=True):
-        sns.barplot(data=pts, x="h", y=col, order=order, color="#1f77b4", errorbar=CI,
+    for ax, (col, label) in zip(axes, panels, strict=False):
+        sns.barplot(data=pts, x="h", y=col, order=order, color="#1f77b4", errorbar=band(pts),
                     seed=SEED, ax=ax)
         ax.set(xlabel="heads h", ylabel=label)
+    _steps_panel(axes[3], pts, order)
     task = pts["task_label"].iloc[0]
-    fig.suptitle(f"Heads at d_model={int(pts['d_model'].iloc[0])} ({task}): d_k = d/h")
-    return fig
+    return titled(fig, f"Heads at d_model={int(pts['d_model'].iloc[0])} ({task}): d_k = d/h",
+                  pts)
+
+
+def _steps_panel(ax: plt.Axes, pts: pd.DataFrame, order: list[str]) -> None:
+    """Steps to the target per seed against h; a censored seed is an open triangle at its
+    budget, labelled "> N"."""
+    x = pts["h"].map({h: i for i, h in enumerate(order)})
+    reached = pts["steps_to_target"].notna()
+    ax.scatter(x[reached], pts.loc[reached, "steps_to_target"], color="#1f77b4", s=22)
+    ax.scatter(x[~reached], pts.loc[~reached, "steps"], marker="^", facecolors="none",
+               edgecolors="#1f77b4", s=30, label="never reached (> budget)")
+    ax.set_xticks(range(len(order)), order)
+    ax.set(xlabel="heads h", ylabel="steps to 99% (one dot per seed)", ylim=(0, None))
+    if (~reached).any():
+        ax.legend(fontsize=7)
 
 
 def ffn_width(out_dir: Path, suite: str) -> plt.Figure:
@@ -85,13 +107,16 @@ def ffn_width(out_dir: Path, suite: str) -> plt.Figure:
     long = curves_of(out_dir, suite, pts, [metric])
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     sns.lineplot(data=long, x="step", y="value", hue="d_ff / d_model", hue_order=order,
-                 palette="viridis", errorbar=CI, seed=SEED, ax=axes[0])
+                 palette="viridis", errorbar=band(pts), seed=SEED, ax=axes[0])
     axes[0].set(xlabel="training step", ylabel=METRIC_LABELS[metric], title="curves")
     sns.pointplot(data=pts, x="d_ff / d_model", y=f"final_{metric}", order=order,
-                  errorbar=CI, seed=SEED, ax=axes[1])
+                  errorbar=band(pts), seed=SEED, ax=axes[1])
+    # a fixed one-unit span around the values: a narrow automatic axis would magnify a
+    # spread of a tenth of a bit into the whole panel
+    mid = float(pts[f"final_{metric}"].mean())
     axes[1].set(xlabel="d_ff / d_model", ylabel=f"final {METRIC_LABELS[metric]}",
-                title="after the step budget")
-    return titled(fig, f"FFN width ({pts['task_label'].iloc[0]})")
+                title="after the step budget (y axis spans 1 unit)", ylim=(mid - 0.5, mid + 0.5))
+    return titled(fig, f"FFN width ({pts['task_label'].iloc[0]})", pts)
 
 
 # ---------------------------------------------------------------- the 1/sqrt(d_k) scale
@@ -103,13 +128,13 @@ def scaling_curves(out_dir: Path, suite: str) -> plt.Figure:
     pts["scaled"] = _scaled(pts)
     long = fill_stopped(curves_of(out_dir, suite, pts, ["accuracy"]), ["d_model", "scaled"])
     g = sns.relplot(data=long, x="step", y="value", hue="scaled", hue_order=SCALES,
-                    col="d_model", kind="line", errorbar=CI, seed=SEED, height=3, aspect=1.2,
+                    col="d_model", kind="line", errorbar=band(pts), seed=SEED, height=3, aspect=1.2,
                     facet_kws={"sharex": False})
     g.set_titles("d_k = {col_name} (one head)")
     g.set_axis_labels("training step", "held-out token accuracy")
     g.legend.set_title(None)
     return titled(g.figure, f"Scaled vs unscaled dot products: {pts['task_label'].iloc[0]} "
-                  "(a seed that stopped at 99% keeps its last value)")
+                  "(a seed that stopped at 99% keeps its last value)", pts)
 
 
 def _variance_panel(ax: plt.Axes, pts: pd.DataFrame, d: list[float]) -> None:
@@ -119,8 +144,8 @@ def _variance_panel(ax: plt.Axes, pts: pd.DataFrame, d: list[float]) -> None:
     var["q, k"] = var["q, k"].map({
         "qk_var_unit": "i.i.d. N(0,1)", "qk_var": "model at init (raw)",
         "qk_var_normalised": "model, / (Var q_i Var k_i)"})
-    sns.lineplot(data=var, x="d_k", y="value", hue="q, k", marker="o", errorbar=CI, seed=SEED,
-                 ax=ax)
+    sns.lineplot(data=var, x="d_k", y="value", hue="q, k", marker="o", errorbar=band(pts),
+                 seed=SEED, ax=ax)
     ax.plot(d, d, "k--", lw=1, label="Var = d_k (the seed)")
     ax.set(xscale="log", yscale="log", xlabel="d_k", ylabel="Var(q . k)",
            title="dot-product variance")
@@ -137,7 +162,8 @@ def _softmax_panel(ax: plt.Axes, pts: pd.DataFrame, d: list[float], col: str, la
     sns.lineplot(data=both, x="d_k", y="value", hue="scaled", hue_order=SCALES, style="q, k",
                  style_order=["model", "i.i.d. N(0,1)"],
                  markers={"model": "o", "i.i.d. N(0,1)": "X"},
-                 dashes={"model": "", "i.i.d. N(0,1)": (3, 2)}, errorbar=CI, seed=SEED, ax=ax)
+                 dashes={"model": "", "i.i.d. N(0,1)": (3, 2)}, errorbar=band(pts),
+                 seed=SEED, ax=ax)
     if col == "attn_entropy":
         ax.plot(d, pts.groupby("d_k")["attn_entropy_max"].mean().loc[d].to_numpy(), "k:",
                 lw=1, label="uniform (the maximum)")
@@ -160,7 +186,7 @@ def qk_variance(out_dir: Path, suite: str) -> plt.Figure:
     for ax in axes[1:]:
         ax.get_legend().remove()
     fig.legend(handles, labels, loc="outside right upper", fontsize=8)
-    fig.suptitle("Why 1/sqrt(d_k): the first attention layer of an initialised model")
+    titled(fig, "Why 1/sqrt(d_k): the first attention layer of an initialised model", pts)
     return fig
 
 
@@ -175,7 +201,8 @@ def norm_warmup(out_dir: Path, suite: str) -> plt.Figure:
     long = curves_of(out_dir, suite, pts, ["loss"])
     g = sns.relplot(data=long, x="step", y="value", hue="LN", hue_order=list(NORM_COLORS),
                     style="warm-up", style_order=sorted(pts["warm-up"].unique()),
-                    col="n_layers", kind="line", errorbar=CI, seed=SEED, height=3, aspect=1.15,
+                    col="n_layers", kind="line", errorbar=band(pts), seed=SEED, height=3,
+                    aspect=1.15,
                     palette=NORM_COLORS)
     g.set_titles("depth {col_name}")
     g.set_axis_labels("training step", METRIC_LABELS["loss"])
@@ -185,7 +212,7 @@ def norm_warmup(out_dir: Path, suite: str) -> plt.Figure:
             ax.text(0.5, 0.9, f"diverged: {', '.join(bad['LN'] + ' / ' + bad['warm-up'])}",
                     transform=ax.transAxes, ha="center", fontsize=7, color="black")
     return titled(g.figure, "Post-LN vs Pre-LN, with and without learning-rate warm-up "
-                  f"({pts['task_label'].iloc[0]})")
+                  f"({pts['task_label'].iloc[0]})", pts)
 
 
 def layer_grad_norms(out_dir: Path, suite: str) -> plt.Figure:
@@ -194,8 +221,8 @@ def layer_grad_norms(out_dir: Path, suite: str) -> plt.Figure:
     pts["LN"] = pts["norm"].map(NORMS)
     long = curves_of(out_dir, suite, pts, ["layer_grad_norm"])
     g = sns.relplot(data=long, x="step", y="value", hue="LN", hue_order=list(NORM_COLORS),
-                    col="n_layers", kind="line", marker="o", errorbar=CI, seed=SEED, height=3,
-                    aspect=1.1, palette=NORM_COLORS, facet_kws={"sharex": False})
+                    col="n_layers", kind="line", marker="o", errorbar=band(pts), seed=SEED,
+                    height=3, aspect=1.1, palette=NORM_COLORS, facet_kws={"sharex": False})
     g.set(yscale="log")
     # plain 2 and 0.5, not 2x10^0; minor ticks labelled at 2, 3, 5 only, so labels never touch
     plain = FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}".lstrip("0.")[:1] in "1235" else "")
@@ -205,7 +232,8 @@ def layer_grad_norms(out_dir: Path, suite: str) -> plt.Figure:
         ax.yaxis.set_minor_formatter(plain)
     g.set_titles("depth {col_name}")
     g.set_axis_labels("layer (1 = input side)", "||grad|| of the layer's parameters")
-    return titled(g.figure, "Per-layer gradient norm at initialisation (Xiong et al. 2020)")
+    return titled(g.figure, "Per-layer gradient norm at initialisation (Xiong et al. 2020)",
+                  pts)
 
 
 def grad_distance(out_dir: Path, suite: str) -> plt.Figure:
@@ -217,13 +245,13 @@ def grad_distance(out_dir: Path, suite: str) -> plt.Figure:
     long = long[(long["step"] > 0) & (long["value"] > 0)]  # log axes: k = 0 is the token itself
     g = sns.relplot(data=long, x="step", y="value", hue="architecture", col="when",
                     col_order=["at initialisation", "after training"], kind="line",
-                    errorbar=CI, seed=SEED, palette=ARCH_COLORS, height=3.2, aspect=1.2,
-                    hue_order=present(ARCH_ORDER, long["architecture"]))
+                    errorbar=band(pts), seed=SEED, palette=arch_colors(long["architecture"]),
+                    height=3.2, aspect=1.2, hue_order=present(ARCH_ORDER, long["architecture"]))
     g.set(yscale="log")  # exponential decay is a straight line here
     g.set_titles("{col_name}")
     g.set_axis_labels("distance k back from the scored position", "||dL_t / dx_(t-k)||")
     return titled(g.figure, "Gradient reaching an input k steps back "
-                  f"({pts['task_label'].iloc[0]}, parameter-matched)")
+                  f"({pts['task_label'].iloc[0]}, parameter-matched)", pts)
 
 
 # name -> (draw, the runner whose rows it reads, the study it reads)

@@ -3,7 +3,8 @@
 Each figure reads a suite's stored results (and series.csv for curves) and never retrains. A
 point's `study` column names its study and `runner` what measured it; FIGURES maps figure name
 -> (function, runner, study), which harness.report.figures registers beside the ablation
-figures of harness.report.ablations. Bands are 95% bootstrap CIs over seeds.
+figures of harness.report.ablations. Bands are 95% bootstrap CIs over 5 or more seeds, the
+range of the seeds below that (band()); each title states seeds and scale (caption()).
 """
 
 from __future__ import annotations
@@ -19,17 +20,41 @@ import seaborn as sns
 
 from harness.errors import BadInput
 from harness.report.labels import (
-    ARCH_COLORS,
     ARCH_ORDER,
     METRIC_LABELS,
+    arch_colors,
     labelled,
     present,
     task_order,
 )
 from harness.results import load_results, read_series
 
-CI = ("ci", 95)
+MIN_CI_SEEDS = 5  # a bootstrap over fewer seeds is not an interval worth the name
 SEED = 0  # seaborn bootstraps its CI: a fixed seed draws the same bands every time
+
+
+def band(pts: pd.DataFrame) -> tuple[str, int]:
+    """seaborn's errorbar: a 95% bootstrap CI over >= MIN_CI_SEEDS seeds, else the range
+    (min to max) of the seeds, so the band shows the seeds' own values."""
+    return ("ci", 95) if pts["seed"].nunique() >= MIN_CI_SEEDS else ("pi", 100)
+
+
+def caption(pts: pd.DataFrame) -> str:
+    """Seeds, what the band is, and the scale: parameters, steps, device."""
+    seeds = int(pts.groupby([c for c in ("study", "model", "task_label") if c in pts])
+                ["seed"].nunique().min())
+    what = ("band: 95% bootstrap CI" if pts["seed"].nunique() >= MIN_CI_SEEDS
+            else "band: min to max of the seeds")
+    parts = [f"{seeds} seed{'s' if seeds != 1 else ''} per configuration; {what}"]
+    if "n_params" in pts and pts["n_params"].notna().any():
+        lo, hi = pts["n_params"].min(), pts["n_params"].max()
+        parts.append(f"{lo / 1e3:.0f}k" + (f"-{hi / 1e3:.0f}k" if hi != lo else "")
+                     + " parameters")
+    if "steps" in pts and pts["steps"].fillna(0).max() > 0:
+        parts.append(f"up to {int(pts['steps'].max())} steps")
+    first = pts.iloc[0]
+    parts.append(f"{first.get('device', '?')} ({first.get('device_name', '?')})")
+    return ", ".join(parts)
 # metrics a run reports only sometimes (target reached, length_gen asked, a text corpus)
 OPTIONAL = ("steps_to_target", "accuracy_2n", "accuracy_4n", "final_bits_per_char")
 
@@ -118,9 +143,11 @@ def length_axes(g: sns.FacetGrid) -> None:
         ax.tick_params(labelbottom=True)
 
 
-def titled(fig: plt.Figure, text: str) -> plt.Figure:
-    """The figure with `text` as its title, above seaborn's facet titles."""
-    fig.suptitle(text, y=1.02)
+def titled(fig: plt.Figure, text: str, pts: pd.DataFrame | None = None) -> plt.Figure:
+    """The figure with `text` as its title, above seaborn's facet titles, and under it the
+    seeds and scale of `pts`."""
+    where = {} if fig.get_layout_engine() is not None else {"y": 1.02 if pts is None else 1.06}
+    fig.suptitle(text if pts is None else f"{text}\n{caption(pts)}", **where)
     return fig
 
 
@@ -138,48 +165,47 @@ def convergence_curves(out_dir: Path, suite: str, metric: str) -> plt.Figure:
                         ["task_label", "architecture"])
     order = task_order(pts)
     g = sns.relplot(data=long, x="step", y="value", hue="architecture", col="task_label",
-                    col_order=order, col_wrap=_wrap(len(order)), kind="line", errorbar=CI,
+                    col_order=order, col_wrap=_wrap(len(order)), kind="line", errorbar=band(pts),
                     seed=SEED, hue_order=present(ARCH_ORDER, long["architecture"]),
-                    palette=ARCH_COLORS, height=2.6, aspect=1.25,
+                    palette=arch_colors(long["architecture"]), height=2.6, aspect=1.25,
                     facet_kws={"sharey": False, "sharex": False})
     g.set_titles("{col_name}")
     g.set_axis_labels("training step", METRIC_LABELS[metric])
-    return titled(g.figure, f"Convergence: {METRIC_LABELS[metric]} (parameter-matched; band ="
-                  " 95% CI over seeds; a seed that stopped at the target keeps its last value)")
-
-
-def _reached_labels(ax: plt.Axes, pts: pd.DataFrame, order: list[str], hues: list[str]
-                    ) -> None:
-    """Write "reached/seeds" at the foot of each bar of a steps-to-target plot."""
-    for container, arch in zip(ax.containers, hues, strict=True):
-        for bar, task in zip(container, order, strict=True):
-            sel = pts[(pts["task_label"] == task) & (pts["architecture"] == arch)]
-            if len(sel):
-                ax.annotate(f"{int(sel['reached'].sum())}/{len(sel)}",
-                            (bar.get_x() + bar.get_width() / 2, 0), xytext=(0, 3),
-                            textcoords="offset points", ha="center", fontsize=7,
-                            color="white", rotation=90, va="bottom")
+    return titled(g.figure, f"Convergence: {METRIC_LABELS[metric]} (parameter-matched; a seed "
+                  "that stopped at the target keeps its last value)", pts)
 
 
 def steps_to_target(out_dir: Path, suite: str) -> plt.Figure:
-    """Steps to the target accuracy per task and architecture; a run that never got there
-    counts as its whole budget, and each bar says how many seeds reached the target."""
+    """Steps to the target accuracy per task and architecture, one marker per seed: a filled
+    dot where the seed reached the target, an open triangle at its budget labelled "> N"
+    where it never did (censored: the budget is a lower bound, not a measurement)."""
     pts = rows(out_dir, suite, "convergence")
     pts = pts[pts["target"].notna()].copy()
-    pts["reached"] = pts["steps_to_target"].notna()
-    pts["steps_shown"] = pts["steps_to_target"].fillna(pts["steps"])
     order = task_order(pts)
     hues = present(ARCH_ORDER, pts["architecture"])
     fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(order)), 4))
-    sns.barplot(data=pts, x="task_label", y="steps_shown", hue="architecture", order=order,
-                hue_order=hues, palette=ARCH_COLORS, errorbar=CI, seed=SEED, ax=ax)
-    _reached_labels(ax, pts, order, hues)
+    colors = arch_colors(pts["architecture"])
+    slot = {task: i for i, task in enumerate(order)}
+    width = 0.8 / max(1, len(hues))
+    for j, arch in enumerate(hues):
+        mine = pts[pts["architecture"] == arch]
+        x = mine["task_label"].map(slot) - 0.4 + width * (j + 0.5)
+        jitter = (mine["seed"].rank(method="first") - 1) * width * 0.15
+        reached = mine["steps_to_target"].notna()
+        ax.scatter(x[reached] + jitter[reached], mine.loc[reached, "steps_to_target"],
+                   color=colors.get(arch), label=arch, s=22, zorder=3)
+        ax.scatter(x[~reached] + jitter[~reached], mine.loc[~reached, "steps"], marker="^",
+                   facecolors="none", edgecolors=colors.get(arch), s=30, zorder=3)
+        for xi, budget in zip(x[~reached].unique(), mine.loc[~reached, "steps"].groupby(
+                x[~reached]).max(), strict=True):
+            ax.annotate(f"> {int(budget)}", (xi, budget), xytext=(0, 5), ha="center",
+                        textcoords="offset points", fontsize=6, color=colors.get(arch))
     target = pts["target"].iloc[0]
-    ax.set(xlabel="", ylabel=f"steps to {target:.0%} held-out accuracy",
-           title=f"Steps to {target:.0%} (bar label: seeds that reached it; the others "
-                 "count their whole budget)")
-    ax.tick_params(axis="x", rotation=30)
-    ax.legend(title=None)
+    ax.set_xticks(range(len(order)), order, rotation=30, ha="right")
+    ax.set(xlabel="", ylabel=f"steps to {target:.0%} held-out accuracy")
+    ax.set_title(f"Steps to {target:.0%}: dot = a seed that reached it; open triangle = "
+                 f"never reached within its budget (> N)\n{caption(pts)}", fontsize=8)
+    ax.legend(title=None, fontsize=8)
     return fig
 
 
@@ -193,10 +219,12 @@ def accuracy_vs_distance(out_dir: Path, suite: str) -> plt.Figure:
     style = "seq_len" if pts["seq_len"].nunique() > 1 else None
     sns.lineplot(data=pts, x="k", y="final_accuracy", hue="architecture", style=style,
                  hue_order=present(ARCH_ORDER, pts["architecture"]),
-                 palette=ARCH_COLORS, marker="o", errorbar=CI, seed=SEED, ax=ax)
+                 palette=arch_colors(pts["architecture"]), marker="o", errorbar=band(pts),
+                 seed=SEED, ax=ax)
     ax.set(xscale="log", xlabel="distance k (output the token seen k steps earlier)",
-           ylabel="final held-out accuracy", ylim=(0, 1.05),
-           title="Recall at distance k (after the same step budget)")
+           ylabel="final held-out accuracy", ylim=(0, 1.05))
+    ax.set_title(f"Recall at distance k (after the same step budget)\n{caption(pts)}",
+                 fontsize=8)
     log_ticks(ax, list(pts["k"].unique()))
     return fig
 
@@ -207,13 +235,15 @@ def accuracy_vs_length(out_dir: Path, suite: str) -> plt.Figure:
     order = task_order(long)
     g = sns.relplot(data=long, x="eval length", y="accuracy", hue="architecture",
                     col="task_label", col_order=order, col_wrap=_wrap(len(order)),
-                    kind="line", marker="o", errorbar=CI, seed=SEED, palette=ARCH_COLORS,
+                    kind="line", marker="o", errorbar=band(long), seed=SEED,
+                    palette=arch_colors(long["architecture"]),
                     hue_order=present(ARCH_ORDER, long["architecture"]),
                     height=2.6, aspect=1.2)
     length_axes(g)
     g.set_titles("trained on {col_name}")
     g.set_axis_labels("evaluation length", "held-out token accuracy")
-    return titled(g.figure, "Length generalisation: trained at n, evaluated at 2n and 4n")
+    return titled(g.figure, "Length generalisation: trained at n, evaluated at 2n and 4n",
+                  long)
 
 
 # name -> (draw, the runner whose rows it reads, the study it reads)

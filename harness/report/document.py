@@ -14,11 +14,13 @@ import pandas as pd
 from harness.errors import BadInput
 from harness.report import figures as plots
 from harness.report import tables
+from harness.report.claims import ledger
+from harness.report.claims import render as render_claims
 from harness.report.study_tables import STUDY_RUNNERS, study_tables
 from harness.report.table1 import is_table1, table1
 from harness.report.translation import RUNNERS as TRANSLATION_RUNNERS
 from harness.report.translation import table2, table3
-from harness.results import RESULTS_FILE, load_results, this_machine, write_atomic
+from harness.results import RESULTS_FILE, SERIES_FILE, load_results, this_machine, write_atomic
 
 
 def _machine(df: pd.DataFrame, every: pd.DataFrame) -> str:
@@ -60,11 +62,12 @@ def layer_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
         return lines
     return lines + [
         "### Crossover: where self-attention stops being cheaper", "",
-        "`n_star_*` is the measured n where attention's per-sequence cost equals the "
-        "recurrent layer's (log-log interpolation between grid points). `attention` is the "
+        "`n_star_*` is the measured n where attention's per-sequence cost equals that of "
+        "the layer in `versus` (log-log interpolation between grid points). `attention` is the "
         "whole layer (with its Q, K, V, O projections) or the core softmax(QK^T)V alone. "
         "`n_star_closed_form` solves p nd^2 + 4n^2d = c nd^2 (p = 8 for the layer, 0 for the "
-        "core; c = 16 LSTM, 12 GRU); `n_paper` is the paper's rule of thumb n = d.", "",
+        "core; c = 16 LSTM, 12 GRU; none for other layers); `n_paper` is the paper's rule "
+        "of thumb n = d.", "",
         _save_table(out_dir, suite, "crossover", cross)]
 
 
@@ -73,14 +76,20 @@ def table1_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
     table, notes = table1(df)
     text = _save_table(out_dir, suite, "table1", table)
     notes_md = "\n".join(f"- {n}" for n in notes)
-    write_atomic(out_dir / "table1.md", f"# Table 1, measured\n\n{text}\n{notes_md}\n")
-    return ["### Table 1, measured", "", text, notes_md, ""]
+    if suite == "table1":  # the README's link; another suite's Table 1 stays in its folder
+        write_atomic(out_dir / "table1.md", f"# Table 1, measured\n\n{text}\n{notes_md}\n")
+    lines = ["### Table 1, measured", "", text, notes_md, ""]
+    layer = df[df["runner"] == "layer"]
+    if (layer["fit"].isna() | (layer["fit"] == "")).any():  # a plain sweep beside it (a
+        lines += layer_section(out_dir, suite, df)  # suite file may declare both)
+    return lines
 
 
 def study_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
     """Convergence and ablation studies: one summary table per study and runner."""
-    lines = ["Means over seeds; `reached` counts the seeds that hit the target accuracy, "
-             "`steps_to_target` averages over those.", ""]
+    lines = ["Means over seeds (each configuration's seed count is in `seeds`); "
+             "`steps_to_target` lists each seed, \"> N\" for one that never reached the "
+             "target within its N steps; `reached` counts those that did.", ""]
     for spec, table in study_tables(df):
         lines += [f"### {spec.title}", "",
                   _save_table(out_dir, suite, f"{spec.study}-{spec.runner}", table)]
@@ -105,13 +114,68 @@ def translation_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str
     return lines
 
 
+def parallel_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
+    """Thread scaling and the work-span projection of suite `parallel`."""
+    from harness.report.parallel import projection_table, scaling_table
+
+    return ["### Speed-up over CPU threads (measured)", "",
+            "Forward time at a fixed number of tokens per batch on 1 thread and on the most "
+            "threads; efficiency = speed-up / threads. One timing per point (median of its "
+            "timed calls); on a shared machine the other cores may be busy.", "",
+            _save_table(out_dir, suite, "scaling", scaling_table(df)),
+            "### Work-span projection (Brent's bound; a projection, not a measurement)", "",
+            "ms_P<p> = T1 / p + depth * tau: T1 the measured one-thread time, depth the "
+            "layer's measured sequential depth, tau the smallest measured time per dependent "
+            "step. P_span = T1 / (depth * tau): past it more processors barely help.", "",
+            _save_table(out_dir, suite, "projection", projection_table(df))]
+
+
+def identities_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
+    """Permutation equivariance and the sinusoids' linear shift, per mixer and seed."""
+    cols = ["mixer", "seed", "seq_len", "d_model", "equivariance_error", "pe_shift_residual"]
+    table = df[df["status"] == "ok"][[c for c in cols if c in df]]
+    return ["### Identities", "",
+            "`equivariance_error`: largest |f(xP) - f(x)P| / |f(x)| in float64 (the LSTM is a "
+            "control that must fail); `pe_shift_residual`: relative residual of the best "
+            "linear map PE[pos] -> PE[pos + k] (float32 table).", "",
+            _save_table(out_dir, suite, "identities", table)]
+
+
 # (predicate on a suite's results, section) in order; the first that applies is used
 SECTIONS: list[tuple[Callable[[str, pd.DataFrame], bool], Callable[..., list[str]]]] = [
     (lambda suite, df: df["runner"].isin(TRANSLATION_RUNNERS).any(), translation_section),
     (lambda suite, df: is_table1(df), table1_section),
     (lambda suite, df: (df["runner"] == "layer").any(), layer_section),
+    (lambda suite, df: (df["runner"] == "threads").any(), parallel_section),
+    (lambda suite, df: (df["runner"] == "identities").any(), identities_section),
     (lambda suite, df: df["runner"].isin(STUDY_RUNNERS).any(), study_section),
 ]
+
+
+def suite_section(out_dir: Path, name: str) -> tuple[list[str], list[Path]]:
+    """One suite's part of REPORT.md (its tables and figures regenerated), and the table and
+    figure files under <out>/<suite>/ (`tvr run` attaches them to the suite's MLflow run)."""
+    df = load_results(out_dir, [name])
+    every = load_results(out_dir, [name], machine="all")
+    counts = ", ".join(f"{n} {s}" for s, n in df["status"].value_counts().items())
+    parts = [f"## Suite `{name}`", "", f"{len(df)} points ({counts}). {_machine(df, every)}.", ""]
+    for applies, section in SECTIONS:
+        if applies(name, df):
+            try:
+                parts += section(out_dir, name, df)
+            except BadInput as exc:  # one unfit suite must not cost the whole report
+                parts += [f"No tables for this suite: {exc}", ""]
+            break
+    skipped: list[str] = []
+    try:
+        figures = plots.draw(out_dir, name, skipped=skipped)
+    except BadInput:  # no figure applies to this suite's runners
+        figures = []
+    parts += [f"![{p.stem}]({name}/{p.name})" for p in figures] + [""]
+    parts += [f"- figure {reason}" for reason in skipped] + ([""] if skipped else [])
+    files = [p for p in sorted((out_dir / name).glob("*"))
+             if p.suffix in (".md", ".csv", ".png") and p.name not in (RESULTS_FILE, SERIES_FILE)]
+    return parts, files
 
 
 def write_report(out_dir: Path, suite: str | None = None) -> Path:
@@ -120,29 +184,15 @@ def write_report(out_dir: Path, suite: str | None = None) -> Path:
     suites = [suite] if suite else sorted(p.parent.name for p in out_dir.glob(f"*/{RESULTS_FILE}"))
     if not suites:
         load_results(out_dir)  # raises BadInput naming the command to run
-    parts = ["# tvr-bench report", "",
-             f"Generated by `tvr report --out {out_dir}` from the stored results; every number "
-             "below was measured by this code.", ""]
+    parts: list[str] = []
     for name in suites:
-        df = load_results(out_dir, [name])
-        every = load_results(out_dir, [name], machine="all")
-        counts = ", ".join(f"{n} {s}" for s, n in df["status"].value_counts().items())
-        parts += [f"## Suite `{name}`", "",
-                  f"{len(df)} points ({counts}). {_machine(df, every)}.", ""]
-        for applies, section in SECTIONS:
-            if applies(name, df):
-                try:
-                    parts += section(out_dir, name, df)
-                except BadInput as exc:  # one unfit suite must not cost the whole report
-                    parts += [f"No tables for this suite: {exc}", ""]
-                break
-        skipped: list[str] = []
-        try:
-            figures = plots.draw(out_dir, name, skipped=skipped)
-        except BadInput:  # no figure applies to this suite's runners
-            figures = []
-        parts += [f"![{p.stem}]({name}/{p.name})" for p in figures] + [""]
-        parts += [f"- figure {reason}" for reason in skipped] + ([""] if skipped else [])
+        parts += suite_section(out_dir, name)[0]
+    # after the suites' sections: the ledger links the figures they have just drawn
+    head = ["# tvr-bench report", "",
+            "Generated by `tvr report` from the stored results in this folder; every number "
+            "below was measured by this code.", "", "## Claims ledger", "",
+            "Each claim of the paper beside the measurements that test it (`tvr claims`).", "",
+            render_claims(ledger(out_dir), "markdown"), ""]
     path = out_dir / "REPORT.md"
-    write_atomic(path, "\n".join(parts))
+    write_atomic(path, "\n".join(head + parts))
     return path

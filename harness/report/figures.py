@@ -31,6 +31,13 @@ PALETTE = {"self-attention": "#1f77b4", "attention-core": "#ff7f0e", "lstm": "#d
            "restricted-attention": "#17becf"}
 
 
+def _palette(mixers: pd.Series) -> dict[str, str]:
+    """PALETTE plus a colour for each mixer it lacks (a plugin's), so no hue is missing."""
+    extra = [m for m in dict.fromkeys(mixers) if m not in PALETTE]
+    return PALETTE | dict(zip(extra, sns.color_palette("Dark2", len(extra)).as_hex(),
+                              strict=True))
+
+
 def _n_axis(ax: plt.Axes) -> None:
     """Sequence lengths are powers of two: log2 axis labelled 32, 64, ... not 2^5 or 10^2."""
     ax.set_xscale("log", base=2)
@@ -43,20 +50,22 @@ def crossover(df: pd.DataFrame) -> plt.Figure:
     (bottom). Vertical lines: measured n* of the whole attention layer (dashed) and of the
     attention core (dash-dot) against the LSTM, and the paper's n = d (dotted)."""
     ok = sweep_frame(df)
-    ok = ok[ok["mixer"].isin(["self-attention", "attention-core", "lstm", "gru"])]
+    plugin = ~ok["mixer"].isin(list(PALETTE))  # a plugin's mixer is drawn beside them
+    ok = ok[ok["mixer"].isin(["self-attention", "attention-core", "lstm", "gru"]) | plugin]
     long = ok.melt(id_vars=["mixer", "seq_len", "d_model"],
                    value_vars=["gflop_per_seq", "ms_per_seq"], var_name="cost")
     long["cost"] = long["cost"].map({"gflop_per_seq": "GFLOP / sequence (counted)",
                                      "ms_per_seq": "ms / sequence (forward, measured)"})
     g = sns.relplot(data=long, x="seq_len", y="value", hue="mixer", col="d_model", row="cost",
-                    kind="line", marker="o", palette=PALETTE, height=2.8, aspect=1.1,
+                    kind="line", marker="o", palette=_palette(long["mixer"]), height=2.8,
+                    aspect=1.1,
                     facet_kws={"sharey": False, "margin_titles": True})
     g.set(yscale="log")
     for ax in g.axes.flat:
         _n_axis(ax)
     g.set_axis_labels("sequence length n", "")
     cross = crossover_table(df)
-    cross = cross[cross["recurrent"] == "lstm"]
+    cross = cross[cross["versus"] == "lstm"]
     for (cost, d), ax in g.axes_dict.items():
         ax.axvline(d, color="grey", ls=":", lw=1)
         col = "n_star_flops" if cost.startswith("GFLOP") else "n_star_time"
@@ -66,8 +75,8 @@ def crossover(df: pd.DataFrame) -> plt.Figure:
                 ax.axvline(hit.iloc[0], color="black", ls=style, lw=1)
     g.set_titles(row_template="{row_name}", col_template="d = {col_name}")
     g.figure.suptitle("Where self-attention stops being cheaper than recurrence: measured n* "
-                      "vs LSTM for the layer (--) and the core (-.); the paper's n = d (:)",
-                      y=1.03)
+                      "vs LSTM for the layer (--) and the core (-.); the paper's n = d (:)\n"
+                      + _scale(ok), y=1.06)
     return g.figure
 
 
@@ -75,12 +84,13 @@ def throughput(df: pd.DataFrame) -> plt.Figure:
     """Training throughput (tokens/s, forward+backward) vs n, one column per d."""
     ok = sweep_frame(df)
     g = sns.relplot(data=ok, x="seq_len", y="fwdbwd_tokens_per_s", hue="mixer", col="d_model",
-                    kind="line", marker="o", palette=PALETTE, height=3, aspect=1.1)
+                    kind="line", marker="o", palette=_palette(ok["mixer"]), height=3, aspect=1.1)
     g.set(yscale="log")
     for ax in g.axes.flat:
         _n_axis(ax)
     g.set_axis_labels("sequence length n", "tokens / s (fwd+bwd)")
     g.set_titles(col_template="d = {col_name}")
+    g.figure.suptitle(f"Training throughput per layer\n{_scale(ok)}", y=1.08)
     return g.figure
 
 
@@ -94,18 +104,54 @@ def _by_fit(df: pd.DataFrame, fit: str) -> pd.DataFrame:
 
 def _label(df: pd.DataFrame) -> pd.Series:
     """Layer names for the legend: a convolution stack whose dilation grows by k per layer
-    is its own line."""
+    is its own line; restricted attention names its window r, attention its kernel kind."""
     growth = df.get("dilation_growth", pd.Series(False, index=df.index)).astype(str) == "True"
-    return df["mixer"].where(~growth, "convolutional (dilated)")
+    label = df["mixer"].where(~growth, "convolutional (dilated)")
+    if "window" in df:
+        r = df["window"].map(lambda v: "" if pd.isna(v) else f" (r={int(v)})")
+        label = label.where(df["mixer"] != "restricted-attention", label + r)
+    return label
+
+
+def _scale(df: pd.DataFrame) -> str:
+    """"d = 32, batch 2, cpu (AMD EPYC), 1 thread; one timing per point": what a layer
+    figure's points are."""
+    first = df.iloc[0]
+    d = sorted(df["d_model"].astype(int).unique())
+    batch = sorted(df["batch_size"].astype(int).unique())
+    parts = [f"d = {', '.join(map(str, d))}",
+             f"batch {batch[0]}" if len(batch) == 1 else f"batch {batch[0]}..{batch[-1]}",
+             f"{first.get('device', '?')} ({first.get('device_name', '?')})"]
+    if "threads" in df and pd.notna(first.get("threads")):
+        parts.append(f"{int(first['threads'])} thread(s)")
+    return ", ".join(parts) + "; one measurement per point"
+
+
+def _coinciding(df: pd.DataFrame, y: str) -> pd.Series:
+    """Legend labels that say when a line lies exactly on an earlier one (it is hidden)."""
+    label, seen = df["layer"].copy(), {}
+    for name, g in df.groupby("layer", sort=False):
+        key = tuple(g.sort_values("seq_len")[["seq_len", y]].itertuples(index=False))
+        if key in seen:
+            label[df["layer"] == name] = f"{name} (= {seen[key]})"
+        else:
+            seen[key] = name
+    return label
 
 
 def _lines(df: pd.DataFrame, y: str, ylabel: str, title: str, logy: bool = True) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    sns.lineplot(data=df.assign(layer=_label(df)), x="seq_len", y=y, hue="layer", marker="o",
-                 ax=ax, palette=PALETTE | {"convolutional (dilated)": "#e377c2"})
+    data = df.assign(layer=_coinciding(df.assign(layer=_label(df)), y))
+    colors = _palette(df["mixer"])
+    palette = {name: colors.get(name.split(" (")[0], "#7f7f7f") for name in data["layer"]}
+    palette |= {name: "#e377c2" for name in data["layer"] if "dilated" in name}
+    # markers and dashes differ per line: equal values (contiguous convolution and
+    # restricted attention have the same path length) must not hide one line under another
+    sns.lineplot(data=data, x="seq_len", y=y, hue="layer", style="layer", markers=True,
+                 markersize=7, alpha=0.85, ax=ax, palette=palette)
     _n_axis(ax)
-    ax.set(yscale="log" if logy else "linear", xlabel="sequence length n",
-           ylabel=ylabel, title=title)
+    ax.set(yscale="log" if logy else "linear", xlabel="sequence length n", ylabel=ylabel)
+    ax.set_title(f"{title}\n{_scale(df)}", fontsize=9)
     ax.legend(title=None, fontsize=8)
     return fig
 
@@ -123,13 +169,17 @@ def path_length(df: pd.DataFrame) -> plt.Figure:
 
 
 def memory(df: pd.DataFrame) -> plt.Figure:
-    """Bytes saved for backward per sequence vs n (attention: explicit scores, math)."""
-    memory_points = _by_fit(df, "memory")  # explicit attention scores (math backend)
-    ok = pd.concat([memory_points, _by_fit(df, "n")[lambda f: f["mixer"] != "self-attention"]])
+    """Bytes saved for backward per sequence vs n: attention with explicit scores (math)
+    and with the fused kernel, beside the other layers."""
+    explicit = _by_fit(df, "memory").assign(mixer="self-attention (explicit scores)")
+    by_n = _by_fit(df, "n")
+    fused = by_n[by_n["mixer"] == "self-attention"]
+    fused = fused.assign(mixer=f"self-attention (fused: {fused['kernel'].iloc[0]})") \
+        if len(fused) else fused
+    ok = pd.concat([explicit, fused, by_n[by_n["mixer"] != "self-attention"]])
     ok["MiB_per_seq"] = ok["saved_bytes"] / ok["batch_size"] / 2**20
-    return _lines(ok, "MiB_per_seq", "MiB saved for backward / sequence",
-                  f"Activation memory vs n (d = {ok['d_model'].iloc[0]}; "
-                  "attention with explicit scores)")
+    return _lines(ok, "MiB_per_seq", "MiB saved for backward per sequence",
+                  "Activation memory vs n")
 
 
 def fixed_tokens(df: pd.DataFrame) -> plt.Figure:
@@ -137,7 +187,7 @@ def fixed_tokens(df: pd.DataFrame) -> plt.Figure:
     ok = _by_fit(df, "fixed-tokens")
     tokens = int((ok["batch_size"] * ok["seq_len"]).iloc[0])
     return _lines(ok, "fwdbwd_ms", "ms per fwd+bwd (B*n fixed)",
-                  f"Time at {tokens} tokens per batch (d = {ok['d_model'].iloc[0]})")
+                  f"Time at {tokens} tokens per batch")
 
 
 def png_bytes(fig: plt.Figure) -> bytes:
@@ -149,13 +199,16 @@ def png_bytes(fig: plt.Figure) -> bytes:
 
 
 def _values(rows: pd.DataFrame, column: str) -> set[str]:
-    """The non-empty values of `column` in rows (none if the column is absent)."""
-    return set(rows[column].dropna()) - {""} if column in rows else set()
+    """The values of `column` in rows, "" standing for rows in none (all, if it is absent)."""
+    if column not in rows:
+        return {""} if len(rows) else set()
+    return {"" if pd.isna(v) else str(v) for v in rows[column]}
 
 
 def _wants(value: str | None, present: set[str]) -> bool:
-    """None: anything; "": nothing (a plain sweep); else that value among those present."""
-    return value is None or (value in present if value else not present)
+    """None: anything; "": some rows in none (a plain sweep, maybe beside Table 1 groups);
+    else that value among those present."""
+    return value is None or value in present
 
 
 @dataclass(frozen=True)
@@ -193,11 +246,14 @@ FIGURES: dict[str, Figure] = {
 
 
 def _sign(fig: plt.Figure, df: pd.DataFrame) -> None:
-    """Name, in the corner, the machine whose rows the figure shows."""
+    """Name, right-aligned under everything drawn (titles and tick labels stay clear of it),
+    the machine whose rows the figure shows."""
     if "machine" in df and len(df):
         date = str(df["measured_at"].dropna().max())[:10] if "measured_at" in df and \
             df["measured_at"].notna().any() else ""
-        fig.text(0.995, 0.998, f"measured on {df['machine'].iloc[0]} {date}".strip(),
+        drawn = fig.get_tightbbox(fig.canvas.get_renderer())  # inches, figure origin
+        fig.text(0.995, drawn.y0 / fig.get_figheight() - 0.01,
+                 f"measured on {df['machine'].iloc[0]} {date}".strip(),
                  ha="right", va="top", fontsize=7, color="0.4")
 
 

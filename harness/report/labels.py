@@ -7,6 +7,7 @@ panel of the same configuration read the same.
 from __future__ import annotations
 
 import pandas as pd
+import seaborn as sns
 
 ARCH = {"transformer-lm": "Transformer", "transformer": "Transformer", "lstm-lm": "LSTM",
         "lstm": "LSTM", "gru-lm": "GRU", "gru": "GRU"}
@@ -17,8 +18,20 @@ METRIC_LABELS = {"accuracy": "held-out token accuracy", "loss": "held-out loss (
 
 
 def architecture(df: pd.DataFrame) -> pd.Series:
-    """"Transformer", "LSTM", "GRU" for each row's model (another model keeps its name)."""
-    return df["model"].map(ARCH).fillna(df["model"])
+    """"Transformer", "LSTM", "GRU" for each row's model; "mixer-lm (KIND)" for the LM around
+    a mixer kind; another model keeps its name."""
+    arch = df["model"].map(ARCH).fillna(df["model"])
+    if "mixer_kind" in df:
+        wrapped = df["model"] == "mixer-lm"
+        arch = arch.where(~wrapped, "mixer-lm (" + df["mixer_kind"].astype(str) + ")")
+    return arch
+
+
+def arch_colors(values: pd.Series) -> dict[str, str]:
+    """ARCH_COLORS plus a colour for each other architecture in values (a plugin's)."""
+    extra = sorted(set(values) - set(ARCH_COLORS))
+    return ARCH_COLORS | dict(zip(extra, sns.color_palette("Dark2", len(extra)).as_hex(),
+                                  strict=True))
 
 
 def task_label(df: pd.DataFrame) -> pd.Series:
@@ -50,6 +63,7 @@ def labelled(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def present(order: list[str], values: pd.Series) -> list[str]:
-    """The entries of `order` that occur in `values`, in order (a hue order for seaborn)."""
+    """The entries of `order` that occur in `values`, in order, then the other values sorted
+    (a plugin's architecture): a hue order for seaborn that drops nothing."""
     seen = set(values)
-    return [v for v in order if v in seen]
+    return [v for v in order if v in seen] + sorted(seen - set(order))

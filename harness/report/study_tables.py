@@ -1,7 +1,8 @@
 """Summary tables of the convergence and ablation studies, for REPORT.md and --format csv.
 
 One row per configuration, metrics averaged over seeds (`seeds` counts them). Steps to
-target average over the seeds that reached it; `reached` says how many did.
+target are listed per seed, "> N" for a seed that never reached it within its N steps;
+`reached` says how many did.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from harness.report.labels import labelled
+from harness.report.stats import censored
 
 STUDY_RUNNERS = ("train", "attn-init", "layer-grads", "grad-distance")
 
@@ -70,7 +72,18 @@ def study_table(df: pd.DataFrame, spec: StudyTable) -> pd.DataFrame:
     table.insert(1, "diverged", grouped["status"].apply(lambda s: int((s == "diverged").sum())))
     if "steps_to_target" in values:
         table.insert(2, "reached", grouped["steps_to_target"].count())
+        # each seed's steps, "> budget" for one that never reached the target: a mean over
+        # the seeds that did would read as a measurement for all of them
+        columns = [c for c in ("steps_to_target", "steps", "target") if c in rows]
+        table["steps_to_target"] = grouped[columns].apply(_censored_steps)
     return table.reset_index()
+
+
+def _censored_steps(rows: pd.DataFrame) -> str:
+    """Each seed's steps to target, "> budget" where never reached; blank without a target."""
+    if "target" in rows and rows["target"].isna().all():
+        return ""
+    return ", ".join(censored(rows["steps_to_target"], rows["steps"]))
 
 
 def study_tables(df: pd.DataFrame) -> list[tuple[StudyTable, pd.DataFrame]]:

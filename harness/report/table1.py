@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from harness.errors import BadInput
-from harness.report.tables import layer_frame, loglog_fit
+from harness.report.stats import loglog_fit
+from harness.report.tables import layer_frame
 
 # layer name in the table -> (mixer kind, paper's complexity, sequential ops, max path length)
 ROWS = {
@@ -28,12 +29,17 @@ ATTENTION = ("self-attention", "restricted-attention")
 # ---------------------------------------------------------------- the table
 
 
-def _fit(df: pd.DataFrame, x: str, y: str) -> tuple[float, float, str]:
+def _fit(df: pd.DataFrame, x: str, y: str) -> tuple[float, float, float, str]:
+    """(exponent, standard error, R^2, range) of y ~ x^k; NaNs and the range with the
+    reason when fewer than MIN_FIT_POINTS points leave no exponent."""
     df = df[df[y] > 0]
-    if df[x].nunique() < 2:
-        return np.nan, np.nan, ""
-    k, r2 = loglog_fit(df[x], df[y])
-    return k, r2, f"{x}={df[x].min()}..{df[x].max()}"
+    if df.empty:
+        return np.nan, np.nan, np.nan, ""
+    rng = f"{x}={df[x].min()}..{df[x].max()}"
+    fit = loglog_fit(df[x], df[y])
+    if fit is None:
+        return np.nan, np.nan, np.nan, f"{rng} ({df[x].nunique()} points: no exponent)"
+    return fit.slope, fit.stderr, fit.r2, rng
 
 
 def _group(df: pd.DataFrame, fit: str, mixer: str, **columns: Any) -> pd.DataFrame:
@@ -53,6 +59,15 @@ def is_table1(df: pd.DataFrame) -> bool:
     return "fit" in df and bool(df["runner"].isin(["seq-ops", "path"]).any())
 
 
+def _rows(ok: pd.DataFrame) -> dict[str, tuple[str, str, str, str]]:
+    """The ROWS whose mixer was measured, then one row per other mixer (a plugin's), named
+    by its kind, with no paper claim beside it."""
+    measured = list(dict.fromkeys(ok["mixer"].dropna()))
+    known = {mixer for mixer, *_ in ROWS.values()}
+    rows = {name: row for name, row in ROWS.items() if row[0] in measured}
+    return rows | {m: (m, "", "", "") for m in measured if m and m not in known}
+
+
 def table1(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """(the table, notes saying which range each fit used and what else was seen)."""
     ok = df[df["status"] == "ok"]
@@ -66,7 +81,7 @@ def table1(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     layers["saved_per_seq"] = layers["saved_bytes"] / layers["batch_size"]
     rows: list[dict[str, Any]] = []
     ranges: dict[str, dict[str, list[str]]] = {}  # fit -> range -> layers fitted over it
-    for name, (mixer, complexity, seq, path) in ROWS.items():
+    for name, (mixer, complexity, seq, path) in _rows(ok).items():
         row: dict[str, Any] = {"layer": name, "complexity": complexity,
                                "sequential_ops": seq, "max_path_length": path}
         by_n, by_d = _group(layers, "n", mixer), _group(layers, "d", mixer)
@@ -83,15 +98,15 @@ def table1(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         }
         held = {"_n": f" at d={by_n['d_model'].iloc[0]}" if len(by_n) else "",
                 "_d": f" at n={by_d['seq_len'].iloc[0]}" if len(by_d) else ""}
-        for key, (k, r2, rng) in fits.items():
-            row[f"{key}_exp"], row[f"{key}_r2"] = k, r2
+        for key, (k, se, r2, rng) in fits.items():
+            row[f"{key}_exp"], row[f"{key}_se"], row[f"{key}_r2"] = k, se, r2
             if rng and key.split("_")[0] in ("flops", "time", "memory"):
                 rng += held[key[-2:]]
             if rng:
                 ranges.setdefault(key, {}).setdefault(rng, []).append(name)
         rows.append(row)
     notes = [f"{key}: fitted over " + "; ".join(
-        rng if len(names) == len(ROWS) else f"{rng} ({', '.join(names)})"
+        rng if len(names) == len(rows) else f"{rng} ({', '.join(names)})"
         for rng, names in by_range.items()) for key, by_range in ranges.items()]
     notes += _extra_notes(ok, layers)
     return pd.DataFrame(rows), notes
@@ -103,8 +118,16 @@ def _extra_notes(ok: pd.DataFrame, layers: pd.DataFrame) -> list[str]:
         g = _group(layers, "kr", mixer)
         if g.empty:
             continue
-        k, r2, rng = _fit(g.assign(**{knob: g[knob].astype(int)}), knob, "gflop_mix")
-        notes.append(f"{mixer}: counted FLOPs grow as {knob}^{k:.2f} (R^2 {r2:.3f}, {rng})")
+        g = g.assign(**{knob: g[knob].astype(int)})
+        k, se, r2, rng = _fit(g, knob, "gflop_mix")
+        if np.isfinite(k):
+            notes.append(f"{mixer}: counted FLOPs grow as {knob}^{k:.2f} ± {se:.2f} (SE, R^2 "
+                         f"{r2:.3f}, {rng})")
+            continue
+        # too few points for an exponent: the FLOPs per unit of the knob say it directly
+        ratio = g["gflop_mix"] / g[knob]
+        notes.append(f"{mixer}: counted GFLOPs / {knob} = {ratio.min():.4g}..{ratio.max():.4g} "
+                     f"over {rng}; a constant ratio is linear growth")
     dil = _group(ok, "path", "convolutional", dilation_growth=True)
     if not dil.empty:
         pairs = ", ".join(f"n={int(n)}: {int(p) if p == p else 'not reached'}" for n, p in
@@ -112,10 +135,14 @@ def _extra_notes(ok: pd.DataFrame, layers: pd.DataFrame) -> list[str]:
         notes.append(f"dilated convolution (dilation k^i), path length in layers: {pairs}")
     flash = _group(layers, "n", "self-attention")
     if not flash.empty:
-        k, r2, rng = _fit(flash, "seq_len", "saved_per_seq")
+        k, se, r2, rng = _fit(flash, "seq_len", "saved_per_seq")
         notes.append(f"self-attention memory_n_exp is the explicit (math) formulation; the "
-                     f"fused sdpa kernel ({flash['kernel'].iloc[0]}) saves O(n): exponent "
-                     f"{k:.2f} (R^2 {r2:.3f}, {rng})")
+                     f"fused sdpa kernel ({flash['kernel'].iloc[0]}) saves: exponent "
+                     f"{k:.2f} ± {se:.2f} (SE, R^2 {r2:.3f}, {rng})")
+    others = sorted(set(layers["mixer"]) - {mixer for mixer, *_ in ROWS.values()})
+    if others:
+        notes.append(f"{', '.join(others)}: a mixer outside the paper's table; its flops "
+                     "exponents count the whole layer (projections included)")
     notes.append("recurrent sequential ops and path length are measured through the explicit "
                  "cell loop (rnn_impl=cell): the fused kernel is one graph node whatever n is")
     notes.append("flops exponents of the attention rows count their sequence products (QK^T, "

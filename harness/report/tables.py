@@ -11,6 +11,7 @@ import pandas as pd
 
 from harness.errors import BadInput
 from harness.report.markdown import markdown_table
+from harness.report.stats import MIN_FIT_POINTS, loglog_fit
 
 PAPER = {  # Table 1 of the paper: complexity per layer
     "self-attention": "O(n^2 d)",
@@ -24,14 +25,13 @@ RECURRENT_FLOP_COEF = {"lstm": 16, "gru": 12}
 FORMATS = ("markdown", "csv", "latex")
 
 
-def loglog_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """Slope and R^2 of log y against log x (the exponent k of y ~ x^k)."""
-    lx, ly = np.log(np.asarray(x, float)), np.log(np.asarray(y, float))
-    slope, intercept = np.polyfit(lx, ly, 1)
-    resid = ly - (slope * lx + intercept)
-    total = ((ly - ly.mean()) ** 2).sum()
-    r2 = 1.0 - (resid**2).sum() / total if total > 0 else 1.0
-    return float(slope), float(r2)
+def fit_columns(prefix: str, x, y) -> dict[str, float]:
+    """`<prefix>_exp`, `_se` and `_r2` of y ~ x^k (scipy.stats.linregress on logs); all
+    missing when fewer than MIN_FIT_POINTS points leave no exponent to report."""
+    fit = loglog_fit(x, y)
+    if fit is None:
+        return {f"{prefix}_exp": np.nan, f"{prefix}_se": np.nan, f"{prefix}_r2": np.nan}
+    return {f"{prefix}_exp": fit.slope, f"{prefix}_se": fit.stderr, f"{prefix}_r2": fit.r2}
 
 
 # Columns that change what a layer measurement means: one table must not fit across them.
@@ -88,18 +88,25 @@ def _fit_rows(ok: pd.DataFrame) -> list[dict]:
         d_fix, n_fix = g["d_model"].min(), g["seq_len"].max()
         by_n = g[g["d_model"] == d_fix].sort_values("seq_len")
         ns = sorted(by_n["seq_len"].unique())
-        by_n = by_n[by_n["seq_len"] >= ns[max(0, len(ns) - max(3, len(ns) // 2))]]  # large n
+        keep = max(MIN_FIT_POINTS, len(ns) // 2)  # the large-n end, where the leading term rules
+        by_n = by_n[by_n["seq_len"] >= ns[max(0, len(ns) - keep)]]
         by_d = g[g["seq_len"] == n_fix].sort_values("d_model")
         row = {"layer": mixer, "complexity": PAPER.get(mixer, "")}
         for metric, col in (("flops", "gflop_per_seq"), ("time", "ms_per_seq")):
             for axis, part, key in (("n", by_n, "seq_len"), ("d", by_d, "d_model")):
-                if part[key].nunique() >= 2:
-                    k, r2 = loglog_fit(part[key], part[col])
-                    row[f"{metric}_{axis}_exp"], row[f"{metric}_{axis}_r2"] = k, r2
-        row["n_fit"] = f"n={by_n['seq_len'].min()}..{by_n['seq_len'].max()} at d={d_fix}"
-        row["d_fit"] = f"d={by_d['d_model'].min()}..{by_d['d_model'].max()} at n={n_fix}"
+                row |= fit_columns(f"{metric}_{axis}", part[key], part[col])
+        row["n_fit"] = _fit_range("n", by_n["seq_len"], f"d={d_fix}")
+        row["d_fit"] = _fit_range("d", by_d["d_model"], f"n={n_fix}")
         rows.append(row)
     return rows
+
+
+def _fit_range(name: str, values: pd.Series, held: str) -> str:
+    """"n=128..1024 at d=64", or why no exponent is reported over too few points."""
+    text = f"{name}={values.min()}..{values.max()} at {held}"
+    if values.nunique() < MIN_FIT_POINTS:
+        text += f" ({values.nunique()} points: too few for an exponent)"
+    return text
 
 
 def complexity_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -132,32 +139,38 @@ ATTENTION_KINDS = {  # attention mixer -> (what it is, FLOP coefficient of its n
 
 
 def crossover_table(df: pd.DataFrame) -> pd.DataFrame:
-    """For each d, recurrent kind and attention variant (whole layer, or the core alone): the
-    measured n* where attention's per-sequence cost equals the recurrent layer's, in counted
-    FLOPs and in forward time, beside the closed form and the paper's rule of thumb n = d."""
+    """For each d, attention variant (whole layer, or the core alone) and layer it is set
+    against (LSTM, GRU, and any other mixer in the results, e.g. a plugin's): the measured n*
+    where attention's per-sequence cost equals the other layer's, in counted FLOPs and in
+    forward time, beside the closed form (known for LSTM and GRU) and the paper's n = d."""
     ok = sweep_frame(df)
+    others = [*RECURRENT_FLOP_COEF,
+              *(m for m in ok["mixer"].unique()
+                if m not in RECURRENT_FLOP_COEF and m not in ATTENTION_KINDS)]
     rows = []
     for attn_kind, (variant, proj) in ATTENTION_KINDS.items():
         attn = ok[ok["mixer"] == attn_kind]
-        for rnn, coef in RECURRENT_FLOP_COEF.items():
-            rec = ok[ok["mixer"] == rnn]
+        for other in others:
+            rec = ok[ok["mixer"] == other]
+            coef = RECURRENT_FLOP_COEF.get(other)
             for d, a in attn.groupby("d_model"):
                 both = a.merge(rec[rec["d_model"] == d], on="seq_len", suffixes=("_a", "_r"))
                 if len(both) < 2:
                     continue
                 both = both.sort_values("seq_len")
                 ns = both["seq_len"].to_numpy()
-                row = {"attention": variant, "recurrent": rnn, "d_model": int(d),
-                       # proj n d^2 + 4 n^2 d = coef n d^2  <=>  n = (coef - proj) d / 4
-                       "n_star_closed_form": (coef - proj) * int(d) / 4, "n_paper": int(d)}
+                # proj n d^2 + 4 n^2 d = coef n d^2  <=>  n = (coef - proj) d / 4
+                closed = np.nan if coef is None else (coef - proj) * int(d) / 4
+                row = {"attention": variant, "versus": other, "d_model": int(d),
+                       "n_star_closed_form": closed, "n_paper": int(d)}
                 for metric, col in (("flops", "gflop_per_seq"), ("time", "ms_per_seq")):
                     ratio = (both[f"{col}_a"] / both[f"{col}_r"]).to_numpy()
                     row[f"n_star_{metric}"], row[f"{metric}_note"] = _crossing(ns, ratio)
                 row["n_range"] = f"{ns.min()}..{ns.max()}"
                 rows.append(row)
     if not rows:
-        raise BadInput("crossover needs self-attention (or attention-core) and lstm/gru points "
-                       "at the same n and d; run `tvr run quick`")
+        raise BadInput("crossover needs self-attention (or attention-core) points and another "
+                       "layer's (lstm, gru, ...) at the same n and d; run `tvr run quick`")
     return pd.DataFrame(rows)
 
 

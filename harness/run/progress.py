@@ -31,6 +31,9 @@ class _Lines:
             print(f"{self.desc} {self.done + 1}/{len(self.items)} {text} ({elapsed:.0f} s)",
                   file=sys.stderr, flush=True)
 
+    def update(self, n: int = 1) -> None:
+        self.done += n
+
     def close(self) -> None:
         """Nothing to tear down: every line is already complete."""
 

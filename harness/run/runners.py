@@ -14,10 +14,10 @@ import torch
 from torch import nn
 
 import models
-from experiments.spec import CompareOptions, PathOptions, Point
+from experiments.spec import CompareOptions, PathOptions, Point, ThreadOptions
 from harness.measure.compare import compare_layer
 from harness.measure.structure import max_path_length, recurrent_path_length, sequential_ops
-from harness.measure.timing import measure_layer, saved_tensor_bytes
+from harness.measure.timing import layer_calls, measure_layer, saved_tensor_bytes, time_fn
 from harness.runner import Context, Result, Runner
 from harness.train.points import run_train
 from harness.train.probes import run_attn_init, run_grad_distance, run_layer_grads
@@ -110,11 +110,75 @@ def run_path(point: Point, ctx: Context) -> Result:
     return Result({"path_length": layers, "path_unit": "layers"})
 
 
+def run_threads(point: Point, ctx: Context) -> Result:
+    """One mixer's time on x[B, n, d] with torch limited to the point's thread count. At one
+    thread it also measures what a work-span projection needs: the layer's sequential depth
+    (its autograd graph, recurrences through their cell loop) and the time of one dependent
+    step (the layer at batch 1, divided by that depth)."""
+    threads = point.options.threads if isinstance(point.options, ThreadOptions) else 1
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        row = measure_layer(_build_mixer(point, ctx.device),
+                            _layer_input(point, ctx.device, point.batch_size, point.seq_len),
+                            min_run_time=ctx.min_run_time)
+        if threads == 1:
+            row |= _span(point, ctx)
+    finally:
+        torch.set_num_threads(before)
+    return Result(row)
+
+
+def _span(point: Point, ctx: Context) -> dict[str, float | int]:
+    config = dict(point.config) | ({"rnn_impl": "cell"} if point.subject in RECURRENT else {})
+    torch.manual_seed(point.seed)
+    cell = models.mixer(point.subject, point.d_model, **config).to(ctx.device)
+    depth = sequential_ops(cell, point.seq_len, point.d_model)
+    single = _build_mixer(point, ctx.device)
+    forward, _ = layer_calls(single, _layer_input(point, ctx.device, 1, point.seq_len))
+    with torch.no_grad():
+        batch1 = time_fn(forward, ctx.device, ctx.min_run_time)
+    return {"span_ops": depth, "batch1_ms": batch1.median_ms,
+            "step_ms": batch1.median_ms / depth}
+
+
+SHIFTS = (1, 7, 31)  # offsets k for PE[pos + k] = PE[pos] M_k
+
+
+def run_identities(point: Point, ctx: Context) -> Result:
+    """Two identities the paper states, measured: how far the mixer is from permutation
+    equivariance (float64: |f(x P) - f(x) P| / |f(x)|, largest entry), and how far the
+    sinusoidal table is from PE[pos + k] = PE[pos] M_k (the least-squares M_k's relative
+    residual over 8 d positions, largest over SHIFTS; the table is float32, so the
+    residual is float32 rounding, not zero)."""
+    torch.manual_seed(point.seed)
+    n, d = point.seq_len, point.d_model
+    mixer = models.mixer(point.subject, d, **dict(point.config)).to(ctx.device,
+                                                                     torch.float64).eval()
+    x = torch.randn(1, n, d, dtype=torch.float64, device=ctx.device)
+    perm = torch.randperm(n, device=ctx.device)
+    with torch.no_grad():
+        y = mixer(x)
+        err = (mixer(x[:, perm]) - y[:, perm]).abs().max() / y.abs().max()
+    # 8d positions: with fewer than d + k rows a d x d map fits any table exactly
+    positions = 8 * d
+    pe = models.blocks.sinusoid_table(positions, d).double()
+    residuals = []
+    for k in SHIFTS:
+        src, dst = pe[: positions - k], pe[k:]
+        m = torch.linalg.lstsq(src, dst).solution  # (d, d)
+        residuals.append(float(torch.linalg.norm(src @ m - dst) / torch.linalg.norm(dst)))
+    return Result({"equivariance_error": float(err), "pe_shift_residual": max(residuals),
+                   "pe_shifts": " ".join(map(str, SHIFTS)), "pe_positions": positions})
+
+
 RUNNERS: dict[str, Runner] = {
     "layer": run_layer,  # time, FLOPs, memory of one mixer
     "compare": run_compare,  # ours vs PyTorch's layer, interleaved (tvr bench)
     "seq-ops": run_seq_ops,  # Table 1's sequential operations (autograd graph depth)
     "path": run_path,  # Table 1's maximum path length
+    "threads": run_threads,  # a layer on 1..all CPU threads, and its span at 1 thread
+    "identities": run_identities,  # permutation equivariance, sinusoid shift linearity
     "train": run_train,  # train a model on a task: final metrics + curves
     "attn-init": run_attn_init,  # q.k variance, attention entropy, softmax Jacobian at init
     "layer-grads": run_layer_grads,  # per-layer gradient norm at init

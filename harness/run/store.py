@@ -1,10 +1,12 @@
 """Where MLflow tracking goes: the tracking URI chosen, checked and (SQLite) safely created.
 
 A URI that cannot mean a store (unknown scheme, malformed, in-memory) is bad input. A store
-that exists but cannot work now (a server that does not answer, a database without its
+that exists but cannot work now (a server that stopped answering, a database without its
 driver, a locked, foreign or half-built SQLite file) is a `problem`: the sweep measures on
 without tracking and says so in one line, since the results CSV needs no MLflow. Every
-check ends within a few seconds, and passwords never appear in a message (`mask`).
+check ends within a few seconds, and passwords never appear in a message (`mask`). A
+tracking server asked for that does not answer at the start is bad input (`check_reachable`):
+`tvr run` and `tvr sync` refuse it before any work.
 """
 
 from __future__ import annotations
@@ -41,6 +43,25 @@ _ALLOWED = "sqlite:///PATH, postgresql://..., mysql://..., mssql://..., http(s):
 def mask(uri: str) -> str:
     """The URI with its password, if any, replaced by ***."""
     return re.sub(r"(://[^/:@]*):[^/]*@", r"\1:***@", uri)
+
+
+def without_credentials(uri: str) -> tuple[str, str | None, str | None]:
+    """A server URI as (URI without user and password, user, password). MLflow takes a
+    server's credentials from $MLFLOW_TRACKING_USERNAME/PASSWORD; a URI that carries them
+    would be echoed by MLflow's own messages, password included."""
+    if _scheme(uri) not in _SERVERS:
+        return uri, None, None
+    parts = urllib.parse.urlsplit(uri)
+    if parts.username is None and parts.password is None:
+        return uri, None, None
+    netloc = parts.hostname or ""
+    netloc = f"[{netloc}]" if ":" in netloc else netloc
+    netloc += f":{parts.port}" if parts.port else ""
+    plain = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, parts.query,
+                                     parts.fragment))
+    unquote = urllib.parse.unquote
+    return (plain, unquote(parts.username or ""),
+            None if parts.password is None else unquote(parts.password))
 
 
 def sqlite_uri(path: Path) -> str:
@@ -117,6 +138,15 @@ def problem(uri: str) -> str | None:
     except BadInput as e:
         return str(e)
     return None
+
+
+def check_reachable(uri: str) -> None:
+    """BadInput, within PROBE_TIMEOUT_S, when `uri` names a tracking server that does not
+    answer: asking for a shared server and silently measuring without it is a mistake the
+    user should hear of before any point runs. A server that goes away later is `problem`'s
+    case (the sweep measures on; `tvr sync` catches up)."""
+    if _scheme(uri) in _SERVERS:
+        _probe(uri)
 
 
 def _server_url(uri: str) -> urllib.parse.SplitResult:

@@ -1,16 +1,21 @@
-"""Run a suite's points one by one; every point ends as exactly one row with a status.
+"""Run a suite's points; every point ends as exactly one row with a status.
 
 A failing point never stops the sweep: CUDA (or host) out-of-memory becomes "oom", a point
 predicted over --max-memory becomes "skipped" with the prediction, any other exception becomes
 "error" with its message. Rows are written atomically after each point, so a killed run loses
-at most the point in flight, and --resume skips the points already "ok".
+at most the points in flight, and --resume skips the points already "ok". Where the points
+run is the executor's business (harness.run.executor: here one by one, or on a Ray cluster);
+this module is the one writer of their rows, whichever executor measured them.
 """
 
 from __future__ import annotations
 
+import tempfile
 import time
 import traceback
 from collections import Counter
+from collections.abc import Callable, Iterable
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,7 +25,7 @@ import torch
 
 from experiments.spec import Point
 from harness.errors import BadInput
-from harness.measure.machine import machine_facts
+from harness.measure.machine import environment_report
 from harness.results import (
     SERIES_FILE,
     append_row,
@@ -30,7 +35,9 @@ from harness.results import (
     read_series,
     results_path,
     this_machine,
+    write_lines,
 )
+from harness.run.executor import LocalExecutor, Measured, RayExecutor
 from harness.run.progress import progress_bar
 from harness.run.runners import PREDICTORS, RUNNERS
 from harness.run.tracking import Tracker
@@ -101,9 +108,11 @@ def run_point(point: Point, ctx: Context, max_memory: int | None
             torch.cuda.empty_cache()  # an OOM must not poison the next point
 
 
-def _record(point: Point, result: Result, trace: str | None, path: Path,
-            device: torch.device, facts: dict[str, Any], tracker: Tracker) -> None:
-    """Write the point's row to `path` (curves and traceback beside it); log it to MLflow."""
+def _record(done: Measured, path: Path, device: torch.device, facts: dict[str, Any],
+            tracker: Tracker) -> None:
+    """Write the point's row to `path` (curves and traceback beside it), then its MLflow run,
+    which spans the time the point took."""
+    point, result, trace = done.point, done.result, done.trace
     if trace:  # the row keeps one line; the whole story goes beside it
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path.parent / "errors.log", "a", encoding="utf-8") as log:
@@ -113,6 +122,10 @@ def _record(point: Point, result: Result, trace: str | None, path: Path,
            "status": result.status, **columns, **result.values, **facts,
            "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
            "message": result.message}
+    for name, lines in result.files.items():  # before the row, as the curves
+        target = (path.parent / name).resolve()
+        assert target.is_relative_to(path.parent.resolve()), name  # a runner's own paths
+        write_lines(target, lines)
     if result.series:  # before the row: a row marked done always has its curves
         append_series(path.parent / SERIES_FILE, point.point_id, result.series,
                       facts["machine"])
@@ -122,7 +135,7 @@ def _record(point: Point, result: Result, trace: str | None, path: Path,
     texts = {k: v for k, v in result.values.items() if k not in numbers}
     tracker.log_point(point.point_id, {**fields, **columns, **texts}, numbers,
                       result.status, result.message, result.series, facts["machine"],
-                      device.type)
+                      device.type, started_ms=done.started_ms, ended_ms=done.ended_ms)
 
 
 def run_suite(
@@ -135,38 +148,70 @@ def run_suite(
     max_memory: int | None = None,
     min_run_time: float = 0.2,
     progress: bool = True,
+    description: str = "",
+    outputs: Callable[[], Iterable[Path]] | None = None,
+    executor: LocalExecutor | RayExecutor | None = None,
 ) -> SweepSummary:
     """Measure every point not already done on this device of this machine; one results row
-    and one MLflow child run each."""
+    and one MLflow child run each. The executor (default: this process, one point after
+    another) decides where points run; rows are written here, as each point finishes. The
+    parent run gets the summary metrics, the results files, this machine's environment
+    report and `outputs()` (tables, figures) as artifacts; `description` is the
+    experiment's note."""
+    executor = executor or LocalExecutor()
     path = results_path(out_dir, suite)
     summary = SweepSummary(suite, path)
     machine = this_machine()
     done = done_points(path, device.type, machine) if resume else set()
     todo = [p for p in points if p.point_id not in done]
     summary.resumed = len(points) - len(todo)
-    facts = {"machine": machine, **machine_facts(device)}
+    facts = {"machine": machine, **executor.facts(device)}
     started = time.perf_counter()
     params = {"suite": suite, "device": str(device), "points": len(points),
-              "min_run_time": min_run_time, "max_memory": max_memory, **facts}
-    ctx = Context(device, min_run_time, results_dir=path.parent)
-    with Tracker(tracking_uri, suite, out_dir, params) as tracker:
+              "min_run_time": min_run_time, "max_memory": max_memory,
+              "executor": executor.name, **executor.params(), **facts}
+    ctx = Context(device, min_run_time, cache_dir=out_dir)
+
+    def measured_meanwhile(point: Point) -> bool:
+        """A sweep beside this one in the same folder may have measured it meanwhile."""
+        if resume and point.point_id in done_points(path, device.type, machine):
+            summary.resumed += 1
+            return True
+        return False
+
+    with Tracker(tracking_uri, suite, out_dir, params, description, facts) as tracker:
         summary.synced = _sync_mine(tracker, path, device.type, machine)
         bar = progress_bar(todo, suite, enabled=progress)
-        for point in bar:
-            # a sweep beside this one in the same folder may have measured it meanwhile
-            if resume and point.point_id in done_points(path, device.type, machine):
-                summary.resumed += 1
-                continue
-            bar.set_postfix_str(point.point_id, refresh=True)
-            result, trace = run_point(point, ctx, max_memory)
-            _record(point, result, trace, path, device, facts, tracker)
-            summary.statuses[result.status] += 1
-        bar.close()
+        # closed on any exit, a stop signal's included: its line ends before the next message
+        with closing(bar), closing(executor.run(todo, ctx, max_memory,
+                                                measured_meanwhile)) as finished:
+            for done in finished:
+                bar.set_postfix_str(done.point.point_id, refresh=False)
+                bar.update(1)
+                # the node's facts (Ray) override the driver's; `machine` stays the driver's
+                _record(done, path, device, facts | done.facts | {"machine": machine}, tracker)
+                summary.statuses[done.result.status] += 1
         summary.wall_s = time.perf_counter() - started
-        if path.exists():
-            tracker.log_artifact(path)
-        summary.tracking_off = None if tracker.error is None else str(tracker.error)
+        _finish(tracker, summary, path, outputs)
     return summary
+
+
+def _finish(tracker: Tracker, summary: SweepSummary, path: Path,
+            outputs: Callable[[], Iterable[Path]] | None) -> None:
+    """The parent run's summary metrics and artifacts; a failed store is noted in summary."""
+    if tracker.enabled and tracker.error is None:
+        tracker.log_summary({**{f"points_{s}": n for s, n in summary.statuses.items()},
+                             "points_resumed": summary.resumed, "wall_s": summary.wall_s})
+        files = [path, path.parent / SERIES_FILE, path.parent / "errors.log",
+                 *(outputs() if outputs is not None and path.exists() else ())]
+        for file in files:
+            if file.is_file():
+                tracker.log_artifact(file)
+        with tempfile.TemporaryDirectory() as tmp:  # the artifact store keeps its own copy
+            report = Path(tmp) / "environment.txt"
+            report.write_text(environment_report(), encoding="utf-8")
+            tracker.log_artifact(report)
+    summary.tracking_off = None if tracker.error is None else str(tracker.error)
 
 
 def _sync_mine(tracker: Tracker, path: Path, device: str, machine: str) -> int:

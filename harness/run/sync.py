@@ -20,16 +20,18 @@ import pandas as pd
 
 import models
 from experiments.spec import CompareOptions, PathOptions, TaskSpec, TrainOptions
+from harness.measure.machine import FACT_KEYS
 from harness.results import ID_COLUMNS, RESULTS_FILE, SERIES_FILE, read_results, read_series
 from harness.run.store import mask
 
 
 @cache
-def _param_keys() -> frozenset[str]:
+def param_keys() -> frozenset[str]:
     """Columns that describe a point (params), whatever their type: the point's fields, its
-    options' and every model and mixer config key; the other numbers are measurements."""
+    options', every model and mixer config key and the machine facts; the other numbers are
+    measurements."""
     options = (CompareOptions, PathOptions, TrainOptions, TaskSpec)
-    return frozenset({*ID_COLUMNS, "compile", "fit", "study", "task", "match",
+    return frozenset({*ID_COLUMNS, *FACT_KEYS, "compile", "fit", "study", "task", "match",
                       *models.config_keys(),
                       *(f.name for cls in options for f in dataclasses.fields(cls))})
 
@@ -37,7 +39,7 @@ def _param_keys() -> frozenset[str]:
 def split_row(row: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, float]]:
     """A stored row as (params, metrics), laid out as a live sweep logs it; empty cells are
     left out."""
-    keys = _param_keys()
+    keys = param_keys()
     params: dict[str, str] = {}
     metrics: dict[str, float] = {}
     for key, value in row.items():

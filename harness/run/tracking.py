@@ -12,7 +12,6 @@ rows the store lacks (keyed by point id and machine).
 from __future__ import annotations
 
 import logging
-import math
 import os
 import socket
 import sys
@@ -24,7 +23,22 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from harness.results import results_path, this_machine
-from harness.run.store import create_sqlite, is_remote, mask, problem, sqlite_path
+from harness.run.context import (
+    context_tags,
+    fact_tags,
+    flatten,
+    metrics_batch,
+    row_times,
+    run_name,
+)
+from harness.run.store import (
+    create_sqlite,
+    is_remote,
+    mask,
+    problem,
+    sqlite_path,
+    without_credentials,
+)
 from harness.run.sync import row_series, split_row
 
 if TYPE_CHECKING:
@@ -34,18 +48,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 EXPERIMENT_KIND_TAG, TRAINING_KIND = "mlflow.experimentKind", "custom_model_development"
-
-
-def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-    """{"a": {"b": 1}} -> {"a.b": "1"}; MLflow params are flat strings."""
-    flat: dict[str, str] = {}
-    for key, value in params.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            flat.update(flatten(value, f"{name}."))
-        else:
-            flat[name] = str(value)
-    return flat
+NOTE_TAG = "mlflow.note.content"  # the description the UI shows on a run or an experiment
 
 
 def _tracking_errors() -> tuple[type[BaseException], ...]:
@@ -82,13 +85,30 @@ def quiet_mlflow() -> None:
                 handler.addFilter(_NoTraceback())
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+    # a "View run ... at URL" line per nested run (and a request to build it), on a server
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
 
 def _build_schema(uri: str) -> None:
     """Create MLflow's tables in the SQLite file of `uri` (opening a store migrates it)."""
     from mlflow import MlflowClient
 
-    MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+    _hide_default(MlflowClient(tracking_uri=uri))
+
+
+def _hide_default(client: MlflowClient) -> None:
+    """MLflow's database stores create an experiment "Default" (id 0) that no run of ours
+    uses: delete it (a soft delete, which the UI's list hides) while it is empty. Only in
+    stores this harness made: a shared server's Default belongs to its users."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        default = client.get_experiment("0")
+    except MlflowException:
+        return
+    if default.lifecycle_stage == "active" and default.name == "Default" \
+            and not client.search_runs(["0"], max_results=1):
+        client.delete_experiment("0")
 
 
 def _alive(pid: int) -> bool:
@@ -108,17 +128,6 @@ def _first_line(error: BaseException, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def _finite(key: str, value: Any) -> float | None:
-    """The metric as a float, or None when it is missing or not finite (MLflow plots NaN badly)."""
-    if value is None:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"metric {key!r} is not a number: {value!r}") from e
-    return number if math.isfinite(number) else None
-
-
 class Tracker:
     """Context manager that records one invocation of a suite in MLflow.
 
@@ -128,11 +137,15 @@ class Tracker:
     """
 
     def __init__(self, uri: str | None, suite: str, out_dir: Path,
-                 params: Mapping[str, Any] | None = None) -> None:
+                 params: Mapping[str, Any] | None = None, description: str = "",
+                 facts: Mapping[str, Any] | None = None) -> None:
         self.uri = uri
         self.suite = suite
         self.out_dir = Path(out_dir)
         self.params = dict(params or {})
+        self.description = description  # the experiment's note in the UI
+        self.tags = {**context_tags(), **fact_tags(facts or {})}  # on every run
+        self._in_flight: str | None = None  # the point run started and not yet ended
         self.experiment_id: str | None = None
         self.parent_run_id: str | None = None
         self._client: MlflowClient | None = None
@@ -167,20 +180,23 @@ class Tracker:
         if db is not None:
             create_sqlite(db, _build_schema)
         self._errors = _tracking_errors()
-        self._client = MlflowClient(tracking_uri=self.uri)
+        self._client = MlflowClient(tracking_uri=_client_uri(self.uri or ""))
         self.experiment_id = self._experiment()
         self.close_orphans()
         run = self._client.create_run(
-            self.experiment_id, run_name=f"{self.suite}-{time.strftime('%Y%m%d-%H%M%S')}",
-            tags={"suite": self.suite, "host": socket.gethostname(), "pid": str(os.getpid()),
-                  "machine": this_machine(), "torch_version": version("torch")})
+            self.experiment_id, run_name=f"{self.suite} {time.strftime('%Y-%m-%d %H:%M:%S')}",
+            tags={"torch_version": version("torch"), **self.tags, "suite": self.suite,
+                  "host": socket.gethostname(), "pid": str(os.getpid()),
+                  "machine": this_machine()})
         self.parent_run_id = run.info.run_id
         self._log_batch(self.parent_run_id, params=flatten(self.params))
 
     def close_orphans(self) -> int:
         """Mark KILLED the runs of this suite that a killed process left RUNNING on this
-        machine (its pid is gone), and their children; returns how many. Machines, not host
-        names: containers sharing a server store often share a host name too."""
+        machine (its pid is gone), and their children; returns how many. A child that never
+        got its point id (the point in flight, dropped) is deleted: it holds nothing, and the
+        point is measured again. Machines, not host names: containers sharing a server store
+        often share a host name too."""
         assert self._client is not None and self.experiment_id is not None
         machine = this_machine().replace("'", "")
         running = self._client.search_runs(
@@ -190,11 +206,15 @@ class Tracker:
                 and not _alive(int(r.data.tags["pid"]))}
         children = self._client.search_runs(
             [self.experiment_id], "attributes.status = 'RUNNING'", max_results=1000)
-        dead |= {r.info.run_id for r in children
-                 if r.data.tags.get("mlflow.parentRunId") in dead}
+        orphans = [r for r in children if r.data.tags.get("mlflow.parentRunId") in dead]
+        dropped = {r.info.run_id for r in orphans if "point_id" not in r.data.tags}
+        dead |= {r.info.run_id for r in orphans} - dropped
         for run_id in dead:
             self._client.set_terminated(run_id, "KILLED")
-        return len(dead)
+        for run_id in dropped:
+            self._client.set_terminated(run_id, "KILLED")
+            self._client.delete_run(run_id)
+        return len(dead) + len(dropped)
 
     def _experiment(self) -> str:
         """The suite's experiment id, created (with artifacts under <out>/mlartifacts) if new."""
@@ -225,9 +245,14 @@ class Tracker:
 
     def _mark_training_experiment(self, experiment_id: str) -> None:
         """MLflow 3's UI opens an experiment of unknown kind on its GenAI overview (traces),
-        which shows none of these runs; this tag makes it open on the runs table."""
+        which shows none of these runs; this tag makes it open on the runs table. The note
+        is the experiment's description."""
         assert self._client is not None
         self._client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, TRAINING_KIND)
+        if self.description:
+            self._client.set_experiment_tag(experiment_id, NOTE_TAG, self.description)
+        if sqlite_path(self.uri or "") is not None:
+            _hide_default(self._client)
 
     def _log_batch(self, run_id: str, params: Mapping[str, str] | None = None,
                    metrics: list[Metric] | None = None,
@@ -243,11 +268,34 @@ class Tracker:
             params=[Param(k, v[:MAX_PARAM_VAL_LENGTH]) for k, v in (params or {}).items()],
             tags=[RunTag(k, v[:MAX_TAG_VAL_LENGTH]) for k, v in (tags or {}).items()])
 
+    def start_point(self, point_id: str, params: Mapping[str, Any], machine: str = "",
+                    device: str = "", started_ms: int | None = None) -> str | None:
+        """Open the point's nested run as the point starts (so the run lasts what the point
+        did); returns its id, None when not tracking. log_point ends it and tags its point id
+        last: a run without one (a point dropped by a kill) never counts as logged."""
+        if self._client is None or self.error is not None:
+            return None
+        assert self.parent_run_id is not None and self.experiment_id is not None
+        tags = {**self.tags, "mlflow.parentRunId": self.parent_run_id, "suite": self.suite,
+                "machine": machine, "device": device}
+        try:
+            run = self._client.create_run(self.experiment_id, start_time=started_ms,
+                                          run_name=run_name(flatten(params), point_id),
+                                          tags=tags)
+        except self._errors as e:
+            self._give_up(e)
+            return None
+        self._in_flight = run.info.run_id
+        return self._in_flight
+
     def log_point(self, point_id: str, params: Mapping[str, Any],
                   metrics: Mapping[str, Any], status: str, message: str = "",
                   series: Mapping[str, list[tuple[int, float]]] | None = None,
-                  machine: str = "", device: str = "") -> None:
-        """Record one point as a nested run: FINISHED when status is "ok", FAILED otherwise.
+                  machine: str = "", device: str = "", run_id: str | None = None,
+                  started_ms: int | None = None, ended_ms: int | None = None) -> None:
+        """Record one point in its nested run (`run_id` from start_point, else a new one
+        started at `started_ms`), ended at `ended_ms` (default now): FINISHED when status is
+        "ok", FAILED otherwise.
 
         A non-numeric metric raises TypeError (a bug in the caller); a failing store turns
         tracking off (see the class docstring).
@@ -255,25 +303,34 @@ class Tracker:
         if self._client is None:
             return
         # Checked first, so a bad metric leaves no run and stays loud after tracking stopped.
-        batch = _metrics(metrics, series)
+        batch = metrics_batch(metrics, series)
         if self.error is not None:
             return
-        assert self.parent_run_id is not None and self.experiment_id is not None
-        tags = {"mlflow.parentRunId": self.parent_run_id, "suite": self.suite,
-                "point_id": point_id, "machine": machine, "device": device, "status": status}
-        run_id: str | None = None
         try:
-            run_id = self._client.create_run(self.experiment_id, run_name=point_id,
-                                             tags=tags).info.run_id
+            run_id = run_id or self.start_point(point_id, params, machine, device, started_ms)
+            if run_id is None:
+                return
             self._log_batch(run_id, params=flatten(params), metrics=batch,
-                            tags={"message": message} if message else None)
-            self._client.set_terminated(run_id, "FINISHED" if status == "ok" else "FAILED")
+                            tags={"status": status, **({"message": message} if message else {})})
+            self._client.set_tag(run_id, "point_id", point_id)  # last: the run is complete
+            self._client.set_terminated(run_id, "FINISHED" if status == "ok" else "FAILED",
+                                        end_time=ended_ms)
+            self._in_flight = None
         except self._errors as e:
             self._give_up(e)
             self._terminate(run_id, "FAILED")  # never leave a run RUNNING, if the store lets us
         except BaseException:
             self._terminate(run_id, "FAILED")
             raise
+
+    def log_summary(self, metrics: Mapping[str, float]) -> None:
+        """The parent run's summary metrics (points per status, wall time)."""
+        if self._client is None or self.error is not None or self.parent_run_id is None:
+            return
+        try:
+            self._log_batch(self.parent_run_id, metrics=metrics_batch(metrics, None))
+        except self._errors as e:
+            self._give_up(e)
 
     def log_artifact(self, path: Path) -> None:
         """Attach a file (the results CSV, a table) to the parent run."""
@@ -333,11 +390,20 @@ class Tracker:
             if {(point, machine, device), (point, "*", "*")} & seen:
                 continue
             params, metrics = split_row(row)
+            started, ended = row_times(row)
             self.log_point(point, params, metrics, str(row["status"]),
                            str(row.get("message") or ""), row_series(series, point, machine),
-                           machine=machine, device=device)
+                           machine=machine, device=device, started_ms=started, ended_ms=ended)
             count += self.error is None
         return count
+
+    def _delete(self, run_id: str) -> None:
+        """Delete a run (MLflow keeps it recoverable); a store failure here is logged only."""
+        assert self._client is not None
+        try:
+            self._client.delete_run(run_id)
+        except self._errors as e:
+            log.debug("could not delete run %s: %s", run_id, e)
 
     def _terminate(self, run_id: str | None, status: str) -> None:
         """Set a run's final status; a store failure here turns tracking off, never raises."""
@@ -361,27 +427,18 @@ class Tracker:
             status = "FAILED"  # a run whose tracking stopped early is missing points
         else:
             status = "FINISHED"
+        if self._in_flight is not None:  # the point a signal or a crash dropped: no data
+            self._terminate(self._in_flight, "KILLED" if status == "KILLED" else "FAILED")
+            self._delete(self._in_flight)
         self._terminate(self.parent_run_id, status)
 
 
-def _metrics(metrics: Mapping[str, Any],
-             series: Mapping[str, list[tuple[int, float]]] | None) -> list[Metric]:
-    """Finite scalar metrics at step 0 plus every finite point of each series.
-
-    Raises TypeError for a value that is not a number.
-    """
-    from mlflow.entities import Metric
-
-    now = int(time.time() * 1000)
-    batch = []
-    for key, value in metrics.items():
-        number = _finite(key, value)
-        if number is not None:
-            batch.append(Metric(key, number, now, 0))
-    for key, points in (series or {}).items():
-        for step, value in points:
-            number = _finite(key, value)
-            if number is not None:
-                batch.append(Metric(key, number, now, int(step)))
-    return batch
-
+def _client_uri(uri: str) -> str:
+    """The URI MLflow's client gets: a server's user and password go to the environment
+    variables MLflow reads them from, so none of its messages can show them."""
+    plain, user, password = without_credentials(uri)
+    if user:
+        os.environ["MLFLOW_TRACKING_USERNAME"] = user
+    if password is not None:
+        os.environ["MLFLOW_TRACKING_PASSWORD"] = password
+    return plain

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
+from types import FrameType
 
 from harness.errors import BadInput
 from harness.run.store import is_remote, mask, sqlite_path
 
-CTRL_C_GRACE_S = 5.0  # the UI server needs ~1 s to shut down after SIGINT
+DEFAULT_PORT = 5000
+STOP_GRACE_S = 4.0  # the UI server needs ~1 s to shut down after SIGTERM; then SIGKILL
+_PR_SET_PDEATHSIG = 1  # prctl(2): the signal a child gets when its parent dies
 
 
 def _free(port: int) -> bool:
@@ -43,26 +49,30 @@ def ui_command(uri: str, out_dir: Path, port: int) -> tuple[list[str], dict[str,
     return argv, env
 
 
-def runs_links(uri: str, port: int) -> list[tuple[str, str]]:
-    """(experiment, link to its runs table) for every experiment with runs. MLflow 3's UI
-    opens an experiment on its GenAI overview, which shows no training runs; the link opens
-    the model-training view's runs table instead."""
+def runs_links(uri: str, port: int = DEFAULT_PORT, base: str | None = None
+               ) -> list[tuple[str, str]]:
+    """(experiment, link to its runs table) for every experiment with runs, on a UI at
+    `base` (default http://127.0.0.1:PORT). MLflow 3's UI opens an experiment on its GenAI
+    overview, which shows no training runs; the link opens the model-training view's runs
+    table instead."""
     from mlflow import MlflowClient
 
     from harness.run.tracking import quiet_mlflow
 
     quiet_mlflow()
     client = MlflowClient(tracking_uri=uri)
+    base = base or f"http://127.0.0.1:{port}"
     links = []
     for exp in client.search_experiments():
         if client.search_runs([exp.experiment_id], max_results=1):
-            links.append((exp.name, f"http://127.0.0.1:{port}/#/experiments/"
-                                    f"{exp.experiment_id}/runs?workflowType=machine_learning"))
+            links.append((exp.name, f"{base}/#/experiments/{exp.experiment_id}/runs"
+                                    "?workflowType=machine_learning"))
     return links
 
 
 def serve_ui(uri: str | None, out_dir: Path, port: int) -> int:
-    """Run the MLflow UI in the foreground until Ctrl-C; return its exit code (0 on Ctrl-C)."""
+    """Run the MLflow UI in the foreground until a signal; return its exit code (0 when
+    stopped by SIGINT, SIGTERM or SIGHUP)."""
     if uri is None:
         raise BadInput("tracking is off (--tracking-uri none): there is no store to browse")
     if is_remote(uri):
@@ -80,22 +90,55 @@ def serve_ui(uri: str | None, out_dir: Path, port: int) -> int:
           flush=True)
     for name, link in runs_links(uri, port):
         print(f"  runs of {name}: {link}", flush=True)
-    proc = subprocess.Popen(argv, env=env)
+    return _supervise(argv, env)
+
+
+def _die_with_parent() -> None:
+    """In the server's process, before it starts: SIGTERM when `tvr ui` dies, even by
+    SIGKILL, which no handler sees (Linux; elsewhere the server outlives a SIGKILL)."""
     try:
-        return proc.wait()
-    except KeyboardInterrupt:
-        _stop(proc)
-        return 0
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass  # no prctl on this platform: SIGTERM and SIGINT are still forwarded
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """Stop the server after Ctrl-C: a terminal sent it the SIGINT too, so give it a moment to
-    exit on its own (a second signal would cut its shutdown short); then SIGTERM, then SIGKILL."""
-    for signal_it, wait_s in ((None, CTRL_C_GRACE_S), (proc.terminate, 10.0), (proc.kill, None)):
-        if signal_it is not None:
-            signal_it()
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+def _supervise(argv: list[str], env: dict[str, str]) -> int:
+    """Run the server as a child in its own session and stop it with us. Its own session,
+    so a terminal's Ctrl-C reaches only this process, which sends one SIGTERM to the
+    server's session (MLflow's CLI and its uvicorn worker), then SIGKILL after a grace
+    period; SIGKILL of this process reaches the server as SIGTERM through the parent-death
+    signal."""
+    proc = subprocess.Popen(argv, env=env, start_new_session=True,
+                            preexec_fn=_die_with_parent)  # noqa: PLW1509 -- no threads yet
+    stopped_at: float | None = None
+
+    def stop(_signum: int, _frame: FrameType | None) -> None:
+        nonlocal stopped_at
+        if stopped_at is None:  # the handler only signals: waiting is the loop's job
+            stopped_at = time.monotonic()
+            _signal_session(proc, signal.SIGTERM)
+
+    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        while True:
+            try:
+                code = proc.wait(timeout=0.2)
+                break
+            except subprocess.TimeoutExpired:
+                if stopped_at is not None and time.monotonic() - stopped_at > STOP_GRACE_S:
+                    _signal_session(proc, signal.SIGKILL)
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        if proc.poll() is None:  # an exception here: never leave the server behind
+            _signal_session(proc, signal.SIGKILL)
+            proc.wait()
+    return 0 if stopped_at is not None else code
+
+
+def _signal_session(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """Signal every process of the server's session (it leads its own group)."""
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass  # already gone

@@ -1,6 +1,7 @@
 """End to end through the `tvr` command: run smoke, then table, plot, report from it."""
 
 import re
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -46,7 +47,22 @@ def test_run_logs_parent_and_nested_runs_to_mlflow(smoke_out):
     child = children[0]
     assert child.data.tags["status"] == "ok"
     assert child.data.metrics["flops_fwd"] > 0 and "seq_len" in child.data.params
-    assert any(a.path == "results.csv" for a in client.list_artifacts(parents[0].info.run_id))
+    assert re.fullmatch(r"\S+ n=\d+ d=\d+", child.info.run_name), child.info.run_name
+    artifacts = {a.path for a in client.list_artifacts(parents[0].info.run_id)}
+    assert {"results.csv", "environment.txt", "crossover.png", "complexity.md"} <= artifacts
+    assert parents[0].data.metrics["points_ok"] == len(experiments.points("smoke"))
+    assert "PyTorch version" in (smoke_out / "mlartifacts").joinpath(
+        "smoke", parents[0].info.run_id, "artifacts", "environment.txt").read_text()
+
+
+def test_table_json(smoke_out):
+    import json
+
+    result = tvr("table", "--out", str(smoke_out), "--suite", "smoke", "--format", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["suite"] == "smoke" and doc["machine"]
+    assert {r["layer"] for r in doc["rows"]} >= {"self-attention", "lstm"}
 
 
 def test_table_formats(smoke_out):
@@ -219,14 +235,23 @@ def test_plot_all_skips_a_figure_the_data_cannot_support(tmp_path):
     assert "skipped crossover" in result.output
 
 
-def test_unreachable_store_measures_on_with_one_warning(tmp_path):
-    """The CSV needs no MLflow: a server that does not answer costs one warning line, not the
-    sweep, and the closing line no longer invites `tvr ui`."""
+def test_sync_to_an_unreachable_tracking_server_is_bad_input(tmp_path):
+    (tmp_path / "smoke").mkdir()
+    (tmp_path / "smoke" / "results.csv").write_text("suite,point_id,status\nsmoke,p,ok\n")
+    result = tvr("sync", "smoke", "--out", str(tmp_path), "--tracking-uri",
+                 "http://alice:s3cret@127.0.0.1:9")
+    assert result.exit_code == 2 and "unreachable" in result.output
+    assert "s3cret" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_unreachable_tracking_server_is_bad_input_before_any_point(tmp_path):
+    """A tracking server asked for that does not answer: exit 2, one line, within seconds,
+    nothing measured (a server that goes away mid-run is tests/harness/run/test_server.py's)."""
+    started = time.perf_counter()
     result = tvr("run", "smoke", "--only", "lstm", "--out", str(tmp_path), "--tracking-uri",
                  "http://alice:s3cret@127.0.0.1:9", *FAST[:2])
-    assert result.exit_code == 0, result.output
-    warnings = [line for line in result.output.splitlines() if "tracking off" in line]
-    assert len(warnings) == 1 and "tvr sync smoke" in warnings[0]
+    assert time.perf_counter() - started < 10
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1 and "unreachable" in result.output
     assert "s3cret" not in result.output and "Traceback" not in result.output
-    assert "tvr ui" not in result.output
-    assert len(read_results(results_path(tmp_path, "smoke"))) == 2
+    assert not results_path(tmp_path, "smoke").exists()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import time
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -36,7 +35,7 @@ from harness.train.translation.data import (
     make_batch,
     tokenized,
 )
-from harness.train.translation.scoring import score, write_hypotheses
+from harness.train.translation.scoring import score
 from harness.train.translation.train import perplexity, to_reach, train
 from models.decoding import beam_search, greedy
 
@@ -89,13 +88,6 @@ def _train_batches(corpus: corpora.Corpus, tok: Tokenizer, max_tokens: int,
     return _BATCHES[key]
 
 
-def _files(ctx: Context) -> tuple[Path | None, Path | None]:
-    """The output folder (the BPE cache goes under it) and the hypotheses folder."""
-    if ctx.results_dir is None:
-        return None, None
-    return ctx.results_dir.parent, ctx.results_dir / "hypotheses"
-
-
 def _held_out(tok: Tokenizer, pairs: tuple[tuple[str, str], ...], limit: int
               ) -> tuple[list[list[int]], list[list[int]], list[str]]:
     pairs = pairs[:limit] if limit else pairs
@@ -138,8 +130,11 @@ def decode_speed(model: nn.Module, tok: Tokenizer, src: list[list[int]], device:
     return out
 
 
-def _final(model, tok, corpus, opts, device, hyp_dir, stem) -> dict[str, Any]:
-    """Beam-search dev and test, scored; hypotheses (and references) written."""
+HYPOTHESES = "hypotheses"  # the folder, beside results.csv
+
+
+def _final(model, tok, corpus, opts, device, stem, files) -> dict[str, Any]:
+    """Beam-search dev and test, scored; hypotheses (and references) added to `files`."""
     out: dict[str, Any] = {}
     for split in ("dev", "test"):
         src, _, refs = _held_out(tok, getattr(corpus, split), opts.final_sentences)
@@ -148,21 +143,18 @@ def _final(model, tok, corpus, opts, device, hyp_dir, stem) -> dict[str, Any]:
         out |= {f"{split}_{k}": v for k, v in s.items() if not k.endswith("signature")}
         out |= {k: v for k, v in s.items() if k.endswith("signature")}
         out[f"{split}_sentences"] = len(refs)
-        if hyp_dir is not None:  # paths relative to the suite folder, in the row
-            write_hypotheses(hyp_dir / f"{stem}.{split}.txt", hyps)
-            ref = hyp_dir / f"{corpus.name}-{len(refs)}.{split}.ref.txt"
-            if not ref.exists():
-                write_hypotheses(ref, refs)
-            out[f"{split}_hypotheses"] = f"{hyp_dir.name}/{stem}.{split}.txt"
-            out[f"{split}_references"] = f"{hyp_dir.name}/{ref.name}"
+        # paths relative to the suite folder, in the row; the sweep writes them
+        out[f"{split}_hypotheses"] = f"{HYPOTHESES}/{stem}.{split}.txt"
+        out[f"{split}_references"] = f"{HYPOTHESES}/{corpus.name}-{len(refs)}.{split}.ref.txt"
+        files[out[f"{split}_hypotheses"]] = hyps
+        files[out[f"{split}_references"]] = refs
     return out
 
 
 def run_translate(point: Point, ctx: Context) -> Result:
     opts, device = options(point), ctx.device
     corpus = load_corpus(opts)
-    out_dir, _ = _files(ctx)
-    tok = shared_bpe(corpus, opts.bpe, out_dir)
+    tok = shared_bpe(corpus, opts.bpe, ctx.cache_dir)
     cfg = model_config(point, tok.get_vocab_size())
     torch.manual_seed(point.seed)
     model = models.build(point.subject, **cfg).to(device)
@@ -175,7 +167,6 @@ def run_translate(point: Point, ctx: Context) -> Result:
 def _train_and_score(point: Point, ctx: Context, model: nn.Module, cfg: dict[str, Any],
                      corpus: corpora.Corpus, tok: Tokenizer) -> Result:
     opts, device, ids = options(point), ctx.device, special_ids(tok)
-    _, hyp_dir = _files(ctx)
     train_data, too_long = _train_batches(corpus, tok, opts.max_tokens, point.batch_size)
     stream = TrainStream(train_data, point.seed)
     dev_src, dev_tgt, dev_refs = _held_out(tok, corpus.dev, 0)
@@ -203,10 +194,11 @@ def _train_and_score(point: Point, ctx: Context, model: nn.Module, cfg: dict[str
     # the point id can pass the 255-byte name limit: model, seed and a digest of the id
     digest = hashlib.sha256(point.point_id.encode()).hexdigest()[:12]
     stem = f"{point.subject}-s{point.seed}-{digest}-{this_machine()}"
-    values |= _final(model, tok, corpus, opts, device, hyp_dir, stem)
+    files: dict[str, list[str]] = {}
+    values |= _final(model, tok, corpus, opts, device, stem, files)
     test_src = _held_out(tok, corpus.test, opts.speed_sentences)[0]
     values |= decode_speed(model, tok, test_src, device, opts.beam, opts.alpha)
-    return Result(values, log.series)
+    return Result(values, log.series, files=files)
 
 
 def run_source_copy(point: Point, ctx: Context) -> Result:

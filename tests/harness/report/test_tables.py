@@ -46,9 +46,16 @@ def test_crossing_notes_say_where_the_ratio_lies():
 
 
 def test_flop_exponents_of_the_recurrent_rows_are_exact():
-    table = complexity_table(_rows()).set_index("layer")
+    table = complexity_table(_rows(ds=(32, 64, 128, 256))).set_index("layer")
     assert table.loc["lstm", "flops_n_exp"] == pytest.approx(1.0)
     assert table.loc["lstm", "flops_d_exp"] == pytest.approx(2.0)
+    assert table.loc["lstm", "flops_d_se"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_no_exponent_from_fewer_than_four_points():
+    table = complexity_table(_rows(ds=(64, 128, 256))).set_index("layer")
+    assert pd.isna(table.loc["lstm", "flops_d_exp"])
+    assert "3 points: too few for an exponent" in table.loc["lstm", "d_fit"]
 
 
 def test_tables_refuse_rows_from_different_dtypes():

@@ -166,3 +166,16 @@ def test_sqlite_problems_are_named_in_one_line(tmp_path: Path) -> None:
     finally:
         holder.rollback()
         holder.close()
+
+
+@pytest.mark.parametrize("uri, plain, user, password", [
+    ("http://alice:s3cret@127.0.0.1:5000", "http://127.0.0.1:5000", "alice", "s3cret"),
+    ("https://bob:p%40ss@host/mlflow", "https://host/mlflow", "bob", "p@ss"),
+    ("http://127.0.0.1:5000", "http://127.0.0.1:5000", None, None),
+    ("sqlite:///tmp/x.db", "sqlite:///tmp/x.db", None, None),
+])
+def test_server_credentials_leave_the_uri(uri: str, plain: str, user: str | None,
+                                          password: str | None) -> None:
+    """MLflow reads a server's credentials from its environment; the URI it gets (and may
+    print) has none."""
+    assert store.without_credentials(uri) == (plain, user, password)

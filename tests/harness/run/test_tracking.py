@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import pytest
@@ -47,8 +48,11 @@ def test_parent_and_nested_runs(out_dir: Path) -> None:
     assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
     parent = client.get_run(tracker.parent_run_id)
     assert parent.info.status == "FINISHED"
-    assert parent.info.run_name.startswith("smoke-")
-    assert {"suite", "host", "torch_version"} <= set(parent.data.tags)
+    assert parent.info.run_name.startswith("smoke 20")
+    assert {"suite", "host", "torch_version", "mlflow.source.name", "mlflow.user",
+            "mlflow.source.type"} <= set(parent.data.tags)
+    # no stray empty "Default" experiment in the list the UI shows
+    assert [e.name for e in client.search_experiments()] == ["smoke"]
     assert parent.data.params == {"device": "cpu", "resume": "True"}
     assert [a.path for a in client.list_artifacts(tracker.parent_run_id)] == ["results.csv"]
 
@@ -63,6 +67,47 @@ def test_parent_and_nested_runs(out_dir: Path) -> None:
     assert sorted((m.step, m.value) for m in history) == [(0, 2.0), (1, 1.5), (3, 1.0)]
     assert bad.info.status == "FAILED" and bad.data.tags["status"] == "error"
     assert bad.data.tags["message"] == "RuntimeError: boom"
+
+
+def test_point_runs_are_named_timed_and_tagged(out_dir: Path) -> None:
+    """A point's run is named by what tells it apart, lasts as long as the point, carries
+    the machine summary and the source; the parent holds summary metrics and a note."""
+    uri = _uri(out_dir)
+    params = {"suite": "s", "runner": "train", "mixer": "", "model": "lstm-lm", "seq_len": 64,
+              "d_model": 32, "batch_size": 8, "dtype": "float32", "seed": 2, "study": "heads",
+              "n_heads": 4, "steps": 300}
+    facts = {"cpu": "Some CPU", "threads": 2, "blas": "mkl"}
+    with Tracker(uri, "named", out_dir, {}, description="what the suite is", facts=facts) \
+            as tracker:
+        run_id = tracker.start_point("p1", params, "m1", "cpu")
+        time.sleep(1.0)  # the point's work
+        tracker.log_point("p1", params, {"loss": 1.0}, "ok", machine="m1", device="cpu",
+                          run_id=run_id)
+        tracker.log_summary({"points_ok": 1, "wall_s": 1.0})
+    client = MlflowClient(uri)
+    run = client.get_run(run_id)
+    assert run.info.run_name == "lstm-lm n=64 d=32 n_heads=4 seed=2 [heads]"
+    assert run.info.end_time - run.info.start_time >= 1000
+    assert run.data.tags["cpu"] == "Some CPU" and run.data.tags["blas"] == "mkl"
+    assert run.data.tags["mlflow.parentRunId"] == tracker.parent_run_id
+    assert "mlflow.source.name" in run.data.tags
+    assert client.get_run(tracker.parent_run_id).data.metrics == {"points_ok": 1.0,
+                                                                  "wall_s": 1.0}
+    exp = client.get_experiment(tracker.experiment_id)
+    assert exp.tags["mlflow.note.content"] == "what the suite is"
+
+
+def test_a_point_cut_short_is_dropped_and_its_parent_killed(out_dir: Path) -> None:
+    """The point in flight when a signal came holds no data: its run is deleted (it is
+    measured again on resume); the parent says KILLED."""
+    uri = _uri(out_dir)
+    with pytest.raises(KeyboardInterrupt), Tracker(uri, "cut", out_dir, {}) as tracker:
+        run_id = tracker.start_point("p", {"mixer": "gru", "seq_len": 8, "d_model": 4})
+        raise KeyboardInterrupt
+    client = MlflowClient(uri)
+    assert client.get_run(run_id).info.lifecycle_stage == "deleted"
+    assert client.get_run(tracker.parent_run_id).info.status == "KILLED"
+    assert tracker.logged() == set()  # nothing for `tvr sync` to mistake for logged
 
 
 def test_second_invocation_reuses_experiment(out_dir: Path) -> None:
@@ -154,10 +199,12 @@ def test_store_failure_turns_tracking_off(out_dir: Path, tmp_path: Path,
     assert "MlflowException" in warnings[0] and "database is locked" in warnings[0]
     assert "results go to" in warnings[0]
     client = MlflowClient(tracking_uri=_uri(out_dir))
-    kids = _children(client, tracker)
-    assert set(kids) == {"a", "b"}
-    assert kids["a"].info.status == "FINISHED"
-    assert kids["b"].info.status == "FAILED"  # the store still let us close it
+    kids = client.search_runs(
+        [tracker.experiment_id], f"tags.`mlflow.parentRunId` = '{tracker.parent_run_id}'")
+    by_status = sorted((r.info.status, r.data.tags.get("point_id")) for r in kids)
+    # b's run never got its data: deleted, so `tvr sync` logs b again from the CSV
+    assert by_status == [("FINISHED", "a")]
+    assert tracker.logged() == {("a", "", "")}
     assert client.get_run(tracker.parent_run_id).info.status == "FAILED"
     assert client.list_artifacts(tracker.parent_run_id) == []
 
@@ -183,7 +230,7 @@ def test_store_failure_mid_sweep_keeps_the_sweep(out_dir: Path,
     client = MlflowClient(tracking_uri=_uri(out_dir))
     (parent,) = client.search_runs(
         [client.get_experiment_by_name("sweep-locked").experiment_id],
-        "attributes.run_name LIKE 'sweep-locked-%'")
+        "attributes.run_name LIKE 'sweep-locked 20%'")
     assert parent.info.status == "FAILED"
 
 
@@ -226,3 +273,31 @@ def test_sync_logs_each_point_machine_and_device_once(out_dir: Path) -> None:
     assert sorted(r.data.tags["device"] for r in synced) == ["cpu", "cuda"]
     assert synced[0].data.params["n_heads"] == "4" and "n_heads" not in synced[0].data.metrics
     assert "fwd_ms" in synced[0].data.metrics
+
+
+def test_a_late_row_keeps_when_its_point_ran(out_dir: Path) -> None:
+    """Synced later, a row's run still starts and ends when the point did (measured_at is
+    its end, wall_s its length), and is named like a live one."""
+    import pandas as pd
+
+    uri = _uri(out_dir)
+    rows = pd.DataFrame([{"point_id": "p", "machine": "m1", "device": "cpu", "status": "ok",
+                          "mixer": "gru", "seq_len": 16, "d_model": 8, "fwd_ms": 1.0,
+                          "wall_s": 30.0, "measured_at": "2026-01-02T03:04:05+00:00"}])
+    with Tracker(uri, "late", out_dir) as tracker:
+        assert tracker.sync(rows) == 1
+    client = MlflowClient(uri)
+    (run,) = client.search_runs([tracker.experiment_id], "tags.point_id = 'p'")
+    assert run.info.run_name == "gru n=16 d=8"
+    assert run.info.end_time == 1767323045000
+    assert run.info.end_time - run.info.start_time == 30_000
+
+
+def test_a_long_run_name_fits_postgresql_and_stays_distinct() -> None:
+    from harness.run.context import RUN_NAME_LIMIT, run_name
+
+    params = {"model": "mixer-lm", "seq_len": 64, "d_model": 32, "study": "x" * 300}
+    a, b = run_name(params, "point-a"), run_name(params, "point-b")
+    assert len(a) == len(b) == RUN_NAME_LIMIT
+    assert a.startswith("mixer-lm n=64 d=32") and a != b
+    assert run_name({"model": "gru"}, "p") == "gru n=None d=None"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -220,3 +221,13 @@ def test_quick_convergence_models_are_parameter_matched() -> None:
         assert set(c) == {"lstm-lm", "gru-lm"}
         for model, n in c.items():
             assert abs(n - ref) <= 0.1 * ref, (key, model, n, ref)
+
+
+def test_quick_studies_pair_five_seeds() -> None:
+    """Every arm of every study in convergence-quick runs on the same 5 seeds, so each
+    comparison the claims ledger judges pairs 5 seeds (an interval, a paired t-test)."""
+    arms: dict[str, set[int]] = {}
+    for p in experiments.points("convergence-quick"):
+        arm = dataclasses.replace(p, seed=0).point_id
+        arms.setdefault(arm, set()).add(p.seed)
+    assert arms and all(seeds == set(range(5)) for seeds in arms.values()), arms

@@ -8,10 +8,10 @@ from click.testing import CliRunner
 from sacrebleu.metrics import BLEU
 
 from harness.cli import cli
-from harness.results import read_results, results_path
+from harness.results import read_lines, read_results, results_path, write_lines
 from harness.train.translation import corpus as C
 from harness.train.translation.bpe import cache_path, shared_bpe
-from harness.train.translation.scoring import read_hypotheses, score, write_hypotheses
+from harness.train.translation.scoring import score
 
 PARALLEL_GROUPS = {9, 10, 11, 12, 13, 14, 15, 16, 40, 41, 42, 43, 49, 51, 61, 65}
 
@@ -109,8 +109,8 @@ def test_bpe_is_learned_on_train_only_and_cached_by_corpus_and_size(tmp_path) ->
 
 def test_hypotheses_round_trip_and_score_as_sacrebleu(tmp_path) -> None:
     hyps, refs = ["the cat sat", "a dog"], ["the cat sat down", "a dog ran"]
-    write_hypotheses(tmp_path / "h.txt", hyps)
-    assert read_hypotheses(tmp_path / "h.txt") == hyps
+    write_lines(tmp_path / "h.txt", hyps)
+    assert read_lines(tmp_path / "h.txt") == hyps
     assert score(hyps, refs)["bleu"] == BLEU().corpus_score(hyps, [refs]).score
 
 
@@ -129,10 +129,10 @@ def test_saved_hypotheses_rescore_to_the_reported_bleu_exactly(tiny_run) -> None
     row = rows[rows["model"] == "transformer"].iloc[0]
     suite = tiny_run / "translation-tiny"
     for split, pairs in (("dev", C.bible().dev), ("test", C.bible().test)):
-        hyps = read_hypotheses(suite / row[f"{split}_hypotheses"])
+        hyps = read_lines(suite / row[f"{split}_hypotheses"])
         refs = [t for _, t in pairs[: len(hyps)]]
         assert len(hyps) == row[f"{split}_sentences"] == 8
-        assert read_hypotheses(suite / row[f"{split}_references"]) == refs
+        assert read_lines(suite / row[f"{split}_references"]) == refs
         bleu = BLEU()
         assert bleu.corpus_score(hyps, [refs]).score == row[f"{split}_bleu"]
         assert str(bleu.get_signature()) == row["bleu_signature"]

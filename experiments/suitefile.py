@@ -1,0 +1,251 @@
+"""Suites declared in a TOML file (`tvr run --suite-file FILE.toml`): product grids of points,
+checked whole before anything runs. A bad file raises SuiteFileError, one line naming the
+file, the key and the allowed values.
+
+    name = "linear-attention"             # the results folder: <out>/linear-attention/
+    description = "..."                   # optional
+    [config.self-attention]               # optional: config for every point of a subject
+    n_heads = 4
+    [[grid]]                              # one or more grids; each is a product of its lists
+    measure = "layer"                     # layer | seq-ops | path | compare | train
+    mixers = ["linear-attention", "lstm"] # layer-level measures; train takes `models`
+    n = [256, 512]                        # sequence lengths
+    d = [32]                              # widths (d_model)
+    batch = 2                             # a number or a list of numbers
+    seeds = [0]                           # optional (default 0)
+    dtype = "float32"                     # optional (default float32)
+    fit = "n"                             # optional: the Table 1 group these points fill
+    config = { form = ["parallel"] }      # optional: a list value is one more grid axis
+    # measure = "path": dilation_growth = true; "compare": versus = "torch" | "timer";
+    # "train": [grid.train] task = "copy", steps = 200, ... (TrainOptions and TaskSpec fields)
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import models
+from experiments import suite_names
+from experiments.spec import (
+    CompareOptions,
+    Match,
+    PathOptions,
+    Point,
+    TaskSpec,
+    TrainOptions,
+    config,
+    product,
+)
+from models.reference import REFERENCE_KINDS
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the same parser, before it joined the standard library
+    import tomli as tomllib
+
+MEASURES = ("layer", "seq-ops", "path", "compare", "train")
+DTYPES = ("float32", "bfloat16", "float16")
+TOP_KEYS = ("name", "description", "config", "grid")
+GRID_KEYS = ("measure", "mixers", "models", "n", "d", "batch", "seeds", "dtype", "fit",
+             "config", "dilation_growth", "versus", "train")
+# [grid.train]: key -> type; TaskSpec's (task, alphabet_size, framing, keywords) and
+# TrainOptions' settings
+TRAIN_KEYS: dict[str, type | tuple[type, ...]] = {
+    "task": str, "alphabet_size": int, "framing": str, "keywords": dict, "steps": int,
+    "lr": (int, float), "schedule": str, "warmup": int, "clip": (int, float),
+    "eval_every": int, "eval_batches": int, "target": (int, float), "length_gen": bool,
+    "match": str}
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+class SuiteFileError(ValueError):
+    """A suite file that cannot be run: the message names the file and the key."""
+
+
+class _File:
+    """Error reporting for one file: fail(key, problem) raises naming both."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, key: str, problem: str) -> SuiteFileError:
+        return SuiteFileError(f"suite file {self.path}: {key}: {problem}")
+
+    def keys(self, table: dict, allowed: tuple[str, ...], where: str) -> None:
+        for key in table:
+            if key not in allowed:
+                raise self.fail(f"{where}{key}", f"unknown key; valid: {', '.join(allowed)}")
+
+    def typed(self, value: Any, kind: type | tuple[type, ...], key: str) -> Any:
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+            names = " or ".join(_TYPE_NAMES[k] for k in kinds)
+            raise self.fail(key, f"{value!r} is not {names}")
+        return value
+
+    def axis(self, value: Any, kind: type, key: str, low: int | None = None) -> list[Any]:
+        """A scalar or a non-empty list of `kind`, each at least `low`."""
+        values = value if isinstance(value, list) else [value]
+        if not values:
+            raise self.fail(key, "empty list; give at least one value")
+        for v in values:
+            self.typed(v, kind, key)
+            if low is not None and v < low:
+                raise self.fail(key, f"{v!r} is below {low}")
+        return values
+
+
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
+               dict: "a table", list: "a list"}
+
+
+def load(path: str | Path) -> tuple[str, str, list[Point]]:
+    """(suite name, description, points) of the suite file at `path`; SuiteFileError if any
+    key is unknown, mistyped or names an unknown mixer, model or knob."""
+    f = _File(Path(path))
+    try:
+        doc = tomllib.loads(f.path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SuiteFileError(f"suite file {f.path}: cannot be read ({exc.strerror})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SuiteFileError(f"suite file {f.path}: not valid TOML ({exc})") from None
+    f.keys(doc, TOP_KEYS, "")
+    if "name" not in doc:
+        raise f.fail("name", "missing; it names the results folder")
+    name = f.typed(doc["name"], str, "name")
+    if not NAME.fullmatch(name):
+        raise f.fail("name", f"{name!r} is not a folder name (letters, digits, . _ -)")
+    if name in suite_names():
+        raise f.fail("name", f"{name!r} is already a suite; choose another name (its results "
+                             "folder would mix with that suite's)")
+    description = f.typed(doc.get("description", ""), str, "description")
+    defaults = f.typed(doc.get("config", {}), dict, "config")
+    for subject, table in defaults.items():
+        f.typed(table, dict, f"config.{subject}")
+    grids = f.typed(doc.get("grid", []), list, "grid")
+    if not grids:
+        raise f.fail("grid", "empty; declare at least one [[grid]] table")
+    points: dict[str, Point] = {}  # point_id -> point: grids that overlap measure once
+    for i, grid in enumerate(grids):
+        for p in _grid(f, name, f.typed(grid, dict, f"grid[{i}]"), f"grid[{i}].", defaults):
+            points.setdefault(p.point_id, p)
+    known = [*models.mixer_kinds(), *models.names()]
+    for subject in defaults:  # after the grids, whose unknown mixers are the likelier slip
+        if subject not in known:
+            raise f.fail(f"config.{subject}", f"unknown mixer or model; valid: "
+                                              f"{', '.join(known)}")
+    return name, description, list(points.values())
+
+
+def _grid(f: _File, suite: str, grid: dict, at: str, defaults: dict) -> list[Point]:
+    f.keys(grid, GRID_KEYS, at)
+    measure = f.typed(grid.get("measure", "layer"), str, f"{at}measure")
+    if measure not in MEASURES:
+        raise f.fail(f"{at}measure", f"unknown measure {measure!r}; valid: {', '.join(MEASURES)}")
+    key, other = ("models", "mixers") if measure == "train" else ("mixers", "models")
+    if other in grid:
+        raise f.fail(f"{at}{other}", f"measure {measure!r} takes {key}, not {other}")
+    if key not in grid:
+        raise f.fail(f"{at}{key}", f"missing; measure {measure!r} needs {key}")
+    valid = models.names() if key == "models" else models.mixer_kinds()
+    subjects = f.axis(grid[key], str, f"{at}{key}")
+    for s in subjects:
+        if s not in valid:
+            raise f.fail(f"{at}{key}", f"unknown {key[:-1]} {s!r}; valid: {', '.join(valid)}")
+    for k in ("n", "d", "batch"):
+        if k not in grid:
+            raise f.fail(f"{at}{k}", "missing")
+    axes = dict(n=f.axis(grid["n"], int, f"{at}n", 1), d=f.axis(grid["d"], int, f"{at}d", 1),
+                batch=f.axis(grid["batch"], int, f"{at}batch", 1),
+                seed=f.axis(grid.get("seeds", 0), int, f"{at}seeds", 0),
+                dtype=f.axis(grid.get("dtype", "float32"), str, f"{at}dtype"))
+    for dt in axes["dtype"]:
+        if dt not in DTYPES:
+            raise f.fail(f"{at}dtype", f"unknown dtype {dt!r}; valid: {', '.join(DTYPES)}")
+    fit = f.typed(grid.get("fit", ""), str, f"{at}fit")
+    options = _options(f, grid, measure, at)
+    if isinstance(options, CompareOptions) and options.versus == "torch":
+        for s in subjects:  # "timer" works for any mixer; "torch" needs PyTorch's own layer
+            if s not in REFERENCE_KINDS:
+                raise f.fail(f"{at}mixers", f"{s!r} has no PyTorch reference for versus = "
+                                            f"\"torch\"; valid: {', '.join(REFERENCE_KINDS)} "
+                                            "(or versus = \"timer\")")
+    own = f.typed(grid.get("config", {}), dict, f"{at}config")
+    out = []
+    for subject in subjects:
+        base = dict(defaults.get(subject, {})) | own
+        knob_axes = {k: _knob(f, v, f"{at}config.{k}") for k, v in base.items()}
+        for cfg in product(**knob_axes):
+            _check_config(f, measure, subject, cfg, axes["d"],
+                          f"{at}config" if own else f"config.{subject}")
+            out += [Point(suite, measure, subject, p["n"], p["d"], p["batch"], p["dtype"],
+                          p["seed"], config(cfg), options, fit=fit)
+                    for p in product(**axes)]
+    return out
+
+
+def _knob(f: _File, value: Any, key: str) -> list[Any]:
+    """A config value: a scalar, or a non-empty list of scalars (one more grid axis)."""
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise f.fail(key, "empty list; give at least one value")
+    for v in values:
+        if isinstance(v, (dict, list)):
+            raise f.fail(key, f"{v!r} is not a string, number or true/false")
+    return values
+
+
+def _check_config(f: _File, measure: str, subject: str, cfg: dict, widths: list[int],
+                  key: str) -> None:
+    """Unknown knobs and bad values now, not as error rows later: a mixer is built at each
+    width on the meta device (shapes only, nothing allocated), which also runs a plugin's own
+    checks; a model's config is checked (its sizes come from the task at run time)."""
+    try:
+        if measure == "train":
+            models.model_config(subject, **cfg)
+            return
+        with torch.device("meta"):
+            for d in widths:
+                models.mixer(subject, d, **cfg)
+    except (ValueError, TypeError) as exc:
+        raise f.fail(key, str(exc)) from None
+
+
+def _options(f: _File, grid: dict, measure: str, at: str) -> Any:
+    """The runner's typed options from the grid's measure-specific keys."""
+    extra = {"path": ("dilation_growth",), "compare": ("versus",), "train": ("train",)}
+    for k in ("dilation_growth", "versus", "train"):
+        if k in grid and k not in extra.get(measure, ()):
+            raise f.fail(f"{at}{k}", f"not a key of measure {measure!r}")
+    if measure == "path":
+        return PathOptions(f.typed(grid.get("dilation_growth", False), bool,
+                                   f"{at}dilation_growth"))
+    if measure == "compare":
+        versus = f.typed(grid.get("versus", "torch"), str, f"{at}versus")
+        if versus not in ("torch", "timer"):
+            raise f.fail(f"{at}versus", f"unknown {versus!r}; valid: torch, timer")
+        return CompareOptions(versus=versus)
+    if measure == "train":
+        return _train_options(f, f.typed(grid.get("train", {}), dict, f"{at}train"),
+                              f"{at}train.")
+    return None
+
+
+def _train_options(f: _File, table: dict, at: str) -> TrainOptions:
+    f.keys(table, tuple(TRAIN_KEYS), at)
+    for k, kind in TRAIN_KEYS.items():
+        if k in table:
+            f.typed(table[k], kind, f"{at}{k}")
+    if "task" not in table:
+        raise f.fail(f"{at}task", "missing; name a task (copy, reverse, sort, mqar, ...)")
+    task = TaskSpec(table["task"], table.get("alphabet_size"), table.get("framing", "lm"),
+                    config(table.get("keywords")))
+    settings = {k: v for k, v in table.items()
+                if k not in ("task", "alphabet_size", "framing", "keywords", "match")}
+    match = Match(table["match"]) if "match" in table else None
+    return TrainOptions(task, match=match, **settings)

@@ -1,0 +1,257 @@
+"""The generated blocks of README.md: every measured number the README quotes, rewritten by
+`tvr report` from the stored results so that no number in it is typed by hand.
+
+A block sits between `<!-- begin generated: NAME -->` and `<!-- end generated: NAME -->`;
+BLOCKS maps NAME to the function that writes its text. The README's explanations stay
+outside the blocks. A block whose results are missing says which suite to run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from harness.errors import BadInput
+from harness.report import tables
+from harness.report.claims import counts, ledger
+from harness.report.labels import labelled
+from harness.report.markdown import markdown_table
+from harness.report.stats import censored_text, fmt, spread
+from harness.report.table1 import table1
+from harness.results import RESULTS_FILE, load_results, write_atomic
+
+MARKER = re.compile(r"(<!-- begin generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)"
+                    r"(<!-- end generated: (?P=name) -->)", re.DOTALL)
+
+
+def _rows(out: Path, suite: str, **where) -> pd.DataFrame:
+    if not (out / suite / RESULTS_FILE).exists():
+        raise BadInput(f"not measured: run `tvr run {suite}`")
+    df = load_results(out, [suite])
+    df = df[df["status"].isin(["ok", "diverged"])]
+    for column, value in where.items():
+        df = df[df[column].astype(str) == str(value)] if column in df else df.iloc[0:0]
+    if df.empty:
+        raise BadInput(f"not measured: run `tvr run {suite}`")
+    return df
+
+
+def _machine(df: pd.DataFrame) -> str:
+    first = df.iloc[0]
+    return (f"machine `{first['machine']}` ({first.get('device_name', '?')}, "
+            f"{int(first['threads'])} thread{'s' if first['threads'] != 1 else ''})")
+
+
+def run_times(out: Path) -> str:
+    parts = []
+    for suite in ("quick", "table1", "convergence-quick", "identities", "parallel"):
+        try:
+            df = _rows(out, suite)
+        except BadInput as exc:
+            parts.append(f"`{suite}`: {exc}")
+            continue
+        parts.append(f"`{suite}` {len(df)} points, {df['wall_s'].sum():.0f} s on "
+                     f"{_machine(df)}")
+    return ("Points' own wall times in the committed results (their sum: start-up, "
+            "installing and the report come on top): " + "; ".join(parts) + ".")
+
+
+def crossover(out: Path) -> str:
+    df = _rows(out, "quick")
+    cross = tables.crossover_table(df)
+    lines = [f"`tvr run quick` ({len(df)} points, n = {df['seq_len'].min()}.."
+             f"{df['seq_len'].max()}, d = {', '.join(map(str, sorted(df['d_model'].unique())))}"
+             f"; {df['wall_s'].sum():.0f} s of point wall time on {_machine(df)}). "
+             "Measured n* per d:", ""]
+    shown = cross[["attention", "versus", "d_model", "n_star_flops", "n_star_closed_form",
+                   "n_star_time", "time_note"]]
+    return "\n".join(lines) + "\n" + markdown_table(shown, ".4g") + "\n"
+
+
+def table1_block(out: Path) -> str:
+    df = _rows(out, "table1")
+    table, notes = table1(df)
+
+    def exp(row: pd.Series, key: str) -> str:
+        k, se = row[f"{key}_exp"], row[f"{key}_se"]
+        return "too few points" if pd.isna(k) else f"{k:.2f} ± {se:.2f}"
+
+    rows = [{"layer": r["layer"],
+             "paper: complexity / sequential / path":
+                 f"{r['complexity']} / {r['sequential_ops']} / {r['max_path_length']}",
+             "FLOPs in n": exp(r, "flops_n"), "FLOPs in d": exp(r, "flops_d"),
+             "seq. ops in n": exp(r, "seq_ops_n"), "path in n": exp(r, "path_n"),
+             "memory in n": exp(r, "memory_n"), "time in n": exp(r, "time_n"),
+             "time in d": exp(r, "time_d")} for _, r in table.iterrows()]
+    return (f"`tvr run table1` ({len(df)} points; {df['wall_s'].sum():.0f} s of point wall "
+            f"time on {_machine(df)}). Exponents: log-log slope ± standard error "
+            "(scipy.stats.linregress; none from fewer than 4 points).\n\n"
+            + markdown_table(pd.DataFrame(rows)) + "\n\n"
+            + "\n".join(f"- {n}" for n in notes) + "\n")
+
+
+def _per_seed(frame: pd.DataFrame, by: list[str], cells: dict[str, Callable]) -> pd.DataFrame:
+    """One row per `by` group; each column's cell from its function of the group's rows."""
+    rows = []
+    for keys, g in frame.groupby(by, sort=True):
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        values = {c: f(g) for c, f in cells.items()}
+        rows.append(dict(zip(by, keys, strict=True))
+                    | {c: "" if v == "no value" else v for c, v in values.items()})
+    return pd.DataFrame(rows)
+
+
+def _pct(column: str) -> Callable:
+    return lambda g: spread(g[column] * 100, 3, "%")
+
+
+def _steps(g: pd.DataFrame) -> str:
+    if "target" not in g or g["target"].isna().all():  # trained for a loss, not a target
+        return ""
+    return censored_text(g["steps_to_target"], g["steps"])
+
+
+STUDIES: dict[str, tuple[str, list[str], dict[str, Callable]]] = {
+    # study -> (runner, one row per these columns, cells)
+    "convergence": ("train", ["task_label", "architecture"], {
+        "held-out accuracy": _pct("final_accuracy"), "steps to 99%": _steps,
+        "bits/char": lambda g: spread(g["final_bits_per_char"]),
+        "accuracy at 2n": _pct("accuracy_2n"),
+        "parameters": lambda g: fmt(g["n_params"].mean())}),
+    "scaling-factor": ("train", ["task_label", "d_model", "attn_scale"], {
+        "steps to 99%": _steps, "held-out accuracy": _pct("final_accuracy")}),
+    "heads": ("train", ["task_label", "n_heads"], {
+        "FLOPs/token": lambda g: fmt(g["flops_fwd_per_token"].mean()),
+        "tokens/s": lambda g: spread(g["tokens_per_s"]), "steps to 99%": _steps}),
+    "ffn-width": ("train", ["task_label", "d_ff"], {
+        "parameters": lambda g: fmt(g["n_params"].mean()),
+        "bits/char": lambda g: spread(g["final_bits_per_char"])}),
+    "positional": ("train", ["task_label", "pos_encoding"], {
+        "held-out accuracy": _pct("final_accuracy"), "steps to 99%": _steps,
+        "accuracy at 2n": _pct("accuracy_2n")}),
+    "norm-warmup": ("train", ["n_layers", "norm", "warmup"], {
+        "final loss (nats/char)": lambda g: spread(g["final_loss"])}),
+}
+INIT = {  # init-time probes: (study, runner) -> (by, cells)
+    ("scaling-factor", "attn-init"): (["d_k", "attn_scale"], {
+        "Var(q.k), unit q, k": lambda g: spread(g["qk_var_unit"]),
+        "Var(q.k), model's q, k": lambda g: spread(g["qk_var"]),
+        "attention entropy (nats)": lambda g: spread(g["attn_entropy"])}),
+    ("norm-warmup", "layer-grads"): (["n_layers", "norm"], {
+        "last/first layer gradient norm": lambda g: spread(g["grad_norm_last_over_first"])}),
+    ("gradient-distance", "grad-distance"): (["architecture"], {
+        "log10 ratio at init": lambda g: spread(g["grad_decay_init"]),
+        "log10 ratio trained": lambda g: spread(g["grad_decay_trained"])}),
+}
+
+
+def study(out: Path, name: str) -> str:
+    """The study's per-seed table(s), from suite convergence-quick."""
+    suite = "convergence-quick"
+    parts = []
+    specs = [(name, runner, by, cells) for (s, runner), (by, cells) in INIT.items() if s == name]
+    if name in STUDIES:
+        runner, by, cells = STUDIES[name]
+        specs.insert(0, (name, runner, by, cells))
+    for _, runner, by, cells in specs:
+        rows = labelled(_rows(out, suite, study=name, runner=runner))
+        cells = {c: f for c, f in cells.items() if _has(rows, f)}
+        parts.append(markdown_table(_per_seed(rows, by, cells)))
+    first = labelled(_rows(out, suite, study=name))
+    return ("\n\n".join(parts) + f"\n\nFrom `results/{suite}` on {_machine(first)}; "
+            "steps to 99% are at evaluation granularity, \"> N\" a run that never reached it "
+            "within its N steps.\n")
+
+
+def _has(rows: pd.DataFrame, cell: Callable) -> bool:
+    """Whether the cell's column has values in these rows (corpus runs have no steps)."""
+    try:
+        return cell(rows) not in ("no value",) and not rows.empty
+    except KeyError:
+        return False
+
+
+def bench(out: Path) -> str:
+    df = _rows(out, "bench")
+    ratio = (df["peak_mm_flops_per_s"] / df["peak_onednn_flops_per_s"]).dropna()
+    return (f"torch.mm reaches {fmt(ratio.median(), 2)}x oneDNN's matmul rate on "
+            f"{_machine(df)} (median over {len(ratio)} bench points).")
+
+
+def parallel(out: Path) -> str:
+    from harness.report.parallel import projection_table, scaling_table
+
+    df = _rows(out, "parallel")
+    proj = projection_table(df)[["mixer", "seq_len", "span_ops", "ms_1_thread", "ms_P100",
+                                 "ms_P10000", "P_span"]]
+    return (f"Measured on {_machine(df)}, {len(df)} points:\n\n"
+            + markdown_table(scaling_table(df)) + "\n\nWork-span projection (Brent's bound, "
+            "not a measurement):\n\n" + markdown_table(proj) + "\n")
+
+
+def plugin_example(out: Path) -> str:
+    """The example plugin's suite file results: exponents beside self-attention's and the
+    LSTM's, and where softmax attention's counted FLOPs cross linear attention's."""
+    df = _rows(out, "linear-attention")
+    table, _ = table1(df)
+
+    def exp(row: pd.Series, key: str) -> str:
+        k, se = row.get(f"{key}_exp"), row.get(f"{key}_se")
+        return "" if k is None or pd.isna(k) else f"{k:.2f} ± {se:.2f}"
+
+    rows = pd.DataFrame([{"layer": r["layer"], "FLOPs in n": exp(r, "flops_n"),
+                          "FLOPs in d": exp(r, "flops_d"), "seq. ops in n": exp(r, "seq_ops_n"),
+                          "path in n": exp(r, "path_n"), "memory in n": exp(r, "memory_n")}
+                         for _, r in table.iterrows()])
+    cross = tables.crossover_table(df)
+    cross = cross[cross["versus"] != "lstm"][["attention", "versus", "d_model",
+                                              "n_star_flops", "flops_note"]]
+    return (f"`tvr run --suite-file examples/linear-attention/linear-attention.toml` "
+            f"({len(df)} points, {df['wall_s'].sum():.0f} s of point wall time on "
+            f"{_machine(df)}); fitted log-log exponents ± SE:\n\n" + markdown_table(rows)
+            + "\n\nWhere the whole self-attention layer's counted FLOPs cross linear "
+            "attention's:\n\n" + markdown_table(cross, ".4g") + "\n")
+
+
+def claims(out: Path) -> str:
+    table = ledger(out)
+    summary = table[["claim", "verdict"]]
+    return (counts(table) + " (the evidence, rule and scale of each: `tvr claims`, or "
+            "[REPORT.md](results/REPORT.md)).\n\n" + markdown_table(summary) + "\n")
+
+
+BLOCKS: dict[str, Callable[[Path], str]] = {
+    "run-times": run_times, "crossover": crossover, "table1": table1_block, "bench": bench,
+    "claims": claims, "parallel": parallel, "linear-attention": plugin_example,
+    **{f"study-{name}": (lambda out, name=name: study(out, name))
+       for name in [*STUDIES, "gradient-distance"]},
+}
+
+
+def render_block(name: str, out: Path) -> str:
+    try:
+        return BLOCKS[name](out).rstrip("\n") + "\n"
+    except BadInput as exc:  # missing results: the block says what to run
+        return f"{exc}\n"
+
+
+def rewrite(text: str, out: Path) -> str:
+    """`text` with every generated block regenerated from the results under `out`."""
+    def block(match: re.Match) -> str:
+        name = match["name"]
+        if name not in BLOCKS:
+            raise BadInput(f"README block {name!r} is unknown; known: {', '.join(BLOCKS)}")
+        return match.group(1) + render_block(name, out) + match.group(4)
+    return MARKER.sub(block, text)
+
+
+def update_readme(path: Path, out: Path) -> bool:
+    """Rewrite the generated blocks of the README at `path`; True if it changed."""
+    old = path.read_text(encoding="utf-8")
+    new = rewrite(old, out)
+    if new != old:
+        write_atomic(path, new)
+    return new != old

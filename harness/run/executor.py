@@ -1,0 +1,338 @@
+"""Where a sweep's points are measured: here, one after another (`LocalExecutor`, the
+default), or as Ray tasks spread over a cluster (`RayExecutor`, `tvr run --executor ray`).
+
+Either way the driver is the one writer: an executor yields each measured point as it
+finishes and harness.run.sweep writes its row and MLflow run, so results.csv, resume and
+the MLflow layout are the same whichever executor measured a point.
+
+Ray is imported only here and only when the Ray executor is chosen.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from experiments.spec import Point
+from harness.errors import BadInput
+from harness.measure.machine import machine_facts
+from harness.run.runners import CAST_RUNNERS
+from harness.run.store import mask
+from harness.runner import Context, Result
+
+# Runners whose numbers are times: their point gets its device to itself (one GPU, or on a
+# CPU node every core of the node), so no other point shares the cores it is timing on.
+TIMED_RUNNERS = CAST_RUNNERS
+CONNECT_TIMEOUT_S = 3.0  # a Ray address that does not answer within this is bad input
+
+
+@dataclass
+class Measured:
+    """One finished point: the runner's result, its traceback for an error, and the facts of
+    the process that measured it (the node, for Ray)."""
+
+    point: Point
+    result: Result
+    trace: str | None = None
+    facts: dict[str, Any] = field(default_factory=dict)
+    started_ms: int | None = None  # wall clock, so the point's MLflow run spans what it did
+    ended_ms: int | None = None
+
+
+def measure(point: Point, ctx: Context, max_memory: int | None,
+            facts: dict[str, Any] | None = None) -> Measured:
+    """run_point, timed on the wall clock."""
+    from harness.run.sweep import run_point
+
+    started_ms = int(time.time() * 1000)
+    result, trace = run_point(point, ctx, max_memory)
+    return Measured(point, result, trace, facts or {}, started_ms, int(time.time() * 1000))
+
+
+Skip = Callable[[Point], bool]  # True: a sweep beside this one measured the point meanwhile
+
+
+class LocalExecutor:
+    """Every point in this process, one after another, in the suite's order."""
+
+    name = "local"
+
+    def facts(self, device: torch.device) -> dict[str, Any]:
+        """This machine's facts, in every row."""
+        return machine_facts(device)
+
+    def params(self) -> dict[str, Any]:
+        return {}
+
+    def resolve_device(self, name: str) -> torch.device:
+        from harness.run.sweep import resolve_device
+
+        return resolve_device(name)
+
+    def run(self, points: list[Point], ctx: Context, max_memory: int | None,
+            skip: Skip) -> Iterator[Measured]:
+        for point in points:
+            if not skip(point):
+                yield measure(point, ctx, max_memory)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+# ---------------------------------------------------------------- Ray
+
+
+def _measure(point: Point, device: str, min_run_time: float, max_memory: int | None,
+             threads: int, board: Any) -> Measured:
+    """The Ray task: measure one point on the worker it landed on, with `threads` torch
+    threads (what the task reserved), and name the node in the facts."""
+    import ray
+
+    context = ray.get_runtime_context()
+    node = f"{socket.gethostname()}/{context.get_node_id()[:12]}"
+    board.started.remote(point.point_id, node)  # so a death mid-point can name the node
+    torch.set_num_threads(threads)
+    dev = torch.device(device)
+    return measure(point, Context(dev, min_run_time), max_memory,
+                   machine_facts(dev) | {"node": node})
+
+
+class _Board:
+    """A Ray actor on the head node that remembers where each point last started
+    ("host/node-id"), so a point whose node vanished can still be named."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, str] = {}
+
+    def started(self, point_id: str, node: str) -> None:
+        self.nodes[point_id] = node
+
+    def node(self, point_id: str) -> str | None:
+        return self.nodes.get(point_id)
+
+
+def check_address(address: str) -> None:
+    """BadInput, within CONNECT_TIMEOUT_S, for a HOST:PORT (or ray://HOST:PORT) nothing
+    answers at: ray.init itself waits a minute or more for an unreachable cluster."""
+    if address in ("auto", "local"):
+        return
+    target = address.removeprefix("ray://")
+    host, sep, port = target.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise BadInput(f"--ray-address {address!r}: expected HOST:PORT, ray://HOST:PORT, "
+                       "'auto' or 'local'")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), CONNECT_TIMEOUT_S):
+            pass
+    except OSError as e:
+        raise BadInput(f"--ray-address {address}: unreachable ({e.strerror or e}); start the "
+                       "cluster (`ray start --head`) or pass its head's address") from None
+
+
+class RayExecutor:
+    """Points as Ray tasks; rows come back to the driver as tasks finish.
+
+    Resources: a timed point (TIMED_RUNNERS) asks for one GPU on a GPU run, else for every
+    CPU of a node it is pinned to (round robin over the nodes); any other point asks for
+    `cpus_per_point` CPUs (and one GPU on a GPU run) and uses that many torch threads. A task
+    whose worker or node dies is retried once on another node, then becomes an error row
+    naming the node. Stopping (Ctrl-C, SIGTERM) cancels every task not finished; the finished
+    ones were yielded, hence written, as they came.
+    """
+
+    name = "ray"
+
+    def __init__(self, address: str | None, cpus_per_point: int) -> None:
+        if address:
+            check_address(address)
+        try:
+            import ray
+        except ImportError:
+            raise BadInput("--executor ray: Ray is not installed here; "
+                           "pip install 'tvr-bench[cluster]'") from None
+
+        self.cpus_per_point = cpus_per_point
+        self._turn = 0  # round robin of timed points over the nodes
+        try:
+            with _masked_entrypoint():
+                ray.init(address=address or None, include_dashboard=False,
+                         log_to_driver=False, logging_level="ERROR", configure_logging=True)
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise BadInput(f"--ray-address {address or '(local)'}: cannot join the cluster "
+                           f"({first})") from None
+        self._remote = ray.remote(max_retries=0)(_measure)
+        self.board = ray.remote(num_cpus=0, max_restarts=-1)(_Board).options(
+            scheduling_strategy=self._head()).remote()
+
+    def _head(self) -> Any:
+        """The board goes to the head node, which lives as long as the cluster does (a
+        driver on the head's host may be attached to another node's raylet)."""
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        heads = [n for n in self.nodes() if "node:__internal_head__" in n["Resources"]]
+        node = heads[0]["NodeID"] if heads else ray.get_runtime_context().get_node_id()
+        return NodeAffinitySchedulingStrategy(node, soft=True)
+
+    def _started_on(self, point_id: str) -> str | None:
+        """Where the point last started, if the board can still say."""
+        import ray
+        from ray.exceptions import GetTimeoutError, RayError
+
+        try:
+            return ray.get(self.board.node.remote(point_id), timeout=10)
+        except (RayError, GetTimeoutError):
+            return None
+
+    def nodes(self) -> list[dict[str, Any]]:
+        import ray
+
+        return [n for n in ray.nodes() if n.get("Alive")]
+
+    def resolve_device(self, name: str) -> torch.device:
+        """"auto" is CUDA when the cluster has GPUs; "cuda" on a cluster without any is bad
+        input (the driver itself may have no GPU)."""
+        import ray
+
+        gpus = ray.cluster_resources().get("GPU", 0)
+        if name == "auto":
+            return torch.device("cuda" if gpus else "cpu")
+        if name == "cuda" and not gpus:
+            raise BadInput("--device cuda: the Ray cluster has no GPU; use --device cpu")
+        return torch.device(name)
+
+    def facts(self, device: torch.device) -> dict[str, Any]:
+        """In every row; each row adds the facts of the node that measured it."""
+        return {"executor": "ray"}
+
+    def params(self) -> dict[str, Any]:
+        """The cluster as a whole, for the parent run."""
+        import ray
+
+        res = ray.cluster_resources()
+        return {"ray_nodes": len(self.nodes()), "ray_cpus": int(res.get("CPU", 0)),
+                "ray_gpus": int(res.get("GPU", 0)), "ray_version": ray.__version__}
+
+    def _options(self, point: Point, device: torch.device, avoid: str | None
+                 ) -> tuple[dict[str, Any], int]:
+        """Ray task options and torch threads for one attempt at `point`; `avoid` is the
+        "host/node-id" a first attempt died on (a retry goes to another node if one lives)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        alive = [n for n in self.nodes() if n["Resources"].get("CPU", 0) >= 1]
+        others = [n for n in alive if avoid is None or not avoid.endswith(n["NodeID"][:12])]
+        nodes = others or alive
+        self._turn += 1
+        gpu = 1 if device.type == "cuda" else 0
+        if point.runner in TIMED_RUNNERS and not gpu:
+            node = nodes[self._turn % len(nodes)]
+            cpus = max(1, int(node["Resources"].get("CPU", 1)))
+            strategy = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+            return {"num_cpus": cpus, "scheduling_strategy": strategy}, cpus
+        options: dict[str, Any] = {"num_cpus": self.cpus_per_point, "num_gpus": gpu}
+        if avoid is not None:
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
+                nodes[self._turn % len(nodes)]["NodeID"], soft=True)
+        return options, self.cpus_per_point
+
+    def _submit(self, point: Point, ctx: Context, max_memory: int | None,
+                avoid: str | None = None) -> Any:
+        options, threads = self._options(point, ctx.device, avoid)
+        return self._remote.options(**options).remote(
+            point, str(ctx.device), ctx.min_run_time, max_memory, threads, self.board)
+
+    def run(self, points: list[Point], ctx: Context, max_memory: int | None,
+            skip: Skip) -> Iterator[Measured]:
+        import ray
+
+        pending = {self._submit(p, ctx, max_memory): (p, 0) for p in points if not skip(p)}
+        try:
+            while pending:
+                # a timeout, so a stop signal is handled within a second
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+                for ref in ready:
+                    point, attempt = pending.pop(ref)
+                    measured, avoid = self._collect(ref, point, attempt)
+                    if measured is None:
+                        pending[self._submit(point, ctx, max_memory, avoid)] = (point, 1)
+                    elif not skip(point):
+                        measured.facts["attempts"] = attempt + 1
+                        yield measured
+        finally:  # stopped (Ctrl-C, SIGTERM) or closed early: drop the points not finished
+            for ref in pending:
+                ray.cancel(ref, force=True)
+
+    def _collect(self, ref: Any, point: Point, attempt: int
+                 ) -> tuple[Measured | None, str | None]:
+        """The finished task's Measured, or (None, node to avoid) when its worker or node
+        died and it may be retried once."""
+        import ray
+        from ray.exceptions import RayError, RayTaskError
+
+        try:
+            return ray.get(ref), None
+        except RayTaskError as e:  # run_point turns every exception into a row: a bug here
+            return _failed(point, f"the Ray task failed: {e.cause!r}"), None
+        except RayError as e:
+            node = self._started_on(point.point_id)
+            if attempt == 0:
+                return None, node
+            what = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+            return _failed(point, f"{type(e).__name__} on node {node or '(unknown)'}, after one "
+                           f"retry elsewhere: {what}", node), None
+
+    def close(self) -> None:
+        import ray
+
+        ray.shutdown()
+
+
+@contextmanager
+def _masked_entrypoint() -> Iterator[None]:
+    """Ray records the driver's command line as its job's entrypoint (kept by the cluster,
+    shown by `ray list jobs` and its dashboard): with the password of a --tracking-uri on it.
+    While joining, Ray's helper that reads the command line returns it masked."""
+    from ray._private import utils
+
+    original = getattr(utils, "get_entrypoint_name", None)
+    if original is None:  # another Ray version: nothing to mask
+        yield
+        return
+    utils.get_entrypoint_name = lambda: mask(original())
+    try:
+        yield
+    finally:
+        utils.get_entrypoint_name = original
+
+
+def _failed(point: Point, message: str, node: str | None = None) -> Measured:
+    facts = {"node": node} if node else {}
+    return Measured(point, Result({}, status="error", message=message), None, facts)
+
+
+def make_executor(name: str, address: str | None, cpus_per_point: int | None
+                  ) -> LocalExecutor | RayExecutor:
+    """The executor `tvr run --executor NAME` asked for, connected (Ray) before any point
+    runs; BadInput for options that make no sense together."""
+    if name == "local":
+        for option, value in (("--ray-address", address), ("--cpus-per-point", cpus_per_point)):
+            if value is not None:
+                raise BadInput(f"{option} needs --executor ray")
+        return LocalExecutor()
+    if name != "ray":
+        raise BadInput(f"unknown executor {name!r}; valid: local, ray")
+    cpus_per_point = cpus_per_point or 1
+    executor = RayExecutor(address, cpus_per_point)
+    most = max((n["Resources"].get("CPU", 0) for n in executor.nodes()), default=0)
+    if cpus_per_point > most:
+        executor.close()
+        raise BadInput(f"--cpus-per-point {cpus_per_point}: no node of the cluster has that "
+                       f"many CPUs (the largest has {most:.0f})")
+    return executor

@@ -1,0 +1,98 @@
+"""The ledger as a whole (`tvr claims`) and the statistics it is built on."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import cli
+from harness.report.claims import VERDICTS, all_claims, ledger, render
+from harness.report.stats import censored, loglog_fit, paired, spread
+from tests.harness.report.claim_frames import table1_rows, write_suite
+
+COMMITTED = Path(__file__).resolve().parents[3] / "results"
+
+
+def test_committed_results_give_every_claim_a_verdict():
+    table = ledger(COMMITTED)
+    assert len(table) == len(all_claims())
+    assert table["verdict"].isin(VERDICTS).all(), table[~table["verdict"].isin(VERDICTS)]
+    assert (table["rule"] != "").all() and (table["scale"] != "").all()
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "csv", "json"])
+def test_tvr_claims_on_an_empty_folder_names_what_to_run(tmp_path, fmt):
+    result = CliRunner().invoke(cli, ["claims", "--out", str(tmp_path), "--format", fmt])
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    assert f"not measured: run `tvr run table1 --out {tmp_path}`" in result.output
+    assert "convergence-quick" in result.output
+
+
+def test_partial_results_name_what_is_missing_per_row(tmp_path):
+    write_suite(tmp_path, "table1", table1_rows())
+    rows = json.loads(render(ledger(tmp_path), "json"))
+    by_claim = {r["claim"]: r["verdict"] for r in rows}
+    assert by_claim["Maximum path length: O(1) for self-attention, O(n) for recurrence"] == \
+        "supports"
+    assert by_claim["Pre-LN trains stably without warm-up"].startswith(
+        "not measured: run `tvr run convergence-quick")
+
+
+def test_partial_study_names_the_missing_rows(tmp_path):
+    write_suite(tmp_path, "convergence-quick",
+                [{"runner": "train", "study": "heads", "seq_len": 8, "d_model": 64}])
+    table = ledger(tmp_path)
+    row = table[table["claim"].str.startswith("Pre-LN")].iloc[0]
+    assert "norm-warmup" in row["measured"]
+
+
+# ---------------------------------------------------------------- statistics
+
+
+def test_loglog_fit_gives_a_standard_error_and_needs_four_points():
+    n = np.array([256, 512, 1024, 2048])
+    rng = np.random.default_rng(0)
+    fit = loglog_fit(n, n**2 * np.exp(rng.normal(0, 0.05, 4)))
+    assert fit.slope == pytest.approx(2, abs=0.1) and 0 < fit.stderr < 0.1
+    assert fit.points == 4
+    assert loglog_fit(n[:3], n[:3] ** 2) is None
+
+
+def test_intervals_only_over_five_seeds():
+    assert spread([1.0, 2.0]) == "1, 2 (2 seeds)"
+    text = spread([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert "95% t-interval over 5 seeds" in text and text.startswith("3 ± 1.96")
+
+
+def test_censored_runs_are_never_a_value():
+    assert censored(pd.Series([300.0, np.nan]), pd.Series([600, 600])) == ["300", "> 600"]
+
+
+def test_paired_differences_say_when_they_are_inside_the_noise():
+    a = pd.DataFrame({"seed": [0, 1, 2], "v": [1.0, 2.0, 3.0]})
+    same_sign = paired(a, a.assign(v=a["v"] + [0.1, 0.2, 0.3]), "v")
+    assert not same_sign.inside_noise and "same sign on all 3 seeds" in same_sign.text()
+    mixed = paired(a, a.assign(v=a["v"] + [0.1, -0.2, 0.3]), "v")
+    assert mixed.inside_noise and "inside the noise" in mixed.text()
+    one = paired(a.head(1), a.head(1).assign(v=5.0), "v")
+    assert one.inside_noise and "one seed" in one.text()
+    five = pd.DataFrame({"seed": range(5), "v": [1.0, 2, 3, 4, 5]})
+    tested = paired(five, five.assign(v=five["v"] + [1.0, 1.1, 0.9, 1.05, 0.95]), "v")
+    assert tested.p_value is not None and tested.p_value < 0.05 and not tested.inside_noise
+
+
+def test_figure_bands_are_named_for_what_they_are():
+    from harness.report.curves import band, caption
+
+    few = pd.DataFrame({"seed": [0, 1, 0, 1], "model": ["a", "a", "b", "b"],
+                        "n_params": [1e5] * 4, "steps": [400] * 4, "device": ["cpu"] * 4,
+                        "device_name": ["X"] * 4})
+    assert band(few) == ("pi", 100)
+    assert caption(few).startswith("2 seeds per configuration; band: min to max of the seeds")
+    assert "100k parameters, up to 400 steps, cpu (X)" in caption(few)
+    many = pd.concat([few.assign(seed=few["seed"] + k) for k in range(0, 6, 2)])
+    assert band(many) == ("ci", 95) and "95% bootstrap CI" in caption(many)

@@ -1,0 +1,191 @@
+"""The Ray executor on a real two-node Ray cluster on this machine (ray.cluster_utils): the
+same deterministic columns as the local executor, one row per point when a node dies, bad
+addresses refused in seconds."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import cli
+from harness.results import read_results, results_path
+
+ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'tvr-bench[cluster]')")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+FAST = ["--min-run-time", "0.01", "--tracking-uri", "none"]
+HEAD = {"num_cpus": 1, "include_dashboard": False}  # no dashboard: no fixed port taken
+# Columns that do not depend on timing or on where a point ran: counted FLOPs, saved bytes,
+# structure, and (CPU, same seed) training losses and accuracies.
+DETERMINISTIC = ("flops", "bytes", "depth", "path", "loss", "acc", "params")
+
+
+def tvr(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A head and one worker node, one CPU each: two points run at a time."""
+    c = Cluster(initialize_head=True, head_node_args=HEAD)
+    c.add_node(num_cpus=1)
+    c.wait_for_nodes()
+    yield c
+    c.shutdown()
+
+
+def _deterministic(frame: pd.DataFrame) -> pd.DataFrame:
+    cols = sorted(c for c in frame.columns if any(k in c for k in DETERMINISTIC)
+                  and not c.endswith(("_s", "_ms", "per_s")) and "time" not in c)
+    return frame.set_index("point_id").sort_index()[cols]
+
+
+@pytest.mark.parametrize("suite, only", [("smoke", ()), ("convergence-smoke", ("lstm-lm",))])
+def test_ray_gives_the_local_executors_deterministic_columns(cluster, tmp_path, suite, only):
+    picks = [arg for name in only for arg in ("--only", name)]
+    local, remote = tmp_path / "local", tmp_path / "ray"
+    assert tvr("run", suite, "--out", str(local), *FAST, *picks).exit_code == 0
+    result = tvr("run", suite, "--out", str(remote), *FAST, *picks, "--executor", "ray",
+                 "--ray-address", cluster.address)
+    assert result.exit_code == 0, result.output
+    mine, theirs = (read_results(results_path(p, suite)) for p in (remote, local))
+    assert len(mine) == len(theirs) and set(mine["status"]) == {"ok"}
+    expected = _deterministic(theirs)
+    assert len(expected.columns) >= 3, expected.columns
+    pd.testing.assert_frame_equal(_deterministic(mine)[expected.columns], expected,
+                                  check_exact=False, rtol=1e-5)
+    assert set(mine["executor"]) == {"ray"}
+    assert mine["node"].str.contains("/").all()  # host/node-id of the node that measured
+
+
+def test_a_node_removed_mid_suite_still_gives_one_row_per_point(tmp_path):
+    c = Cluster(initialize_head=True, head_node_args=HEAD)
+    worker = c.add_node(num_cpus=1)
+    c.wait_for_nodes()
+    path = results_path(tmp_path, "convergence-smoke")
+
+    def remove_after_first_row() -> None:
+        deadline = time.time() + 120
+        while time.time() < deadline and not (path.exists() and len(read_results(path))):
+            time.sleep(0.2)
+        c.remove_node(worker)
+
+    killer = threading.Thread(target=remove_after_first_row, daemon=True)
+    killer.start()
+    try:
+        result = tvr("run", "convergence-smoke", "--out", str(tmp_path), *FAST,
+                     "--only", "gru-lm", "--executor", "ray",
+                     "--ray-address", c.address)
+        killer.join(timeout=150)
+    finally:
+        c.shutdown()
+    assert result.exit_code == 0, result.output
+    rows = read_results(path)
+    import experiments
+
+    expected = {p.point_id for p in experiments.points("convergence-smoke")
+                if p.subject == "gru-lm"}
+    assert sorted(rows["point_id"]) == sorted(expected)  # each point once, none missing
+    failed = rows[rows["status"] != "ok"]
+    assert (failed["status"] == "error").all() and failed["message"].str.contains("node").all()
+    # the point the worker held when it went was measured again on the head (or failed)
+    assert len(failed) or (rows["attempts"].astype(int) == 2).any(), rows["attempts"]
+
+
+def test_ctrl_c_keeps_what_finished_and_marks_the_parent_run_killed(cluster, tmp_path):
+    suite = "convergence-smoke"
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", suite, "--only", "gru-lm", "--out",
+         str(tmp_path), "--executor", "ray", "--ray-address", cluster.address],
+        env={**os.environ, "MLFLOW_TRACKING_URI": ""}, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True)
+    path = results_path(tmp_path, suite)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not (path.exists() and len(read_results(path))):
+            assert sweep.poll() is None, sweep.communicate()[0]
+            time.sleep(0.1)
+        sweep.send_signal(signal.SIGINT)
+        output, _ = sweep.communicate(timeout=60)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    assert sweep.returncode == 130, output
+    assert "stopped by SIGINT" in output and "Traceback" not in output
+    rows = read_results(path)
+    assert 1 <= len(rows) < 9 and set(rows["status"]) == {"ok"}
+    assert rows["point_id"].is_unique
+
+    from mlflow import MlflowClient
+
+    from harness.run.store import sqlite_uri
+
+    client = MlflowClient(sqlite_uri(tmp_path / "mlflow.db"))
+    experiment = client.get_experiment_by_name(suite)
+    parents = [r for r in client.search_runs([experiment.experiment_id])
+               if "mlflow.parentRunId" not in r.data.tags]
+    assert [r.info.status for r in parents] == ["KILLED"]
+
+
+def test_no_password_of_the_command_line_reaches_the_cluster(cluster, tmp_path):
+    """Ray keeps the driver's command line as its job's entrypoint: masked, and in no log."""
+    with socket.socket() as s:  # a database nothing listens on: tracking off, one warning
+        s.bind(("127.0.0.1", 0))
+        uri = f"postgresql+psycopg://alice:s3cret@127.0.0.1:{s.getsockname()[1]}/db"
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "smoke", "--only", "lstm", "--out",
+         str(tmp_path), "--min-run-time", "0.01", "--tracking-uri", uri, "--executor", "ray",
+         "--ray-address", cluster.address], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "s3cret" not in done.stdout + done.stderr
+    ray.init(address=cluster.address)
+    try:
+        from ray._private.state import jobs
+
+        entrypoints = [job.get("Entrypoint", "") for job in jobs()]
+    finally:
+        ray.shutdown()
+    assert any("alice:***@" in e for e in entrypoints), entrypoints
+    assert not any("s3cret" in e for e in entrypoints)
+    logs = Path(cluster.head_node.get_session_dir_path()) / "logs"
+    leaked = [p for p in logs.rglob("*") if p.is_file() and b"s3cret" in p.read_bytes()]
+    assert not leaked
+
+
+def test_unreachable_ray_address_is_bad_input_within_seconds(tmp_path):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    started = time.perf_counter()
+    result = CliRunner().invoke(cli, ["run", "smoke", "--out", str(tmp_path), *FAST,
+                                      "--executor", "ray", "--ray-address",
+                                      f"127.0.0.1:{port}"])
+    assert time.perf_counter() - started < 10
+    assert result.exit_code == 2 and "unreachable" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert not Path(results_path(tmp_path, "smoke")).exists()
+
+
+def test_more_cpus_per_point_than_any_node_has_is_bad_input(cluster, tmp_path):
+    result = CliRunner().invoke(cli, ["run", "smoke", "--out", str(tmp_path), *FAST,
+                                      "--executor", "ray", "--ray-address", cluster.address,
+                                      "--cpus-per-point", "4"])
+    assert result.exit_code == 2 and "no node of the cluster has that many CPUs" in \
+        result.output
+    assert not Path(results_path(tmp_path, "smoke")).exists()
+
+
+def test_ray_address_needs_the_ray_executor(tmp_path):
+    result = CliRunner().invoke(cli, ["run", "smoke", "--out", str(tmp_path), *FAST,
+                                      "--ray-address", "127.0.0.1:6379"])
+    assert result.exit_code == 2 and "--executor ray" in result.output
