@@ -133,6 +133,7 @@ class TranslateOptions:
     eval_every: int = 500  # steps between dev BLEU curve points (greedy, eval_sentences)
     eval_sentences: int = 200  # the first dev sentences decoded for the curve
     final_sentences: int = 0  # dev/test sentences beam-decoded at the end; 0: all
+    eval_max_words: int = 0  # dev/test pairs of at most this many words a side; 0: all
     beam: int = 4
     alpha: float = 0.6  # length penalty
     target_bleu: float = 0.0  # FLOPs and seconds to reach this dev BLEU (curve); 0: none

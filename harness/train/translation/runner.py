@@ -88,7 +88,19 @@ def _train_batches(corpus: corpora.Corpus, tok: Tokenizer, max_tokens: int,
     return _BATCHES[key]
 
 
-def _held_out(tok: Tokenizer, pairs: tuple[tuple[str, str], ...], limit: int
+def held_out(corpus: corpora.Corpus, split: str, opts: TranslateOptions, limit: int = 0
+             ) -> tuple[tuple[str, str], ...]:
+    """The dev or test pairs a point evaluates on, the same for every model and the
+    source-copy baseline: those of at most `eval_max_words` words a side (0: all), in corpus
+    order, the first `limit` of them (0: all)."""
+    pairs = getattr(corpus, split)
+    if opts.eval_max_words:
+        pairs = tuple((s, t) for s, t in pairs
+                      if max(len(s.split()), len(t.split())) <= opts.eval_max_words)
+    return pairs[:limit] if limit else pairs
+
+
+def _held_out(tok: Tokenizer, pairs: tuple[tuple[str, str], ...], limit: int = 0
               ) -> tuple[list[list[int]], list[list[int]], list[str]]:
     pairs = pairs[:limit] if limit else pairs
     src, tgt, _ = tokenized(tok, pairs, None)
@@ -137,7 +149,7 @@ def _final(model, tok, corpus, opts, device, stem, files) -> dict[str, Any]:
     """Beam-search dev and test, scored; hypotheses (and references) added to `files`."""
     out: dict[str, Any] = {}
     for split in ("dev", "test"):
-        src, _, refs = _held_out(tok, getattr(corpus, split), opts.final_sentences)
+        src, _, refs = _held_out(tok, held_out(corpus, split, opts, opts.final_sentences))
         hyps = translate(model, tok, src, device, opts.beam, opts.alpha)
         s = score(hyps, refs)
         out |= {f"{split}_{k}": v for k, v in s.items() if not k.endswith("signature")}
@@ -145,7 +157,9 @@ def _final(model, tok, corpus, opts, device, stem, files) -> dict[str, Any]:
         out[f"{split}_sentences"] = len(refs)
         # paths relative to the suite folder, in the row; the sweep writes them
         out[f"{split}_hypotheses"] = f"{HYPOTHESES}/{stem}.{split}.txt"
-        out[f"{split}_references"] = f"{HYPOTHESES}/{corpus.name}-{len(refs)}.{split}.ref.txt"
+        words = f"-w{opts.eval_max_words}" if opts.eval_max_words else ""
+        out[f"{split}_references"] = (f"{HYPOTHESES}/{corpus.name}{words}-{len(refs)}."
+                                      f"{split}.ref.txt")
         files[out[f"{split}_hypotheses"]] = hyps
         files[out[f"{split}_references"]] = refs
     return out
@@ -169,7 +183,7 @@ def _train_and_score(point: Point, ctx: Context, model: nn.Module, cfg: dict[str
     opts, device, ids = options(point), ctx.device, special_ids(tok)
     train_data, too_long = _train_batches(corpus, tok, opts.max_tokens, point.batch_size)
     stream = TrainStream(train_data, point.seed)
-    dev_src, dev_tgt, dev_refs = _held_out(tok, corpus.dev, 0)
+    dev_src, dev_tgt, dev_refs = _held_out(tok, held_out(corpus, "dev", opts))
     curve_src = dev_src[: opts.eval_sentences]
 
     def evaluate() -> dict[str, float]:
@@ -196,7 +210,7 @@ def _train_and_score(point: Point, ctx: Context, model: nn.Module, cfg: dict[str
     stem = f"{point.subject}-s{point.seed}-{digest}-{this_machine()}"
     files: dict[str, list[str]] = {}
     values |= _final(model, tok, corpus, opts, device, stem, files)
-    test_src = _held_out(tok, corpus.test, opts.speed_sentences)[0]
+    test_src = _held_out(tok, held_out(corpus, "test", opts, opts.speed_sentences))[0]
     values |= decode_speed(model, tok, test_src, device, opts.beam, opts.alpha)
     return Result(values, log.series, files=files)
 
@@ -205,10 +219,9 @@ def run_source_copy(point: Point, ctx: Context) -> Result:
     """The baseline that outputs its source unchanged, scored like a model on dev and test."""
     corpus = load_corpus(options(point))
     values: dict[str, Any] = {"n_params": 0, "train_flops": 0, "train_s": 0.0}
-    limit = options(point).final_sentences
+    opts = options(point)
     for split in ("dev", "test"):
-        pairs = getattr(corpus, split)
-        pairs = pairs[:limit] if limit else pairs
+        pairs = held_out(corpus, split, opts, opts.final_sentences)
         s = score([src for src, _ in pairs], [tgt for _, tgt in pairs])
         values |= {f"{split}_{k}": v for k, v in s.items() if not k.endswith("signature")}
         values |= {k: v for k, v in s.items() if k.endswith("signature")}
