@@ -48,18 +48,11 @@ class TransformerStepper:
     def start(self, src: torch.Tensor, pad: torch.Tensor | None) -> State:
         memory = self.model.encode(src, pad)
         state: State = {"memory": memory, "pad": pad}
-        if self.cache:
-            d = self.model.embed.weight.size(1)
-            state["cross"] = [self._heads(layer.multihead_attn, linear(
-                memory, layer.multihead_attn.in_proj.weight[d:],
-                layer.multihead_attn.in_proj.bias[d:]).chunk(2, dim=-1))
-                for layer in self.model.decoder]
+        if self.cache:  # per layer: keys (B, h, S, d_k) and values (B, h, S, d_v)
+            state["cross"] = [layer.multihead_attn.project_kv(memory)
+                              for layer in self.model.decoder]
             state["self"] = [None] * len(self.model.decoder)
         return state
-
-    @staticmethod
-    def _heads(mha: nn.Module, kv: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
-        return tuple(mha._heads(t) for t in kv)
 
     def step(self, state: State, prefix: torch.Tensor) -> tuple[torch.Tensor, State]:
         m = self.model
@@ -81,9 +74,7 @@ class TransformerStepper:
 
             def cross_attn(h, i=i, layer=layer):
                 mha = layer.multihead_attn
-                d = mha.d_model
-                q = mha._heads(linear(h, mha.in_proj.weight[:d], mha.in_proj.bias[:d]))
-                return self._out(mha, q, *state["cross"][i], mask)
+                return self._out(mha, mha.project_q(h), *state["cross"][i], mask)
 
             x = layer.sublayer(1, x, self_attn)
             x = layer.sublayer(2, x, cross_attn)

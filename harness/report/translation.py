@@ -17,7 +17,7 @@ TABLE2_VALUES = ("n_params", "dev_bleu", "test_bleu", "dev_chrf", "test_chrf", "
                  "train_flops", "train_s", "target_bleu", "flops_to_bleu", "seconds_to_bleu",
                  "decode_sent_per_s_cached", "decode_sent_per_s_uncached")
 TABLE3_COLUMNS = {"n_layers": "N", "d_model": "d_model", "d_ff": "d_ff", "n_heads": "h",
-                  "d_k": "d_k", "dropout": "P_drop", "label_smoothing": "eps_ls",
+                  "d_k": "d_k", "d_v": "d_v", "dropout": "P_drop", "label_smoothing": "eps_ls",
                   "pos_encoding": "positions", "n_params": "params", "dev_ppl": "dev PPL",
                   "dev_bleu": "dev BLEU"}
 RUNNERS = ("translate", "source-copy")
@@ -56,8 +56,10 @@ def table3(df: pd.DataFrame) -> pd.DataFrame:
     if rows.empty:
         return pd.DataFrame()
     rows["variation"] = rows["study"].str.removeprefix("table3-")
-    if "n_heads" in rows:
-        rows["d_k"] = (pd.to_numeric(rows["d_model"]) // pd.to_numeric(rows["n_heads"]))
+    if "n_heads" in rows:  # d_v = d_model / h always; d_k too unless the row set it (B)
+        rows["d_v"] = pd.to_numeric(rows["d_model"]) // pd.to_numeric(rows["n_heads"])
+        own = pd.to_numeric(rows.get("d_k", pd.Series(index=rows.index, dtype=float)))
+        rows["d_k"] = own.where(own > 0, rows["d_v"]).astype(int)
     if "label_smoothing" not in rows:
         rows["label_smoothing"] = np.nan
     rows["label_smoothing"] = rows["label_smoothing"].fillna(0.1)  # the options default

@@ -12,8 +12,10 @@ from models.decoding import MAX_EXTRA, beam_search, greedy
 
 BOS, EOS, PAD = 2, 3, 0
 FAMILIES = [("transformer", {"norm": "post"}), ("transformer", {"norm": "pre"}),
-            ("lstm", {}), ("gru", {}), ("lstm-attention", {}), ("gru-attention", {})]
-IDS = [f"{name}-{cfg.get('norm', '')}".rstrip("-") for name, cfg in FAMILIES]
+            ("lstm", {}), ("gru", {}), ("lstm-attention", {}), ("gru-attention", {}),
+            ("transformer", {"norm": "post", "d_k": 3})]  # cached keys (d_k 3) != values (8)
+IDS = ["-".join([name, *(f"{k}{v}" if k == "d_k" else str(v) for k, v in cfg.items())])
+       for name, cfg in FAMILIES]
 
 
 def emitted_eos(model, src, pad) -> int:

@@ -161,15 +161,19 @@ def test_report_has_table2_and_the_bleu_cost_figure(tiny_run) -> None:
 
 def test_table3_lays_out_the_variations_like_the_paper() -> None:
     """Rows as the sweep would store them (point fields and columns, status ok): one table
-    row per variation, the paper's columns in its order, d_k = d_model / h."""
+    row per variation, the paper's columns in its order, d_v = d_model / h, and d_k too but
+    in rows B, which set a smaller d_k at the base h."""
     import pandas as pd
 
     import experiments
+    import models
     from harness.report.translation import TABLE3_COLUMNS, table3
 
     pts = experiments.points("translation-table3")
-    assert {p.study for p in pts} == {"table3-base", "table3-A", "table3-C", "table3-D",
-                                      "table3-E"}
+    assert {p.study for p in pts} == {"table3-base", "table3-A", "table3-B", "table3-C",
+                                      "table3-D", "table3-E"}
+    for p in pts:  # what the runner builds: each variation is a valid model config
+        models.model_config(p.subject, **dict(p.config), d_model=p.d_model)
     df = pd.DataFrame([p.fields() | p.columns() | {"status": "ok", "point_id": p.point_id}
                        for p in pts])
     table = table3(df)
@@ -178,5 +182,12 @@ def test_table3_lays_out_the_variations_like_the_paper() -> None:
                                                  if c not in ("params", "dev PPL", "dev BLEU"))]
     heads = table[table["variation"] == "A"]
     assert (heads["d_k"] * heads["h"] == heads["d_model"]).all()
+    assert (heads["d_v"] == heads["d_k"]).all()
     assert set(heads["h"]) == {1, 2, 8, 16}
+    base = table[table["variation"] == "base"].iloc[0]
+    keys = table[table["variation"] == "B"]
+    assert (base["h"], base["d_k"], base["d_v"]) == (4, 64, 64)
+    assert sorted(keys["d_k"]) == [16, 32]
+    assert (keys["h"] == base["h"]).all() and (keys["d_v"] == base["d_v"]).all()
+    assert (keys["d_model"] == base["d_model"]).all()
     assert set(table.loc[table["variation"] == "D", "eps_ls"]) == {0.0, 0.1, 0.2}
