@@ -230,8 +230,8 @@ def _layer(fn: Callable[[pd.DataFrame], plt.Figure]) -> Callable[[Path, str], pl
     return lambda out_dir, suite: fn(load_results(out_dir, [suite]))
 
 
-STUDY_FIGURES = {**curves.FIGURES, **ablations.FIGURES,  # name -> (draw, runner, study)
-                 **translation.FIGURES}
+# name -> (draw, runner, study): the training studies' figures, then translation's
+STUDY_FIGURES = {**curves.FIGURES, **ablations.FIGURES}
 FIGURES: dict[str, Figure] = {
     "crossover": Figure(_layer(crossover), "layer", fit="", study=""),
     "throughput": Figure(_layer(throughput), "layer", fit="", study=""),
@@ -241,7 +241,7 @@ FIGURES: dict[str, Figure] = {
     "fixed-tokens": Figure(_layer(fixed_tokens), "layer", fit="fixed-tokens"),
     # training and probe studies
     **{name: Figure(fn, runner, study=study)
-       for name, (fn, runner, study) in STUDY_FIGURES.items()},
+       for name, (fn, runner, study) in {**STUDY_FIGURES, **translation.FIGURES}.items()},
 }
 
 

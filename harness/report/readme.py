@@ -228,7 +228,8 @@ def translation(out: Path) -> str:
     sizes = ", ".join(f"{first[f'corpus_{k}']:.0f} {k}" for k in ("train", "dev", "test")
                       if f"corpus_{k}" in df and pd.notna(first.get(f"corpus_{k}")))
     shown = [c for c in ("model", "seeds", "n_params", "dev_bleu", "test_bleu", "dev_chrf",
-                         "test_chrf", "dev_ppl", "train_flops", "train_s",
+                         "test_chrf", "dev_ppl", "train_flops", "train_s", "target_bleu",
+                         "flops_to_bleu",
                          "decode_sent_per_s_cached", "decode_sent_per_s_uncached")
              if c in table]
     words = pd.to_numeric(df.get("eval_max_words"), errors="coerce").max() \

@@ -92,7 +92,9 @@ def bleu_curves(out_dir: Path, suite: str) -> plt.Figure:
     axes[1].set_xlabel("training seconds (updates only)")
     axes[0].set_ylabel("dev BLEU (greedy)")
     axes[0].legend()
-    fig.suptitle("Dev BLEU against training cost")
+    seeds = rows["seed"].nunique()
+    fig.suptitle(f"Dev BLEU (greedy, first dev verses) against training cost; {seeds} "
+                 f"seed{'s' if seeds > 1 else ''}, one line each")
     fig.tight_layout()
     return fig
 
