@@ -6,7 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from experiments import bench, complexity, convergence, gpu, identities, parallel, table1
+from experiments import (
+    bench,
+    complexity,
+    convergence,
+    gpu,
+    identities,
+    parallel,
+    table1,
+    translation,
+)
 from experiments.spec import Point
 from models.plugins import BUILTIN, entries, register, warn
 
@@ -30,6 +39,10 @@ SUITES: dict[str, Callable[[], list[Point]]] = {
     "gradient-distance": convergence.gradient_distance,
     "convergence-quick": convergence.convergence_quick,
     "convergence-smoke": convergence.convergence_smoke,
+    "translation-quick": translation.translation_quick,
+    "translation": translation.translation,
+    "translation-table3": translation.translation_table3,
+    "translation-tiny": translation.translation_tiny,
 }
 
 

@@ -18,7 +18,8 @@ Config = tuple[tuple[str, Any], ...]  # sorted (key, value) pairs: hashable, sta
 
 # subject: a mixer kind
 LAYER_RUNNERS = ("layer", "compare", "seq-ops", "path", "threads", "identities")
-MODEL_RUNNERS = ("train", "attn-init", "layer-grads", "grad-distance")  # subject is a model
+MODEL_RUNNERS = ("train", "attn-init", "layer-grads", "grad-distance",  # subject is a model
+                 "translate", "source-copy")
 
 
 def config(values: Mapping[str, Any] | None = None) -> Config:
@@ -115,7 +116,39 @@ class TrainOptions:
         return {**self.task.columns(), **out, **(match.columns() if match else {})}
 
 
-Options = CompareOptions | PathOptions | ThreadOptions | TrainOptions | None
+@dataclass(frozen=True)
+class TranslateOptions:
+    """Translation points (runners "translate", "source-copy"): the corpus, the vocabulary,
+    the recipe and the decoding. Point.seq_len is unused by them (sentences keep their own
+    lengths); Point.batch_size is sentence pairs per update."""
+
+    steps: int = 0  # optimizer updates (0 for the source-copy baseline)
+    reverse: bool = False  # the corpus's reverse direction (Bible: English -> Chichewa)
+    parallel: tuple[str, ...] = ()  # a user corpus: one TSV or two line-aligned files
+    bpe: int = 4000  # shared BPE vocabulary size
+    max_tokens: int = 64  # training pairs longer than this (subwords, either side) left out
+    peak_lr: float = 1e-3  # the inverse-square-root schedule is scaled to peak here
+    warmup: float = 0.04  # warm-up as a fraction of steps (the paper: 4000 of 100k)
+    label_smoothing: float = 0.1
+    eval_every: int = 500  # steps between dev BLEU curve points (greedy, eval_sentences)
+    eval_sentences: int = 200  # the first dev sentences decoded for the curve
+    final_sentences: int = 0  # dev/test sentences beam-decoded at the end; 0: all
+    eval_max_words: int = 0  # dev/test pairs of at most this many words a side; 0: all
+    beam: int = 4
+    alpha: float = 0.6  # length penalty
+    target_bleu: float = 0.0  # FLOPs and seconds to reach this dev BLEU (curve); 0: none
+    speed_sentences: int = 16  # test sentences decoded with and without the cache, timed
+    match: Match | None = None
+
+    def columns(self) -> dict[str, Any]:
+        out = _changed(self)
+        match = out.pop("match", None)
+        if "parallel" in out:
+            out["parallel"] = ";".join(out["parallel"])
+        return {**out, **(match.columns() if match else {})}
+
+
+Options = CompareOptions | PathOptions | ThreadOptions | TrainOptions | TranslateOptions | None
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,20 @@ def results_path(out_dir: Path, suite: str) -> Path:
     return Path(out_dir) / suite / RESULTS_FILE
 
 
+def write_lines(path: Path, lines: list[str]) -> None:
+    """One line per item (hypotheses, references), written atomically; a line break inside
+    an item would shift every later line, so none may hold one."""
+    if any("\n" in line or "\r" in line for line in lines):
+        raise ValueError(f"{path.name}: an item holds a line break")
+    write_atomic(path, "".join(line + "\n" for line in lines))
+
+
+def read_lines(path: Path) -> list[str]:
+    """What write_lines wrote."""
+    text = Path(path).read_text(encoding="utf-8")
+    return text.split("\n")[:-1] if text else []
+
+
 def write_atomic(path: Path, text_or_bytes: str | bytes) -> None:
     """Write a whole file so readers see the old content or the new one, never a mix.
 

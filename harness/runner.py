@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -24,18 +25,23 @@ class Context:
 
     device: torch.device
     min_run_time: float = 0.2  # seconds of timed calls per timing (layer and compare points)
+    cache_dir: Path | None = None  # the output folder: caches a point may reuse (BPE models)
 
 
 @dataclass
 class Result:
     """A runner's outcome. `status` is "ok", or "diverged" for a run that ended without an
     exception but did not succeed (`message` says how); exceptions become error rows in the
-    sweep. `series` are curves: logged to MLflow with step= and stored in series.csv."""
+    sweep. `series` are curves: logged to MLflow with step= and stored in series.csv.
+    `files` are text files the sweep writes beside results.csv before the row (path relative
+    to the suite's folder -> lines), so a point run anywhere (a Ray worker) still has one
+    writer."""
 
     values: dict[str, Any]
     series: Series = field(default_factory=dict)
     status: str = "ok"
     message: str = ""
+    files: dict[str, list[str]] = field(default_factory=dict)
 
 
 Runner = Callable[["Point", Context], Result]

@@ -1,6 +1,7 @@
 """The building blocks of "Attention is all you need", written from its equations.
 
-Shapes: B batch, n query length, S key length, d d_model, h heads, d_k = d_v = d / h.
+Shapes: B batch, n query length, S key length, d d_model, h heads, d_v = d / h, and
+d_k = d / h unless set apart (MultiHeadAttention's d_k).
 Boolean masks follow F.scaled_dot_product_attention: True means "may attend".
 """
 
@@ -70,8 +71,10 @@ class MultiHeadAttention(nn.Module):
     """Concat(head_1..head_h) W^O with head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
 
     The h per-head matrices W_i^Q (d x d_k) sit side by side in one (d x h*d_k) matrix, and
-    Q, K, V projections are stacked in one `in_proj` (3*h*d_k x d), the layout of
-    nn.MultiheadAttention: self-attention then costs one matmul instead of three.
+    Q, K, V projections are stacked in one `in_proj` ((2*h*d_k + d) x d: W^Q and W^K with
+    h*d_k rows each, W^V with h*d_v = d rows), the layout of nn.MultiheadAttention when
+    d_k = d / h: self-attention then costs one matmul instead of three. d_k may differ from
+    d / h (the paper's Table 3, rows B); d_v stays d / h, so W^O is d x d either way.
     """
 
     def __init__(
@@ -81,33 +84,50 @@ class MultiHeadAttention(nn.Module):
         dropout: float = 0.0,
         attn_scale: bool = True,
         attn_backend: str = "math",
+        d_k: int | None = None,  # query/key size per head; None means d_model // n_heads
     ) -> None:
         super().__init__()
         check_choice("attn_backend", attn_backend, ATTN_BACKENDS)
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
-        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
+        d_k = d_model // n_heads if d_k is None else d_k
+        if isinstance(d_k, bool) or not isinstance(d_k, int) or d_k <= 0:
+            raise ValueError(f"invalid d_k {d_k!r}; must be a positive integer")
+        self.d_model, self.n_heads = d_model, n_heads
+        self.d_k, self.d_v = d_k, d_model // n_heads
         self.dropout, self.attn_scale, self.attn_backend = dropout, attn_scale, attn_backend
-        self.in_proj = nn.Linear(d_model, 3 * d_model)  # [W^Q; W^K; W^V], h*d_k = d rows each
+        self.qk_rows = n_heads * d_k  # rows of W^Q, and of W^K
+        self.in_proj = nn.Linear(d_model, 2 * self.qk_rows + d_model)  # [W^Q; W^K; W^V]
         self.out_proj = nn.Linear(d_model, d_model)  # W^O
 
-    def _heads(self, x: torch.Tensor) -> torch.Tensor:  # (B, n, h*d_k) -> (B, h, n, d_k)
-        return x.unflatten(-1, (self.n_heads, self.d_head)).transpose(1, 2)
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:  # (B, n, h*d_x) -> (B, h, n, d_x)
+        return x.unflatten(-1, (self.n_heads, -1)).transpose(1, 2)
+
+    def project_q(self, x: torch.Tensor) -> torch.Tensor:  # (B, n, d) -> (B, h, n, d_k)
+        """Q W^Q split into heads (cross-attention's queries; decoding caches K and V)."""
+        r, w, b = self.qk_rows, self.in_proj.weight, self.in_proj.bias
+        return self._heads(linear(x, w[:r], b[:r]))
+
+    def project_kv(
+        self, memory: torch.Tensor  # (B, S, d)
+    ) -> tuple[torch.Tensor, torch.Tensor]:  # (B, h, S, d_k), (B, h, S, d_v)
+        """K W^K and V W^V split into heads, from one matmul."""
+        r, w, b = self.qk_rows, self.in_proj.weight, self.in_proj.bias
+        k, v = linear(memory, w[r:], b[r:]).split([r, self.d_model], dim=-1)
+        return self._heads(k), self._heads(v)
 
     def project_qkv(
         self,
         x: torch.Tensor,  # (B, n, d) queries
         memory: torch.Tensor | None = None,  # (B, S, d) keys/values; None = self-attention
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # (B, h, n, d_k), 2 x (B, h, S, d_k)
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # q, k (.., d_k), v (B, h, S, d_v)
         """Q W^Q, K W^K, V W^V split into heads: what forward attends over (public so that
         restricted attention and probes reuse these projections, not the weight layout)."""
-        w, b = self.in_proj.weight, self.in_proj.bias
-        if memory is None:
-            q, k, v = linear(x, w, b).chunk(3, dim=-1)  # 3 x (B, n, h*d_k)
-        else:
-            d = self.d_model
-            q = linear(x, w[:d], b[:d])  # (B, n, h*d_k)
-            k, v = linear(memory, w[d:], b[d:]).chunk(2, dim=-1)  # 2 x (B, S, h*d_k)
+        if memory is not None:
+            return self.project_q(x), *self.project_kv(memory)
+        r = self.qk_rows
+        qkv = linear(x, self.in_proj.weight, self.in_proj.bias)  # (B, n, 2*h*d_k + d)
+        q, k, v = qkv.split([r, r, self.d_model], dim=-1)
         return self._heads(q), self._heads(k), self._heads(v)
 
     def forward(
@@ -117,7 +137,7 @@ class MultiHeadAttention(nn.Module):
         key_padding_mask: torch.Tensor | None = None,  # (B, S) bool, True = padding
         causal: bool = False,
     ) -> torch.Tensor:  # (B, n, d)
-        q, k, v = self.project_qkv(x, memory)  # (B, h, n, d_k), 2 x (B, h, S, d_k)
+        q, k, v = self.project_qkv(x, memory)  # (B, h, n, d_k), (B, h, S, d_k), (B, h, S, d_v)
         mask = None
         if key_padding_mask is not None:
             mask = ~key_padding_mask[:, None, None, :]  # (B, 1, 1, S)
@@ -130,7 +150,7 @@ class MultiHeadAttention(nn.Module):
             scale=self.attn_scale,
             dropout_p=self.dropout if self.training else 0.0,
             backend=self.attn_backend,
-        )  # (B, h, n, d_k)
+        )  # (B, h, n, d_v)
         o = self.out_proj
         return linear(z.transpose(1, 2).flatten(2), o.weight, o.bias)  # (B, n, d)
 
@@ -246,19 +266,21 @@ class _ResidualLayer(nn.Module):
     def __init__(
         self,
         d_model: int,  # d: the layer maps (B, n, d) -> (B, n, d)
-        n_heads: int,  # h, so d_k = d_v = d / h
+        n_heads: int,  # h, so d_v = d / h
         d_ff: int,  # the FFN's hidden width: (B, n, d) -> (B, n, d_ff) -> (B, n, d)
         dropout: float = 0.0,  # on attention weights, the FFN hidden and each sub-layer output
         norm: str = "post",  # one of NORMS
         attn_scale: bool = True,  # divide scores by sqrt(d_k)
         attn_backend: str = "math",  # one of ATTN_BACKENDS
+        d_k: int | None = None,  # query/key size per head; None means d / h
     ) -> None:
         super().__init__()
         check_choice("norm", norm, NORMS)
         self.pre = norm == "pre"
         for name in self.attentions:  # before the FFN: a seeded init draws in this order
             self.add_module(
-                name, MultiHeadAttention(d_model, n_heads, dropout, attn_scale, attn_backend)
+                name,
+                MultiHeadAttention(d_model, n_heads, dropout, attn_scale, attn_backend, d_k),
             )
         self.ffn = PositionwiseFFN(d_model, d_ff, dropout)
         n_sublayers = len(self.attentions) + 1

@@ -20,6 +20,7 @@ from models.mixer_lm import MixerLM, MixerLMConfig
 from models.mixers import AttentionCore, RecurrentMixer, SelfAttention
 from models.plugins import BUILTIN, Plugin, entries, register, warn
 from models.rnn import RNN_IMPLS, RNNLM, RNNConfig, RNNSeq2Seq
+from models.rnn_attention import AttentionRNN, AttentionRNNConfig
 from models.transformer import Transformer, TransformerConfig, TransformerLM
 
 
@@ -107,6 +108,10 @@ _MODELS: dict[str, _Entry] = {
     "gru": _Entry(RNNConfig, partial(RNNSeq2Seq, "gru"), "GRU encoder-decoder"),
     "lstm-lm": _Entry(RNNConfig, partial(RNNLM, "lstm"), "decoder-only LSTM LM"),
     "gru-lm": _Entry(RNNConfig, partial(RNNLM, "gru"), "decoder-only GRU LM"),
+    "lstm-attention": _Entry(AttentionRNNConfig, partial(AttentionRNN, "lstm"),
+                             "bidirectional LSTM encoder, attentional LSTM decoder"),
+    "gru-attention": _Entry(AttentionRNNConfig, partial(AttentionRNN, "gru"),
+                            "bidirectional GRU encoder, attentional GRU decoder"),
     "mixer-lm": _Entry(MixerLMConfig, lambda c: MixerLM(c, partial(_causal_mixer, c)),
                        "decoder-only Pre-LN LM around any mixer kind (config key mixer_kind)"),
 }

@@ -29,7 +29,8 @@ class TransformerConfig:
     vocab_size: int = 37000  # the paper's shared source/target BPE vocabulary (WMT14 En-De)
     d_model: int = 512  # Table 3, base model
     n_layers: int = 6  # N = 6 encoder and 6 decoder layers
-    n_heads: int = 8  # h = 8, so d_k = d_v = 64
+    n_heads: int = 8  # h = 8, so d_v = 64
+    d_k: int = 0  # query/key size per head; 0 means d_model / n_heads (Table 3, rows B set it)
     d_ff: int = 2048  # 4 * d_model
     dropout: float = 0.1  # P_drop of the base model
     max_len: int = 1024  # positions tabulated up front; sinusoids extend past it on demand
@@ -42,6 +43,9 @@ class TransformerConfig:
     def __post_init__(self) -> None:
         check_positive(self, "vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_len")
         check_heads(self.d_model, self.n_heads)
+        if type(self.d_k) is not int or self.d_k < 0:
+            raise ValueError(f"invalid d_k {self.d_k!r}; must be a positive integer, or 0 for "
+                             f"d_model / n_heads")
         check_dropout(self.dropout)
         check_choice("norm", self.norm, NORMS)
         check_choice("pos_encoding", self.pos_encoding, POS_ENCODINGS)
@@ -54,7 +58,7 @@ def _layers(layer: type[nn.Module], c: TransformerConfig, **kwargs: bool) -> nn.
     """c.n_layers layers of one type, sized and wired by the config."""
     return nn.ModuleList(
         layer(c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm, c.attn_scale, c.attn_backend,
-              **kwargs)
+              c.d_k or None, **kwargs)
         for _ in range(c.n_layers)
     )
 

@@ -98,6 +98,11 @@ def check_suite(suite: str) -> None:
 @click.option("--corpus", type=click.Path(exists=True, dir_okay=False, readable=True),
               default=None, help="A local UTF-8 text file for the character-level corpus "
                                  "task instead of the King James Bible.")
+@click.option("--parallel", multiple=True, metavar="PATH",
+              help="Translation points: a user corpus instead of the Bible, one TSV "
+                   "(source<TAB>target) or two line-aligned files (give --parallel twice).")
+@click.option("--reverse", is_flag=True,
+              help="Translation points: the reverse direction (Bible: English -> Chichewa).")
 @click.option("--only", multiple=True, metavar="NAME",
               help="Only the points of this mixer or model (repeatable), e.g. --only lstm.")
 @click.option("--fail-on", type=StatusList(), default="", metavar="STATUSES",
@@ -115,8 +120,9 @@ def check_suite(suite: str) -> None:
 def run_cmd(suite: str | None, suite_file: str | None, device: str, out: str,
             tracking_uri: str | None, resume: bool, dry_run: bool, max_memory: int | None,
             min_run_time: float, dtype: str | None, compile_: bool, corpus: str | None,
-            only: tuple[str, ...], fail_on: tuple[str, ...], executor: str,
-            ray_address: str | None, cpus_per_point: int | None) -> None:
+            parallel: tuple[str, ...], reverse: bool, only: tuple[str, ...],
+            fail_on: tuple[str, ...], executor: str, ray_address: str | None,
+            cpus_per_point: int | None) -> None:
     """Measure every point of SUITE (`tvr suites` lists them) or of --suite-file; one
     results row and one MLflow run per point."""
 
@@ -133,6 +139,10 @@ def run_cmd(suite: str | None, suite_file: str | None, device: str, out: str,
         _check_utf8(corpus)
         points = [_with_corpus(p, str(Path(corpus).resolve())) for p in points]
         variant.append(f"corpus-{Path(corpus).stem}")
+    from harness.cli.translation import corpus_choice
+
+    points, corpus_variant = corpus_choice(points, parallel, reverse)
+    variant += corpus_variant
     if dtype is not None or compile_:
         from harness.run.runners import CAST_RUNNERS
 

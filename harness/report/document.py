@@ -18,6 +18,8 @@ from harness.report.claims import ledger
 from harness.report.claims import render as render_claims
 from harness.report.study_tables import STUDY_RUNNERS, study_tables
 from harness.report.table1 import is_table1, table1
+from harness.report.translation import RUNNERS as TRANSLATION_RUNNERS
+from harness.report.translation import table2, table3
 from harness.results import RESULTS_FILE, SERIES_FILE, load_results, this_machine, write_atomic
 
 
@@ -94,6 +96,24 @@ def study_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
     return lines
 
 
+def translation_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
+    """Table 2 and Table 3 in miniature (whichever the suite has)."""
+    lines = []
+    t2, t3 = table2(df), table3(df)
+    if not t2.empty:
+        lines += ["### Table 2 in miniature: BLEU against training cost", "",
+                  "Means over seeds; BLEU and chrF by sacrebleu (signatures in results.csv) "
+                  "on detokenised beam-search output (hypotheses in `hypotheses/`); "
+                  "`train_flops` counted forward + backward; `flops_to_bleu` where the dev "
+                  "curve (greedy) first reached `target_bleu`; decoding speed in sentences/s "
+                  "with and without the cache, measured on whatever else the machine ran.", "",
+                  _save_table(out_dir, suite, "table2", t2)]
+    if not t3.empty:
+        lines += ["### Table 3 in miniature: variations of the base model (dev set)", "",
+                  _save_table(out_dir, suite, "table3", t3)]
+    return lines
+
+
 def parallel_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
     """Thread scaling and the work-span projection of suite `parallel`."""
     from harness.report.parallel import projection_table, scaling_table
@@ -123,6 +143,7 @@ def identities_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]
 
 # (predicate on a suite's results, section) in order; the first that applies is used
 SECTIONS: list[tuple[Callable[[str, pd.DataFrame], bool], Callable[..., list[str]]]] = [
+    (lambda suite, df: df["runner"].isin(TRANSLATION_RUNNERS).any(), translation_section),
     (lambda suite, df: is_table1(df), table1_section),
     (lambda suite, df: (df["runner"] == "layer").any(), layer_section),
     (lambda suite, df: (df["runner"] == "threads").any(), parallel_section),

@@ -22,7 +22,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from harness.errors import BadInput  # noqa: E402
-from harness.report import ablations, curves  # noqa: E402
+from harness.report import ablations, curves, translation  # noqa: E402
 from harness.report.tables import crossover_table, sweep_frame  # noqa: E402
 from harness.results import load_results, write_atomic  # noqa: E402
 
@@ -230,7 +230,8 @@ def _layer(fn: Callable[[pd.DataFrame], plt.Figure]) -> Callable[[Path, str], pl
     return lambda out_dir, suite: fn(load_results(out_dir, [suite]))
 
 
-STUDY_FIGURES = {**curves.FIGURES, **ablations.FIGURES}  # name -> (draw, runner, study)
+# name -> (draw, runner, study): the training studies' figures, then translation's
+STUDY_FIGURES = {**curves.FIGURES, **ablations.FIGURES}
 FIGURES: dict[str, Figure] = {
     "crossover": Figure(_layer(crossover), "layer", fit="", study=""),
     "throughput": Figure(_layer(throughput), "layer", fit="", study=""),
@@ -240,7 +241,7 @@ FIGURES: dict[str, Figure] = {
     "fixed-tokens": Figure(_layer(fixed_tokens), "layer", fit="fixed-tokens"),
     # training and probe studies
     **{name: Figure(fn, runner, study=study)
-       for name, (fn, runner, study) in STUDY_FIGURES.items()},
+       for name, (fn, runner, study) in {**STUDY_FIGURES, **translation.FIGURES}.items()},
 }
 
 

@@ -47,7 +47,8 @@ def _machine(df: pd.DataFrame) -> str:
 
 def run_times(out: Path) -> str:
     parts = []
-    for suite in ("quick", "table1", "convergence-quick", "identities", "parallel"):
+    for suite in ("quick", "table1", "convergence-quick", "identities", "parallel",
+                  "translation-quick"):
         try:
             df = _rows(out, suite)
         except BadInput as exc:
@@ -216,6 +217,32 @@ def plugin_example(out: Path) -> str:
             "attention's:\n\n" + markdown_table(cross, ".4g") + "\n")
 
 
+def translation(out: Path) -> str:
+    """Table 2 in miniature from suite translation-quick, with the corpus it ran on."""
+    from harness.report.translation import table2
+
+    df = _rows(out, "translation-quick")
+    table = table2(df)
+    first = df[df["runner"] == "translate"].iloc[0] if (df["runner"] == "translate").any() \
+        else df.iloc[0]
+    sizes = ", ".join(f"{first[f'corpus_{k}']:.0f} {k}" for k in ("train", "dev", "test")
+                      if f"corpus_{k}" in df and pd.notna(first.get(f"corpus_{k}")))
+    shown = [c for c in ("model", "seeds", "n_params", "dev_bleu", "test_bleu", "dev_chrf",
+                         "test_chrf", "dev_ppl", "train_flops", "train_s", "target_bleu",
+                         "flops_to_bleu",
+                         "decode_sent_per_s_cached", "decode_sent_per_s_uncached")
+             if c in table]
+    words = pd.to_numeric(df.get("eval_max_words"), errors="coerce").max() \
+        if "eval_max_words" in df else float("nan")
+    verses = (f"the first {first['dev_sentences']:.0f} dev and {first['test_sentences']:.0f} "
+              "test verses" + (f" of at most {words:.0f} words a side" if words > 0 else ""))
+    return (f"`tvr run translation-quick` ({len(df)} points, {df['wall_s'].sum():.0f} s of "
+            f"point wall time on {_machine(df)}; corpus pairs: {sizes or 'see results.csv'}"
+            f"). BLEU and chrF: sacrebleu, beam 4, on {verses}; `train_flops` counted forward"
+            " + backward; decoding in sentences/s.\n\n"
+            + markdown_table(table[shown], ".4g") + "\n")
+
+
 def claims(out: Path) -> str:
     table = ledger(out)
     summary = table[["claim", "verdict"]]
@@ -226,6 +253,7 @@ def claims(out: Path) -> str:
 BLOCKS: dict[str, Callable[[Path], str]] = {
     "run-times": run_times, "crossover": crossover, "table1": table1_block, "bench": bench,
     "claims": claims, "parallel": parallel, "linear-attention": plugin_example,
+    "translation": translation,
     **{f"study-{name}": (lambda out, name=name: study(out, name))
        for name in [*STUDIES, "gradient-distance"]},
 }

@@ -21,6 +21,7 @@ from harness.measure.timing import layer_calls, measure_layer, saved_tensor_byte
 from harness.runner import Context, Result, Runner
 from harness.train.points import run_train
 from harness.train.probes import run_attn_init, run_grad_distance, run_layer_grads
+from harness.train.translation.runner import run_source_copy, run_translate
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # Runners that cast the layer to Point.dtype and honour Point.compile; `tvr run
@@ -182,6 +183,8 @@ RUNNERS: dict[str, Runner] = {
     "attn-init": run_attn_init,  # q.k variance, attention entropy, softmax Jacobian at init
     "layer-grads": run_layer_grads,  # per-layer gradient norm at init
     "grad-distance": run_grad_distance,  # ||dL_t/dx_{t-k}|| vs k, at init and trained
+    "translate": run_translate,  # train a translation model, beam-decode, BLEU/chrF
+    "source-copy": run_source_copy,  # the source as its own translation, scored
 }
 # Runners whose memory can be predicted before measuring (`tvr run --max-memory`).
 PREDICTORS: dict[str, Callable[[Point, torch.device], int]] = {"layer": predict_layer_bytes}

@@ -35,6 +35,7 @@ from harness.results import (
     read_series,
     results_path,
     this_machine,
+    write_lines,
 )
 from harness.run.executor import LocalExecutor, Measured, RayExecutor
 from harness.run.progress import progress_bar
@@ -121,6 +122,10 @@ def _record(done: Measured, path: Path, device: torch.device, facts: dict[str, A
            "status": result.status, **columns, **result.values, **facts,
            "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
            "message": result.message}
+    for name, lines in result.files.items():  # before the row, as the curves
+        target = (path.parent / name).resolve()
+        assert target.is_relative_to(path.parent.resolve()), name  # a runner's own paths
+        write_lines(target, lines)
     if result.series:  # before the row: a row marked done always has its curves
         append_series(path.parent / SERIES_FILE, point.point_id, result.series,
                       facts["machine"])
@@ -165,7 +170,7 @@ def run_suite(
     params = {"suite": suite, "device": str(device), "points": len(points),
               "min_run_time": min_run_time, "max_memory": max_memory,
               "executor": executor.name, **executor.params(), **facts}
-    ctx = Context(device, min_run_time)
+    ctx = Context(device, min_run_time, cache_dir=out_dir)
 
     def measured_meanwhile(point: Point) -> bool:
         """A sweep beside this one in the same folder may have measured it meanwhile."""

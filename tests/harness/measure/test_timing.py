@@ -1,3 +1,4 @@
+import itertools
 import time
 
 import pytest
@@ -13,6 +14,7 @@ from harness.measure.timing import (
     saved_tensor_bytes,
     time_fn,
 )
+from models.blocks import MultiHeadAttention
 
 B, N, D = 2, 24, 16  # n != d so n and d terms cannot be confused
 
@@ -27,6 +29,22 @@ def test_attention_flops_match_closed_form(backend):
     # projections Q, K, V, O: 4 x 2nd^2; scores and values: 2 x 2n^2d
     expected = B * (8 * N * D**2 + 4 * N**2 * D)
     assert _forward_flops("self-attention", n_heads=4, attn_backend=backend) == expected
+
+
+@pytest.mark.parametrize("backend", ["math", "sdpa"])
+def test_attention_flops_drop_with_d_k(backend):
+    """A query/key size d_k below d/h (Table 3, rows B) shrinks W^Q, W^K and Q K^T only:
+    projections 2nd (2 h d_k + d) + 2nd^2, scores 2 n^2 h d_k, values 2 n^2 d."""
+    h, counted = 4, {}
+    for d_k in (1, 2, D // h):
+        mha = MultiHeadAttention(D, h, attn_backend=backend, d_k=d_k)
+        x = torch.randn(B, N, D)
+        counted[d_k] = flops_and_kernels(lambda mha=mha, x=x: mha(x))[:2]
+        attn = B * (2 * N**2 * h * d_k + 2 * N**2 * D)
+        assert counted[d_k] == (B * 2 * N * D * (2 * h * d_k + 2 * D) + attn, attn)
+        assert count_flops(layer_calls(mha, x)[1]) == 3 * counted[d_k][0]  # fwd + bwd
+    totals = [counted[d_k] for d_k in sorted(counted)]
+    assert all(a[0] < b[0] and a[1] < b[1] for a, b in itertools.pairwise(totals))
 
 
 @pytest.mark.parametrize("impl", ["fused", "cell"])

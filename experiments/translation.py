@@ -1,0 +1,120 @@
+"""Translation suites: the paper's Table 2 (BLEU against training cost) and Table 3
+(variations of the base model) in miniature, on the Chichewa -> English Bible
+(harness.train.translation). Runner "translate" trains, beam-decodes and scores one model;
+"source-copy" scores the baseline that outputs its source.
+
+Recipe (the paper's, scaled): Adam (0.9, 0.98, 1e-9), inverse-square-root schedule with
+warm-up over 4% of the steps peaking at 1e-3, dropout 0.1, label smoothing 0.1, a shared
+BPE vocabulary, beam 4 with length penalty 0.6. The recurrent models get the d_model that
+matches the Transformer's parameter count within 10% (a Match, resolved at run time).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from experiments.spec import Match, Point, TranslateOptions, config
+
+SEQ2SEQ = ("transformer", "lstm-attention", "lstm")
+BASE = dict(n_layers=2, n_heads=4, d_ff=512, dropout=0.1, norm="post",
+            pos_encoding="sinusoidal")
+RNN = dict(n_layers=2, dropout=0.1)
+
+
+def translate_point(suite: str, model: str, d_model: int, batch: int, seed: int = 0,
+                    study: str = "table2", arch: dict[str, Any] | None = None,
+                    **opts: Any) -> Point:
+    """One model; an RNN is matched to the Transformer of BASE | arch at d_model."""
+    transformer = BASE | (arch or {})
+    if model == "transformer":
+        cfg, match = transformer, None
+    else:
+        cfg = RNN | {k: v for k, v in (arch or {}).items() if k in RNN}
+        match = Match("transformer", config(transformer | {"max_len": 1024}))
+    return Point(suite, "translate", model, 0, d_model, batch, seed=seed, study=study,
+                 config=config(cfg), options=TranslateOptions(match=match, **opts))
+
+
+def copy_point(suite: str, **opts: Any) -> Point:
+    keys = ("reverse", "parallel", "final_sentences", "eval_max_words")
+    return Point(suite, "source-copy", "source-copy", 0, 0, 0, study="table2",
+                 options=TranslateOptions(**{k: v for k, v in opts.items() if k in keys}))
+
+
+def table2(suite: str, models_: tuple[str, ...], d_model: int, batch: int,
+           seeds: range, arch: dict[str, Any] | None = None, **opts: Any) -> list[Point]:
+    return [copy_point(suite, **opts)] + [
+        translate_point(suite, m, d_model, batch, s, arch=arch, **opts)
+        for m in models_ for s in seeds]
+
+
+def translation_tiny() -> list[Point]:
+    """Tests only: 3 models at d_model=32, 12 updates, the first 8 dev and 8 test verses of
+    at most 16 words a side decoded. About 1 min on CPU."""
+    opts = dict(steps=12, bpe=400, max_tokens=24, eval_every=6, eval_sentences=4,
+                final_sentences=8, eval_max_words=16, speed_sentences=2, target_bleu=0.01)
+    return table2("translation-tiny", SEQ2SEQ, 32, 16, range(1), **opts)
+
+
+def translation_quick() -> list[Point]:
+    """Table 2 in miniature on CPU, on short verses: Transformer (2+2 layers, d_model=96,
+    d_ff=384, h=4), attentional LSTM and plain LSTM matched to its parameters, 600 updates
+    of 32 pairs of at most 24 subwords a side (a 2000-subword BPE: about 4,500 of the
+    training pairs, so about 4 epochs), beam search on the first 100 dev and 100 test
+    verses of at most 16 words a side; and the source-copy baseline on the same verses.
+    Short verses because at a few minutes of 2 CPU cores, full-length verses (a median of
+    38 subwords) left every model below 1 BLEU. Peak learning rate 3e-3 after a warm-up of
+    10% of the updates: the paper's schedule, d_model^-0.5 min(step^-0.5, step warmup^-1.5),
+    would peak at (d_model warmup)^-0.5 = 0.013 here; at 1e-3 every model stayed below
+    1 BLEU after 600 updates, at 5e-3 the Transformer's dev BLEU oscillated (one seed each,
+    measured on this suite's Transformer)."""
+    opts = dict(steps=600, bpe=2000, max_tokens=24, eval_every=150, eval_sentences=48,
+                final_sentences=100, eval_max_words=16, speed_sentences=8, target_bleu=1.0,
+                peak_lr=3e-3, warmup=0.1)
+    return table2("translation-quick", SEQ2SEQ, 96, 32, range(1), arch={"d_ff": 384}, **opts)
+
+
+FULL = dict(steps=20000, bpe=8000, max_tokens=96, eval_every=1000, eval_sentences=300,
+            final_sentences=0, speed_sentences=64, target_bleu=10.0)
+
+
+def translation() -> list[Point]:
+    """Table 2 in full: Transformer (2+2 layers, d_model=256, d_ff=1024) against the
+    attentional LSTM and GRU and the plain LSTM and GRU, parameter-matched, 20k updates of
+    64 pairs, 3 seeds, whole dev and test sets. For a GPU or a cluster. Expected, not
+    measured: an update counts ~90 GFLOP (at 40 subwords a side), so on a CPU at the
+    ~10 GFLOP/s translation-quick reached on one thread of this loaded, shared CPU, ~50 h
+    per point (~750 h for 15); on one GPU, assuming launch-bound updates of 20-50 ms (no
+    GPU was available to measure), ~10-20 min per point plus decoding, ~5 h in all."""
+    models_ = ("transformer", "lstm-attention", "gru-attention", "lstm", "gru")
+    return table2("translation", models_, 256, 64, range(3), arch={"d_ff": 1024}, **FULL)
+
+
+TABLE3 = {  # (variation, arch changes, option changes), as the rows of the paper's Table 3
+    "base": [({}, {})],
+    "A": [({"n_heads": h}, {}) for h in (1, 2, 8, 16)],
+    "B": [({"d_k": d_k}, {}) for d_k in (16, 32)],  # base d_k = 256 / 4 = 64; d_v stays 64
+    "C": [({"n_layers": 1}, {}), ({"n_layers": 4}, {}), ({"d_ff": 512}, {}),
+          ({"d_ff": 2048}, {}), ({"d_model": 128}, {}), ({"d_model": 512}, {})],
+    "D": [({"dropout": 0.0}, {}), ({"dropout": 0.2}, {}), ({}, {"label_smoothing": 0.0}),
+          ({}, {"label_smoothing": 0.2})],
+    "E": [({"pos_encoding": "learned"}, {})],
+}
+
+
+def translation_table3() -> list[Point]:
+    """Table 3 in miniature: variations of a base Transformer (2+2 layers, d_model=256,
+    d_ff=1024, h=4, so d_k = d_v = 64) on the dev set: (A) heads at fixed d_model, (B)
+    smaller query/key size d_k (16, 32) at fixed h and d_v = 64, (C) N, d_model, d_ff, (D)
+    dropout and label smoothing, (E) learned positions; 20k updates, one seed. Expected,
+    not measured (as for `translation`): ~50 h per point on a CPU, ~4.5 h for the 18 points
+    on one GPU."""
+    pts = []
+    for variation, rows in TABLE3.items():
+        for arch, opts in rows:
+            arch = {"d_ff": 1024} | arch
+            d_model = arch.pop("d_model", 256)
+            pts.append(translate_point("translation-table3", "transformer", d_model, 64,
+                                       study=f"table3-{variation}", arch=arch,
+                                       **(FULL | {"final_sentences": 0} | opts)))
+    return pts

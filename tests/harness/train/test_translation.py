@@ -1,0 +1,193 @@
+"""The translation task: the Bible corpus and its splits, user corpora (good and bad files),
+the shared BPE, and one run end to end whose saved hypotheses rescore to the reported BLEU."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+from sacrebleu.metrics import BLEU
+
+from harness.cli import cli
+from harness.results import read_lines, read_results, results_path, write_lines
+from harness.train.translation import corpus as C
+from harness.train.translation.bpe import cache_path, shared_bpe
+from harness.train.translation.scoring import score
+
+PARALLEL_GROUPS = {9, 10, 11, 12, 13, 14, 15, 16, 40, 41, 42, 43, 49, 51, 61, 65}
+
+
+def tvr(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_no_dev_or_test_target_verse_occurs_in_train() -> None:
+    bible = C.bible()
+    train_targets = {t for _, t in bible.train}
+    assert not [t for _, t in bible.dev + bible.test if t in train_targets]
+    assert len(bible.dev) > 1000 and len(bible.test) > 800 and len(bible.train) > 28000
+
+
+def test_split_is_by_whole_books_outside_every_parallel_group() -> None:
+    held = set(C.DEV_BOOKS) | set(C.TEST_BOOKS)
+    assert not held & PARALLEL_GROUPS and not set(C.DEV_BOOKS) & set(C.TEST_BOOKS)
+    ny, en = C.chichewa_verses(), C.kjv_verses()
+    dev_targets = {en[k] for k in en if k[0] in C.DEV_BOOKS}
+    assert {t for _, t in C.bible().dev} <= dev_targets  # every dev pair from a dev book
+    assert {k[0] for k in ny} == set(range(1, 67))
+
+
+def test_every_verse_is_accounted_for() -> None:
+    s = C.bible().stats
+    assert s["verses_en"] == 31102  # grouped rows split into their verses
+    union = len(set(C.chichewa_verses()) | set(C.kjv_verses()))
+    kept = s["train"] + s["dev"] + s["test"] + s["removed_leak_dev"] + s["removed_leak_test"]
+    assert kept + s["dropped_empty"] + s["dropped_ratio"] == union
+    assert s["dropped_ratio"] > 0  # the ratio filter does find misaligned verses
+
+
+def test_reverse_swaps_source_and_target() -> None:
+    assert C.bible(reverse=True).train[0] == C.bible().train[0][::-1]
+
+
+def test_misaligned_and_empty_pairs_are_dropped_and_counted() -> None:
+    stats: dict[str, int] = {}
+    kept = C.filter_pairs([("a b", "c d"), ("", "x"), ("short", "x" * 40)], stats)
+    assert kept == [("a b", "c d")]
+    assert stats == {"dropped_empty": 1, "dropped_ratio": 1}
+
+
+def _user_pairs(n: int) -> list[str]:
+    return [f"mawu {i} ndi {i % 7}\tword {i} and {i % 7}" for i in range(n)]
+
+
+def test_user_corpus_tsv_and_two_files_give_the_same_pairs(tmp_path) -> None:
+    lines = _user_pairs(40)
+    (tmp_path / "c.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "c.src").write_text("\n".join(x.split("\t")[0] for x in lines), encoding="utf-8")
+    (tmp_path / "c.tgt").write_text("\n".join(x.split("\t")[1] for x in lines), encoding="utf-8")
+    tsv = C.user_corpus((str(tmp_path / "c.tsv"),))
+    two = C.user_corpus((str(tmp_path / "c.src"), str(tmp_path / "c.tgt")))
+    assert tsv.train == two.train and (len(tsv.dev), len(tsv.test)) == (4, 4)
+    assert tsv.train[0] == ("mawu 0 ndi 0", "word 0 and 0")
+
+
+BAD = {
+    "empty line": ("c.tsv", b"a\tb\n\nc\td\n", None, "c.tsv: line 2: empty line"),
+    "non-UTF-8": ("c.tsv", b"a\tb\nc\xff\td\n", None, "c.tsv: line 2: not UTF-8"),
+    "no tab": ("c.tsv", b"a\tb\nc d\n", None, "c.tsv: line 2: expected source<TAB>target"),
+    "unequal lines": ("a.txt", b"a\nb\nc\n", b"x\ny\n", "b.txt: line 3: missing"),
+}
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_bad_corpus_files_exit_2_naming_file_and_line(case, tmp_path) -> None:
+    name, first, second, message = BAD[case]
+    (tmp_path / name).write_bytes(first)
+    args = ["--parallel", str(tmp_path / name)]
+    if second is not None:
+        (tmp_path / "b.txt").write_bytes(second)
+        args += ["--parallel", str(tmp_path / "b.txt")]
+    result = tvr("run", "translation-tiny", "--out", str(tmp_path / "out"), "--dry-run", *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_bpe_is_learned_on_train_only_and_cached_by_corpus_and_size(tmp_path) -> None:
+    lines = _user_pairs(60)
+    lines[-1] = "Ωmega\tΩmega"  # only in the test split
+    (tmp_path / "c.tsv").write_text("\n".join(lines), encoding="utf-8")
+    corpus = C.user_corpus((str(tmp_path / "c.tsv"),))
+    tok = shared_bpe(corpus, 100, tmp_path)
+    path = cache_path(tmp_path, corpus, 100)
+    assert path.exists() and corpus.name in path.name and "100" in path.name
+    assert "<unk>" in tok.encode("Ωmega").tokens  # never seen in train
+    assert tok.decode(tok.encode("word 3 and 3").ids) == "word 3 and 3"
+    mtime = path.stat().st_mtime_ns
+    again = shared_bpe(corpus, 100, tmp_path)
+    assert path.stat().st_mtime_ns == mtime and again.get_vocab() == tok.get_vocab()
+
+
+def test_hypotheses_round_trip_and_score_as_sacrebleu(tmp_path) -> None:
+    hyps, refs = ["the cat sat", "a dog"], ["the cat sat down", "a dog ran"]
+    write_lines(tmp_path / "h.txt", hyps)
+    assert read_lines(tmp_path / "h.txt") == hyps
+    assert score(hyps, refs)["bleu"] == BLEU().corpus_score(hyps, [refs]).score
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("out")
+    result = tvr("run", "translation-tiny", "--out", str(out), "--device", "cpu",
+                 "--tracking-uri", "none", "--only", "transformer", "--only", "source-copy")
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_saved_hypotheses_rescore_to_the_reported_bleu_exactly(tiny_run) -> None:
+    rows = read_results(results_path(tiny_run, "translation-tiny"))
+    assert set(rows["status"]) == {"ok"}
+    row = rows[rows["model"] == "transformer"].iloc[0]
+    suite = tiny_run / "translation-tiny"
+    copy = rows[rows["model"] == "source-copy"].iloc[0]
+    for split, pairs in (("dev", C.bible().dev), ("test", C.bible().test)):
+        hyps = read_lines(suite / row[f"{split}_hypotheses"])
+        # the suite evaluates on the first verses of at most 16 words a side
+        short = [t for s, t in pairs if len(s.split()) <= 16 and len(t.split()) <= 16]
+        refs = short[: len(hyps)]
+        assert len(hyps) == row[f"{split}_sentences"] == copy[f"{split}_sentences"] == 8
+        assert read_lines(suite / row[f"{split}_references"]) == refs
+        bleu = BLEU()
+        assert bleu.corpus_score(hyps, [refs]).score == row[f"{split}_bleu"]
+        assert str(bleu.get_signature()) == row["bleu_signature"]
+    assert row["train_flops"] > 0 and row["train_s"] > 0 and row["dev_ppl"] > 1
+    assert row["cache_same_tokens"] == 1
+
+
+def test_source_copy_baseline_scores_near_zero(tiny_run) -> None:
+    rows = read_results(results_path(tiny_run, "translation-tiny"))
+    copy = rows[rows["model"] == "source-copy"].iloc[0]
+    assert copy["test_bleu"] < 2.0 and copy["n_params"] == 0
+
+
+def test_report_has_table2_and_the_bleu_cost_figure(tiny_run) -> None:
+    from harness.report.document import write_report
+
+    text = write_report(tiny_run).read_text()
+    assert "Table 2 in miniature" in text and "bleu-vs-cost" in text
+    table = (tiny_run / "translation-tiny" / "table2.csv").read_text()
+    assert "transformer" in table and "source-copy" in table
+    assert (tiny_run / "translation-tiny" / "bleu-vs-cost.png").stat().st_size > 0
+
+
+def test_table3_lays_out_the_variations_like_the_paper() -> None:
+    """Rows as the sweep would store them (point fields and columns, status ok): one table
+    row per variation, the paper's columns in its order, d_v = d_model / h, and d_k too but
+    in rows B, which set a smaller d_k at the base h."""
+    import pandas as pd
+
+    import experiments
+    import models
+    from harness.report.translation import TABLE3_COLUMNS, table3
+
+    pts = experiments.points("translation-table3")
+    assert {p.study for p in pts} == {"table3-base", "table3-A", "table3-B", "table3-C",
+                                      "table3-D", "table3-E"}
+    for p in pts:  # what the runner builds: each variation is a valid model config
+        models.model_config(p.subject, **dict(p.config), d_model=p.d_model)
+    df = pd.DataFrame([p.fields() | p.columns() | {"status": "ok", "point_id": p.point_id}
+                       for p in pts])
+    table = table3(df)
+    assert len(table) == len(pts)
+    assert list(table.columns) == ["variation", *(c for c in TABLE3_COLUMNS.values()
+                                                 if c not in ("params", "dev PPL", "dev BLEU"))]
+    heads = table[table["variation"] == "A"]
+    assert (heads["d_k"] * heads["h"] == heads["d_model"]).all()
+    assert (heads["d_v"] == heads["d_k"]).all()
+    assert set(heads["h"]) == {1, 2, 8, 16}
+    base = table[table["variation"] == "base"].iloc[0]
+    keys = table[table["variation"] == "B"]
+    assert (base["h"], base["d_k"], base["d_v"]) == (4, 64, 64)
+    assert sorted(keys["d_k"]) == [16, 32]
+    assert (keys["h"] == base["h"]).all() and (keys["d_v"] == base["d_v"]).all()
+    assert (keys["d_model"] == base["d_model"]).all()
+    assert set(table.loc[table["variation"] == "D", "eps_ls"]) == {0.0, 0.1, 0.2}

@@ -1,0 +1,74 @@
+"""Incremental decoding (cached keys/values, carried recurrent state) gives exactly the
+tokens of recomputing the decoder over the whole prefix, greedy and beam, for every
+encoder-decoder family; beam 1 is greedy; no output passes input length + 50."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import models
+from models.decoding import MAX_EXTRA, beam_search, greedy
+
+BOS, EOS, PAD = 2, 3, 0
+FAMILIES = [("transformer", {"norm": "post"}), ("transformer", {"norm": "pre"}),
+            ("lstm", {}), ("gru", {}), ("lstm-attention", {}), ("gru-attention", {}),
+            ("transformer", {"norm": "post", "d_k": 3})]  # cached keys (d_k 3) != values (8)
+IDS = ["-".join([name, *(f"{k}{v}" if k == "d_k" else str(v) for k, v in cfg.items())])
+       for name, cfg in FAMILIES]
+
+
+def emitted_eos(model, src, pad) -> int:
+    """A token the model does emit (at some row's 3rd step), used as EOS so that outputs of
+    a random model end before the length limit: ending and its bookkeeping get exercised."""
+    run = greedy(model, src, pad, BOS, PAD)
+    return next(t[2] for t in run if len(t) > 2 and t[2] not in (BOS, PAD))
+
+
+def source(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Three sources of lengths 7, 4, 2, right-padded; tokens avoid the special ids."""
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, 16, (3, 7), generator=g)
+    lengths = torch.tensor([7, 4, 2])
+    pad = torch.arange(7)[None, :] >= lengths[:, None]
+    return src.masked_fill(pad, PAD), pad
+
+
+@pytest.mark.parametrize(("name", "config"), FAMILIES, ids=IDS)
+def test_cached_greedy_equals_full_recomputation(name, config, small_model) -> None:
+    torch.manual_seed(0)
+    model = small_model(name, **config)
+    src, pad = source()
+    eos = emitted_eos(model, src, pad)
+    cached = greedy(model, src, pad, BOS, eos, cache=True)
+    full = greedy(model, src, pad, BOS, eos, cache=False)
+    assert cached == full
+    lengths = (~pad).sum(1).tolist()  # at most input length + 50 tokens, EOS included
+    assert all(len(t) + 1 <= n + MAX_EXTRA for t, n in zip(cached, lengths, strict=True))
+    assert any(len(t) + 1 < n + MAX_EXTRA for t, n in zip(cached, lengths, strict=True))
+
+
+@pytest.mark.parametrize(("name", "config"), FAMILIES, ids=IDS)
+def test_cached_beam_equals_full_recomputation(name, config, small_model) -> None:
+    torch.manual_seed(1)
+    model = small_model(name, **config)
+    src, pad = source(1)
+    eos = emitted_eos(model, src, pad)
+    cached = beam_search(model, src, pad, BOS, eos, beam=4, alpha=0.6, cache=True)
+    full = beam_search(model, src, pad, BOS, eos, beam=4, alpha=0.6, cache=False)
+    assert cached == full
+
+
+@pytest.mark.parametrize(("name", "config"), FAMILIES[::2], ids=IDS[::2])
+def test_beam_of_one_is_greedy(name, config, small_model) -> None:
+    torch.manual_seed(2)
+    model = small_model(name, **config)
+    src, pad = source(2)
+    eos = emitted_eos(model, src, pad)
+    assert beam_search(model, src, pad, BOS, eos, beam=1) == greedy(model, src, pad, BOS, eos)
+
+
+def test_stepper_rejects_a_decoder_only_model() -> None:
+    with pytest.raises(ValueError, match="no decoder stepper"):
+        greedy(models.build("lstm-lm", "tiny"), torch.zeros(1, 3, dtype=torch.long), None,
+               BOS, EOS)
