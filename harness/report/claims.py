@@ -109,9 +109,10 @@ def judge(claim: Claim, stored: Stored) -> Evidence:
 
 def all_claims() -> list[Claim]:
     """Every claim, in the ledger's order (imported here: the claim modules import this one)."""
-    from harness.report import claim_layers, claim_positions, claim_training
+    from harness.report import claim_layers, claim_positions, claim_training, claim_translation
 
-    return [*claim_layers.CLAIMS, *claim_training.CLAIMS, *claim_positions.CLAIMS]
+    return [*claim_layers.CLAIMS, *claim_training.CLAIMS, *claim_positions.CLAIMS,
+            *claim_translation.CLAIMS]
 
 
 def ledger(out_dir: Path, claims: list[Claim] | None = None) -> pd.DataFrame:
