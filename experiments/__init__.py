@@ -42,6 +42,7 @@ SUITES: dict[str, Callable[[], list[Point]]] = {
     "translation-quick": translation.translation_quick,
     "translation": translation.translation,
     "translation-table3": translation.translation_table3,
+    "translation-table3-quick": translation.translation_table3_quick,
     "translation-tiny": translation.translation_tiny,
 }
 

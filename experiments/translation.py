@@ -56,6 +56,11 @@ def translation_tiny() -> list[Point]:
     return table2("translation-tiny", SEQ2SEQ, 32, 16, range(1), **opts)
 
 
+QUICK = dict(steps=600, bpe=2000, max_tokens=24, eval_every=150, eval_sentences=48,
+             final_sentences=100, eval_max_words=16, speed_sentences=8, target_bleu=1.0,
+             peak_lr=3e-3, warmup=0.1)
+
+
 def translation_quick() -> list[Point]:
     """Table 2 in miniature on CPU, on short verses: Transformer (2+2 layers, d_model=96,
     d_ff=384, h=4), attentional LSTM and plain LSTM matched to its parameters, 600 updates
@@ -68,10 +73,7 @@ def translation_quick() -> list[Point]:
     would peak at (d_model warmup)^-0.5 = 0.013 here; at 1e-3 every model stayed below
     1 BLEU after 600 updates, at 5e-3 the Transformer's dev BLEU oscillated (one seed each,
     measured on this suite's Transformer)."""
-    opts = dict(steps=600, bpe=2000, max_tokens=24, eval_every=150, eval_sentences=48,
-                final_sentences=100, eval_max_words=16, speed_sentences=8, target_bleu=1.0,
-                peak_lr=3e-3, warmup=0.1)
-    return table2("translation-quick", SEQ2SEQ, 96, 32, range(1), arch={"d_ff": 384}, **opts)
+    return table2("translation-quick", SEQ2SEQ, 96, 32, range(1), arch={"d_ff": 384}, **QUICK)
 
 
 FULL = dict(steps=20000, bpe=8000, max_tokens=96, eval_every=1000, eval_sentences=300,
@@ -102,6 +104,19 @@ TABLE3 = {  # (variation, arch changes, option changes), as the rows of the pape
 }
 
 
+def _table3(suite: str, table: dict[str, list], d_model: int, d_ff: int, batch: int,
+            opts: dict[str, Any]) -> list[Point]:
+    pts = []
+    for variation, rows in table.items():
+        for arch, changes in rows:
+            arch = {"d_ff": d_ff} | arch
+            width = arch.pop("d_model", d_model)
+            pts.append(translate_point(suite, "transformer", width, batch,
+                                       study=f"table3-{variation}", arch=arch,
+                                       **(opts | changes)))
+    return pts
+
+
 def translation_table3() -> list[Point]:
     """Table 3 in miniature: variations of a base Transformer (2+2 layers, d_model=256,
     d_ff=1024, h=4, so d_k = d_v = 64) on the dev set: (A) heads at fixed d_model, (B)
@@ -109,12 +124,25 @@ def translation_table3() -> list[Point]:
     dropout and label smoothing, (E) learned positions; 20k updates, one seed. Expected,
     not measured (as for `translation`): ~50 h per point on a CPU, ~4.5 h for the 18 points
     on one GPU."""
-    pts = []
-    for variation, rows in TABLE3.items():
-        for arch, opts in rows:
-            arch = {"d_ff": 1024} | arch
-            d_model = arch.pop("d_model", 256)
-            pts.append(translate_point("translation-table3", "transformer", d_model, 64,
-                                       study=f"table3-{variation}", arch=arch,
-                                       **(FULL | {"final_sentences": 0} | opts)))
-    return pts
+    return _table3("translation-table3", TABLE3, 256, 1024, 64, FULL | {"final_sentences": 0})
+
+
+TABLE3_QUICK = {  # the quick base: d_model=96, h=4, so d_k = d_v = 24
+    "base": [({}, {})],
+    "A": [({"n_heads": h}, {}) for h in (1, 8)],
+    "B": [({"d_k": d_k}, {}) for d_k in (8, 16)],
+    "C": [({"n_layers": 1}, {}), ({"d_ff": 768}, {}), ({"d_model": 128}, {})],
+    "D": [({"dropout": 0.0}, {}), ({}, {"label_smoothing": 0.0})],
+    "E": [({"pos_encoding": "learned"}, {})],
+}
+
+
+def translation_table3_quick() -> list[Point]:
+    """Table 3 on CPU: the variations of translation-quick's Transformer (2+2 layers,
+    d_model=96, d_ff=384, h=4, d_k = d_v = 24), trained and scored as translation-quick
+    (600 updates on short verses, one seed): (A) h = 1, 8; (B) d_k = 8, 16; (C) N = 1,
+    d_ff = 768, d_model = 128; (D) no dropout, no label smoothing; (E) learned positions.
+    11 points of about 80 s each on one core (about 15 min on 2 cores; about 9 min with
+    `--executor ray` on two one-CPU nodes). With one seed, differences of a few tenths of
+    BLEU are within what a second seed would move."""
+    return _table3("translation-table3-quick", TABLE3_QUICK, 96, 384, 32, QUICK)
