@@ -85,9 +85,10 @@ def translation() -> list[Point]:
     attentional LSTM and GRU and the plain LSTM and GRU, parameter-matched, 20k updates of
     64 pairs, 3 seeds, whole dev and test sets. For a GPU or a cluster. Expected, not
     measured: an update counts ~90 GFLOP (at 40 subwords a side), so on a CPU at the
-    ~10 GFLOP/s translation-quick reached on one thread of this loaded, shared CPU, ~50 h
-    per point (~750 h for 15); on one GPU, assuming launch-bound updates of 20-50 ms (no
-    GPU was available to measure), ~10-20 min per point plus decoding, ~5 h in all."""
+    ~30 GFLOP/s translation-quick's Transformer trained at on one idle Xeon thread (2.0e12
+    counted FLOPs in 63 s), ~17 h per point (~270 h for 16); on one GPU, assuming
+    launch-bound updates of 20-50 ms (no GPU was available to measure), ~10-20 min per
+    point plus decoding, ~3-6 h in all."""
     models_ = ("transformer", "lstm-attention", "gru-attention", "lstm", "gru")
     return table2("translation", models_, 256, 64, range(3), arch={"d_ff": 1024}, **FULL)
 
@@ -122,7 +123,7 @@ def translation_table3() -> list[Point]:
     d_ff=1024, h=4, so d_k = d_v = 64) on the dev set: (A) heads at fixed d_model, (B)
     smaller query/key size d_k (16, 32) at fixed h and d_v = 64, (C) N, d_model, d_ff, (D)
     dropout and label smoothing, (E) learned positions; 20k updates, one seed. Expected,
-    not measured (as for `translation`): ~50 h per point on a CPU, ~4.5 h for the 18 points
+    not measured (as for `translation`): ~17 h per point on a CPU, ~4.5 h for the 18 points
     on one GPU."""
     return _table3("translation-table3", TABLE3, 256, 1024, 64, FULL | {"final_sentences": 0})
 

@@ -243,6 +243,17 @@ def translation(out: Path) -> str:
             + markdown_table(table[shown], ".4g") + "\n")
 
 
+def translation_table3(out: Path) -> str:
+    """Table 3 in miniature from suite translation-table3-quick."""
+    from harness.report.translation import table3
+
+    df = _rows(out, "translation-table3-quick")
+    return (f"`tvr run translation-table3-quick` ({len(df)} points, one seed, "
+            f"{df['wall_s'].sum():.0f} s of point wall time on {_machine(df)}); dev "
+            "perplexity per subword and dev BLEU (beam 4) as translation-quick measures "
+            "them:\n\n" + markdown_table(table3(df), ".4g") + "\n")
+
+
 def claims(out: Path) -> str:
     table = ledger(out)
     summary = table[["claim", "verdict"]]
@@ -253,7 +264,7 @@ def claims(out: Path) -> str:
 BLOCKS: dict[str, Callable[[Path], str]] = {
     "run-times": run_times, "crossover": crossover, "table1": table1_block, "bench": bench,
     "claims": claims, "parallel": parallel, "linear-attention": plugin_example,
-    "translation": translation,
+    "translation": translation, "translation-table3": translation_table3,
     **{f"study-{name}": (lambda out, name=name: study(out, name))
        for name in [*STUDIES, "gradient-distance"]},
 }

@@ -64,6 +64,11 @@ def table3(df: pd.DataFrame) -> pd.DataFrame:
         rows["label_smoothing"] = np.nan
     rows["label_smoothing"] = rows["label_smoothing"].fillna(0.1)  # the options default
     cols = ["variation", *(c for c in TABLE3_COLUMNS if c in rows)]
+    # the paper's order: base, then A-E, each variation's rows by what they set
+    rows["_order"] = rows["variation"].map(lambda v: "" if v == "base" else v)
+    rows = rows.sort_values(["_order", *(c for c in cols[1:] if c not in ("n_params",
+                                                                        "dev_ppl", "dev_bleu"))],
+                            kind="stable")
     return rows[cols].rename(columns=TABLE3_COLUMNS).reset_index(drop=True)
 
 
