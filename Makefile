@@ -13,8 +13,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # Under results/: the quick complexity sweep and crossover, Table 1 measured, the quick
-# convergence and ablation studies, Table 2 of translation in miniature, the paper's exact identities (seconds), each layer on 1..all
-# threads (parallel, seconds), then REPORT.md
+# convergence and ablation studies, the paper's exact identities (seconds), each layer on
+# 1..all threads (parallel, seconds), Table 2 of translation in miniature, then REPORT.md
 # with every table, figure and the claims ledger, and the README's generated blocks.
 run: $(STAMP)
 	$(BIN)/tvr run quick

@@ -29,7 +29,11 @@ def _test_bleu(stored: Stored, rows: pd.DataFrame) -> dict[str, tuple[float, flo
     """model -> (BLEU, 95% bootstrap half-width, p-value against the Transformer; NaN for
     the Transformer itself), from the saved test hypotheses of one seed per model."""
     folder = stored.out_dir / SUITE
-    refs = read_lines(folder / rows["test_references"].iloc[0])
+    files = [rows["test_references"].iloc[0], *rows["test_hypotheses"]]
+    missing = [f for f in files if not (folder / str(f)).is_file()]
+    if missing:  # results copied without their hypotheses folder
+        raise Missing(SUITE, f"suite {SUITE} lacks its saved hypotheses ({missing[0]})")
+    refs = read_lines(folder / files[0])
     systems = [(m, read_lines(folder / h)) for m, h in zip(rows["model"],
                                                            rows["test_hypotheses"], strict=True)]
     _, scores = PairedTest(systems, {"BLEU": BLEU()}, [refs], test_type="bs",
@@ -40,7 +44,11 @@ def _test_bleu(stored: Stored, rows: pd.DataFrame) -> dict[str, tuple[float, flo
 
 def table2_bleu_at_cost(stored: Stored) -> Evidence:
     rows = stored.rows(SUITE, runner="translate")
-    rows = rows[rows["seed"] == rows["seed"].min()]  # the bootstrap pairs one run each
+    if "measured_at" in rows:
+        rows = rows.sort_values("measured_at", kind="stable")
+    # the bootstrap pairs one run per model: one seed, on the device measured last
+    one = (rows["seed"] == rows["seed"].min()) & (rows["device"] == rows["device"].iloc[-1])
+    rows = rows[one].drop_duplicates("model", keep="last")
     if "transformer" not in set(rows["model"]) or len(rows) < 2:
         raise Missing(SUITE, f"suite {SUITE} lacks the Transformer or a recurrent model")
     rows = pd.concat([rows[rows["model"] == "transformer"], rows[rows["model"] != "transformer"]])

@@ -40,9 +40,10 @@ def table2(df: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     values = [c for c in TABLE2_VALUES if c in rows]
     rows[values] = rows[values].apply(pd.to_numeric, errors="coerce")
-    g = rows.groupby("model", sort=False)
+    keys = ["model", "device"] if rows["device"].nunique() > 1 else ["model"]
+    g = rows.groupby(keys, sort=False)
     out = g[values].mean()
-    out.insert(0, "seeds", g.size())
+    out.insert(0, "seeds", g["seed"].nunique())
     if "flops_to_bleu" in rows:
         out.insert(out.columns.get_loc("flops_to_bleu"), "reached",
                    g["flops_to_bleu"].count())

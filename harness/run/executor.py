@@ -56,6 +56,10 @@ def measure(point: Point, ctx: Context, max_memory: int | None,
     return Measured(point, result, trace, facts or {}, started_ms, int(time.time() * 1000))
 
 
+class NoNode(RuntimeError):
+    """No node of the cluster can take a point."""
+
+
 Skip = Callable[[Point], bool]  # True: a sweep beside this one measured the point meanwhile
 
 
@@ -90,7 +94,7 @@ class LocalExecutor:
 
 
 def _measure(point: Point, device: str, min_run_time: float, max_memory: int | None,
-             threads: int, board: Any) -> Measured:
+             threads: int, board: Any, machine: str) -> Measured:
     """The Ray task: measure one point on the worker it landed on, with `threads` torch
     threads (what the task reserved), and name the node in the facts."""
     import ray
@@ -101,7 +105,7 @@ def _measure(point: Point, device: str, min_run_time: float, max_memory: int | N
     torch.set_num_threads(threads)
     nice = _unnice()
     dev = torch.device(device)
-    return measure(point, Context(dev, min_run_time), max_memory,
+    return measure(point, Context(dev, min_run_time, machine=machine), max_memory,
                    machine_facts(dev) | {"node": node, "nice": nice})
 
 
@@ -132,21 +136,22 @@ class _Board:
         return self.nodes.get(point_id)
 
 
-def check_address(address: str) -> None:
+def check_address(address: str, option: str = "--ray-address") -> None:
     """BadInput, within CONNECT_TIMEOUT_S, for a HOST:PORT (or ray://HOST:PORT) nothing
-    answers at: ray.init itself waits a minute or more for an unreachable cluster."""
+    answers at: ray.init itself waits a minute or more for an unreachable cluster. `option`
+    names where the address came from."""
     if address in ("auto", "local"):
         return
     target = address.removeprefix("ray://")
     host, sep, port = target.rpartition(":")
     if not sep or not host or not port.isdigit():
-        raise BadInput(f"--ray-address {address!r}: expected HOST:PORT, ray://HOST:PORT, "
+        raise BadInput(f"{option} {address!r}: expected HOST:PORT, ray://HOST:PORT, "
                        "'auto' or 'local'")
     try:
         with socket.create_connection((host.strip("[]"), int(port)), CONNECT_TIMEOUT_S):
             pass
     except OSError as e:
-        raise BadInput(f"--ray-address {address}: unreachable ({e.strerror or e}); start the "
+        raise BadInput(f"{option} {address}: unreachable ({e.strerror or e}); start the "
                        "cluster (`ray start --head`) or pass its head's address") from None
 
 
@@ -166,6 +171,8 @@ class RayExecutor:
     def __init__(self, address: str | None, cpus_per_point: int) -> None:
         if address:
             check_address(address)
+        elif os.environ.get("RAY_ADDRESS"):  # where ray.init would go without --ray-address
+            check_address(os.environ["RAY_ADDRESS"], "$RAY_ADDRESS")
         try:
             import ray
         except ImportError:
@@ -242,6 +249,8 @@ class RayExecutor:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         alive = [n for n in self.nodes() if n["Resources"].get("CPU", 0) >= 1]
+        if not alive:
+            raise NoNode("no node of the Ray cluster with a CPU is alive")
         others = [n for n in alive if avoid is None or not avoid.endswith(n["NodeID"][:12])]
         nodes = others or alive
         self._turn += 1
@@ -261,7 +270,8 @@ class RayExecutor:
                 avoid: str | None = None) -> Any:
         options, threads = self._options(point, ctx.device, avoid)
         return self._remote.options(**options).remote(
-            point, str(ctx.device), ctx.min_run_time, max_memory, threads, self.board)
+            point, str(ctx.device), ctx.min_run_time, max_memory, threads, self.board,
+            ctx.machine)
 
     def run(self, points: list[Point], ctx: Context, max_memory: int | None,
             skip: Skip) -> Iterator[Measured]:
@@ -276,7 +286,11 @@ class RayExecutor:
                     point, attempt = pending.pop(ref)
                     measured, avoid = self._collect(ref, point, attempt)
                     if measured is None:
-                        pending[self._submit(point, ctx, max_memory, avoid)] = (point, 1)
+                        try:
+                            pending[self._submit(point, ctx, max_memory, avoid)] = (point, 1)
+                        except NoNode as e:  # nowhere to retry: the point's row says so
+                            yield _failed(point, f"its node {avoid or '(unknown)'} died and "
+                                          f"{e}", avoid)
                     elif not skip(point):
                         measured.facts["attempts"] = attempt + 1
                         yield measured

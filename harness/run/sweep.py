@@ -124,7 +124,8 @@ def _record(done: Measured, path: Path, device: torch.device, facts: dict[str, A
            "message": result.message}
     for name, lines in result.files.items():  # before the row, as the curves
         target = (path.parent / name).resolve()
-        assert target.is_relative_to(path.parent.resolve()), name  # a runner's own paths
+        if not target.is_relative_to(path.parent.resolve()):  # a bug in the runner
+            raise ValueError(f"point {point.point_id}: file {name!r} is outside its suite")
         write_lines(target, lines)
     if result.series:  # before the row: a row marked done always has its curves
         append_series(path.parent / SERIES_FILE, point.point_id, result.series,
@@ -170,7 +171,7 @@ def run_suite(
     params = {"suite": suite, "device": str(device), "points": len(points),
               "min_run_time": min_run_time, "max_memory": max_memory,
               "executor": executor.name, **executor.params(), **facts}
-    ctx = Context(device, min_run_time, cache_dir=out_dir)
+    ctx = Context(device, min_run_time, cache_dir=out_dir, machine=machine)
 
     def measured_meanwhile(point: Point) -> bool:
         """A sweep beside this one in the same folder may have measured it meanwhile."""

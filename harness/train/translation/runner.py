@@ -5,7 +5,8 @@ A "translate" point's row: parameters, training FLOPs (forward + backward, count
 seconds, dev perplexity per subword, dev and test BLEU and chrF of beam search with their
 sacrebleu signatures, the FLOPs and seconds at which the dev curve first reached the stated
 BLEU, and decoding speed (sentences/s) with and without the cache, with whether the two gave
-the same tokens. Its hypotheses go to <suite>/hypotheses/<point_id>-<machine>.<split>.txt,
+the same tokens. Its hypotheses go to
+<suite>/hypotheses/<model>-s<seed>-<digest of point_id>-<device>-<machine>.<split>.txt,
 the references once per corpus beside them, so anyone can rescore them.
 """
 
@@ -22,7 +23,6 @@ from torch import nn
 
 import models
 from experiments.spec import Config, Point, TranslateOptions, config
-from harness.results import this_machine
 from harness.runner import Context, Result
 from harness.train.loop import count_params, matched_config, param_count
 from harness.train.points import tiny_threads
@@ -207,7 +207,7 @@ def _train_and_score(point: Point, ctx: Context, model: nn.Module, cfg: dict[str
                                                                    opts.target_bleu)}
     # the point id can pass the 255-byte name limit: model, seed and a digest of the id
     digest = hashlib.sha256(point.point_id.encode()).hexdigest()[:12]
-    stem = f"{point.subject}-s{point.seed}-{digest}-{this_machine()}"
+    stem = f"{point.subject}-s{point.seed}-{digest}-{device.type}-{ctx.machine}"
     files: dict[str, list[str]] = {}
     values |= _final(model, tok, corpus, opts, device, stem, files)
     test_src = _held_out(tok, held_out(corpus, "test", opts, opts.speed_sentences))[0]

@@ -28,6 +28,16 @@ def _suite(out, transformer, rnn, flops=(1e12, 1e12)):
     write_suite(out, SUITE, rows)
 
 
+def test_missing_hypotheses_name_the_suite_to_run(tmp_path):
+    _suite(tmp_path, GOOD, POOR)
+    (tmp_path / SUITE / "hyp" / "refs.txt").unlink()
+    from harness.report.claim_translation import CLAIMS
+    from harness.report.claims import judge
+
+    evidence = judge(CLAIMS[0], Stored(tmp_path))
+    assert evidence.verdict.startswith("not measured") and "hypotheses" in evidence.measured
+
+
 @pytest.mark.parametrize("transformer, rnn, flops, verdict", [
     (GOOD, POOR, (1e12, 1e12), SUPPORTS),
     (POOR, GOOD, (1e12, 1e12), CONTRADICTS),

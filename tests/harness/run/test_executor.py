@@ -169,16 +169,19 @@ def test_no_password_of_the_command_line_reaches_the_cluster(cluster, tmp_path):
     assert not leaked
 
 
-def test_unreachable_ray_address_is_bad_input_within_seconds(tmp_path):
+@pytest.mark.parametrize("where", ["--ray-address", "$RAY_ADDRESS"])
+def test_unreachable_ray_address_is_bad_input_within_seconds(tmp_path, monkeypatch, where):
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    address = ["--ray-address", f"127.0.0.1:{port}"] if where == "--ray-address" else []
+    if not address:
+        monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
     started = time.perf_counter()
     result = CliRunner().invoke(cli, ["run", "smoke", "--out", str(tmp_path), *FAST,
-                                      "--executor", "ray", "--ray-address",
-                                      f"127.0.0.1:{port}"])
+                                      "--executor", "ray", *address])
     assert time.perf_counter() - started < 10
-    assert result.exit_code == 2 and "unreachable" in result.output
+    assert result.exit_code == 2 and "unreachable" in result.output and where in result.output
     assert len(result.output.strip().splitlines()) == 1
     assert not Path(results_path(tmp_path, "smoke")).exists()
 
