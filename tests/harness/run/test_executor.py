@@ -105,8 +105,9 @@ def test_a_node_removed_mid_suite_still_gives_one_row_per_point(tmp_path):
     assert sorted(rows["point_id"]) == sorted(expected)  # each point once, none missing
     failed = rows[rows["status"] != "ok"]
     assert (failed["status"] == "error").all() and failed["message"].str.contains("node").all()
-    # the point the worker held when it went was measured again on the head (or failed)
-    assert len(failed) or (rows["attempts"].astype(int) == 2).any(), rows["attempts"]
+    # a point the worker held when it went was measured again on the head (or failed); the
+    # worker may also have been between points then, so a retry is allowed, not required
+    assert set(rows["attempts"].dropna().astype(int)) <= {1, 2}, rows["attempts"]
 
 
 def test_ctrl_c_keeps_what_finished_and_marks_the_parent_run_killed(cluster, tmp_path):
