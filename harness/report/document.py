@@ -20,28 +20,26 @@ from harness.report.study_tables import STUDY_RUNNERS, study_tables
 from harness.report.table1 import is_table1, table1
 from harness.report.translation import RUNNERS as TRANSLATION_RUNNERS
 from harness.report.translation import table2, table3
-from harness.results import RESULTS_FILE, SERIES_FILE, load_results, this_machine, write_atomic
+from harness.results import RESULTS_FILE, SERIES_FILE, load_results, write_atomic
 
 
 def _machine(df: pd.DataFrame, every: pd.DataFrame) -> str:
-    """Which machine this section's numbers come from (this one, or the reference where
-    this one has not measured the suite), its facts and dates, and the other machines."""
+    """Which machine this section's numbers come from, named (never "this machine", so the
+    committed report reads the same wherever it is regenerated), its facts and dates, and the
+    other machines in the folder."""
     first = df.iloc[0]
     name = str(first.get("machine", ""))
     suite = str(first.get("suite", "SUITE"))
-    whose = ("this machine" if name == this_machine() else
-             f"the reference: this machine has no rows here yet, `tvr run {suite}` measures "
-             "them")
     cols = [c for c in ("device", "device_name", "threads", "torch_version") if c in df]
-    text = f"Measured on `{name}` ({whose}): " + ", ".join(f"{c} {first[c]}" for c in cols)
+    text = f"Measured on `{name}`: " + ", ".join(f"{c} {first[c]}" for c in cols)
     if "measured_at" in df and df["measured_at"].notna().any():
         dates = df["measured_at"].dropna().astype(str).str[:10]
         text += f", {dates.min()}" + (f" to {dates.max()}" if dates.max() != dates.min() else "")
     others = sorted(set(every["machine"].astype(str)) - {name}) if "machine" in every else []
     if others:
-        text += (". Also in this folder: " + ", ".join(f"`{m}`" for m in others)
-                 + " (`tvr compare` puts two machines side by side)")
-    return text
+        text += ". Also in this folder: " + ", ".join(f"`{m}`" for m in others)
+    return text + (f". `tvr run {suite}` measures the machine at hand; `tvr compare` puts two "
+                   "machines side by side")
 
 
 def _save_table(out_dir: Path, suite: str, name: str, table: pd.DataFrame) -> str:
