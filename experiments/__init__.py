@@ -29,6 +29,7 @@ SUITES: dict[str, Callable[[], list[Point]]] = {
     "bench": bench.bench,
     "complexity-gpu": gpu.complexity_gpu,
     "complexity-gpu-quick": gpu.complexity_gpu_quick,
+    "fixed-tokens-gpu": gpu.fixed_tokens_gpu,
     "bench-gpu": bench.bench_gpu,
     "convergence": convergence.convergence,
     "scaling-factor": convergence.scaling_factor,

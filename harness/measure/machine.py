@@ -4,9 +4,12 @@ measurement, and the full report (`environment_report`) stored once per run."""
 from __future__ import annotations
 
 import os
+import functools
 import platform
 import re
+import shutil
 import socket
+import subprocess
 
 import torch
 
@@ -54,6 +57,21 @@ def _usable_cpus() -> int:
         return os.cpu_count() or 0
 
 
+@functools.cache
+def _driver_version() -> str:
+    """The NVIDIA driver's version as nvidia-smi reports it (torch does not expose it); ""
+    where nvidia-smi is missing or does not answer within 10 s."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return ""
+    try:
+        done = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout else ""
+
+
 def build_facts() -> dict[str, str]:
     """The BLAS, oneDNN and vector ISA this torch was built with and uses, read from
     torch.__config__.show() (the only public place that names them)."""
@@ -69,7 +87,8 @@ def build_facts() -> dict[str, str]:
 
 # Every key machine_facts may return: descriptions of the machine, never measurements.
 FACT_KEYS = ("cpu", "threads", "torch_version", "host", "device_name",
-             "float32_matmul_precision", "cuda_version", "tf32_matmul", "tf32_cudnn",
+             "float32_matmul_precision", "cuda_version", "cudnn_version", "driver_version",
+             "tf32_matmul", "tf32_cudnn",
              "cpu_count", "physical_cores", "usable_cpus", "blas", "onednn", "cpu_capability")
 
 
@@ -87,6 +106,8 @@ def machine_facts(device: torch.device) -> dict[str, str | int | bool]:
     if device.type == "cuda":
         facts["device_name"] = torch.cuda.get_device_name(device)
         facts["cuda_version"] = torch.version.cuda or ""
+        facts["cudnn_version"] = str(torch.backends.cudnn.version() or "")
+        facts["driver_version"] = _driver_version()
         facts["tf32_matmul"] = torch.backends.cuda.matmul.allow_tf32
         facts["tf32_cudnn"] = torch.backends.cudnn.allow_tf32
     facts["cpu_count"] = os.cpu_count() or 0
