@@ -27,6 +27,9 @@ from harness.report.tables import crossover_table
 EXP_TOL = 0.1  # a fitted exponent within this of the paper's integer matches it
 TIME_TOL = 0.3  # measured-time exponents: looser (a whole layer has lower-order terms)
 UTILISATION_GAP = 2.0  # attention's achieved FLOP/s over the LSTM's that counts as "idle"
+SEQUENTIAL_SLOPE = 0.5  # recurrence time per token ~ n^k at fixed tokens: k above this is
+# time set by its n sequential steps (k = 1: fully sequential; k = 0: n costs nothing)
+FLAT_SLOPE = 0.2  # k below this: the recurrence parallelises within a sequence after all
 MIN_SPEEDUP = 1.1  # below this no layer gains from more threads: no idle core to use
 EFFICIENCY_GAP = 0.1  # attention's parallel efficiency over the LSTM's that counts
 
@@ -83,11 +86,18 @@ def _achieved(rows: pd.DataFrame) -> pd.Series:
 
 
 def parallel_hardware(stored: Stored) -> Evidence:
-    """GPU rows decide; without them the CPU's fixed-token times are shown, no verdict."""
-    rule = (f"on a GPU: supports if attention's achieved FLOP/s is at least {UTILISATION_GAP}x "
-            "the LSTM's at the longest n both measured, contradicts if the LSTM's is higher, "
-            "else qualified. No GPU results (<out>/gpu): not measured on this hardware")
+    """GPU rows decide (at a fixed token count when measured, else achieved FLOP/s); without
+    them the CPU's fixed-token times are shown, no verdict."""
+    rule = (f"on a GPU, at a fixed token count B*n with n growing (fixed-tokens-gpu): supports "
+            f"if on every dtype the LSTM's fwd+bwd time per token grows as n^k with k >= "
+            f"{SEQUENTIAL_SLOPE} and is at least {UTILISATION_GAP}x attention's at the longest "
+            f"n; contradicts if k < {FLAT_SLOPE} or attention is slower there; else qualified. "
+            "Without fixed-token rows: attention's achieved FLOP/s over the LSTM's at the "
+            f"longest n (>= {UTILISATION_GAP}x supports, < 1 contradicts). No GPU results "
+            "(<out>/gpu): not measured on this hardware")
     gpu = stored.gpu()
+    if gpu is not None and "fit" in gpu and (gpu["fit"] == "fixed-tokens").any():
+        return _fixed_tokens_gpu(gpu[gpu["fit"] == "fixed-tokens"], rule)
     if gpu is None:
         rows = _fit_rows(stored, "fixed-tokens", "lstm")
         attn = _fit_rows(stored, "fixed-tokens", "self-attention")
@@ -100,7 +110,7 @@ def parallel_hardware(stored: Stored) -> Evidence:
                     "hardware here, not that recurrence parallelises)")
         return Evidence("table1, fit=fixed-tokens (CPU); GPU suites under <out>/gpu",
                         measured, NOT_HERE, rule, _layer_scale(pd.concat([rows, attn])))
-    both = gpu[gpu["mixer"].isin(["self-attention", "lstm"])]
+    both = gpu[gpu["mixer"].isin(["self-attention", "lstm"])]  # complexity-gpu rows
     pairs = both.pivot_table(index=["seq_len", "d_model"], columns="mixer",
                              values="fwd_ms", aggfunc="median").dropna()
     if pairs.empty:
@@ -249,11 +259,42 @@ def quadratic_memory(stored: Stored) -> Evidence:
         _layer_scale(pd.concat([explicit, fused])))
 
 
+def _fixed_tokens_gpu(rows: pd.DataFrame, rule: str) -> Evidence:
+    """The parallel-hardware verdict from GPU rows at a fixed token count, per dtype."""
+    rows = rows.assign(us_per_token=rows["fwdbwd_ms"] * 1e3 / (rows["batch_size"]
+                                                               * rows["seq_len"]))
+    parts, verdicts = [], []
+    for dtype, one in rows.groupby(rows["dtype"].astype(str)):
+        lstm, attn = one[one["mixer"] == "lstm"], one[one["mixer"] == "self-attention"]
+        k = loglog_fit(lstm["seq_len"], lstm["us_per_token"])
+        n = int(min(lstm["seq_len"].max(), attn["seq_len"].max())) if len(attn) else 0
+        if k is None or not n:
+            raise Missing("fixed-tokens-gpu --device cuda", f"{dtype}: fewer than 4 LSTM "
+                          "points or no attention point at a shared n")
+        ratio = float(lstm[lstm["seq_len"] == n]["us_per_token"].median()
+                      / attn[attn["seq_len"] == n]["us_per_token"].median())
+        a = loglog_fit(attn["seq_len"], attn["us_per_token"])
+        verdicts.append(CONTRADICTS if k.slope < FLAT_SLOPE or ratio < 1 else
+                        SUPPORTS if k.slope >= SEQUENTIAL_SLOPE and ratio >= UTILISATION_GAP
+                        else QUALIFIED)
+        parts.append(f"{dtype}: LSTM time per token ~ n^k, k = {k.text()}; attention k = "
+                     f"{a.text() if a else 'n/a'}; at n = {n} the LSTM takes {fmt(ratio)}x "
+                     "attention's time per token")
+    verdict = verdicts[0] if len(set(verdicts)) == 1 else (
+        CONTRADICTS if CONTRADICTS in verdicts else QUALIFIED)
+    tokens = int((rows["batch_size"] * rows["seq_len"]).iloc[0])
+    return Evidence(f"GPU rows under <out>/gpu, fit=fixed-tokens, {tokens} tokens per batch "
+                    "(figure gpu/fixed-tokens-gpu/fixed-tokens.png)",
+                    "; ".join(parts) + " (one timing per point, median of its timed calls)",
+                    verdict, rule, _layer_scale(rows))
+
+
 CLAIMS = [
     Claim("sequential-ops", "Recurrence needs O(n) sequential operations; self-attention O(1)",
           "table1", "table1/sequential-ops.png", sequential_ops),
-    Claim("parallel-hardware", "Sequential computation keeps recurrence from using parallel "
-          "hardware fully", "table1", "table1/fixed-tokens.png", parallel_hardware),
+    Claim("parallel-hardware", "Recurrence's sequential nature precludes parallelization "
+          "within training examples (measured on parallel hardware: a GPU)", "table1",
+          "table1/fixed-tokens.png", parallel_hardware),
     Claim("parallel-threads", "Recurrence cannot use parallel hardware (CPU threads, and a "
           "work-span projection to P = 10^5)", "parallel", "", parallel_threads),
     Claim("path-length", "Maximum path length: O(1) for self-attention, O(n) for recurrence",

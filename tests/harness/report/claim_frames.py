@@ -95,6 +95,17 @@ def gpu_rows(attn_rate: float, lstm_rate: float) -> list[dict]:
             for n in (1024, 8192)]
 
 
+def fixed_token_rows(lstm_k: float, ratio: float, tokens: int = 32768) -> list[dict]:
+    """cuda fixed-tokens rows, two dtypes: the LSTM's time per token ~ n^lstm_k, attention's
+    flat, and the LSTM `ratio` times attention's at the longest n (8192)."""
+    ns = (512, 1024, 2048, 4096, 8192)
+    per_token = {"lstm": lambda n: ratio * (n / 8192) ** lstm_k, "self-attention": lambda n: 1.0}
+    return [{"runner": "layer", "fit": "fixed-tokens", "mixer": m, "seq_len": n, "d_model": 1024,
+             "batch_size": tokens // n, "device": "cuda", "dtype": dtype,
+             "fwdbwd_ms": per_token[m](n) * tokens / 1e3}
+            for dtype in ("bfloat16", "float32") for m in per_token for n in ns]
+
+
 # ---------------------------------------------------------------- convergence-quick
 
 SEEDS = (0, 1)

@@ -15,6 +15,7 @@ from harness.report.claims import (
 )
 from tests.harness.report.claim_frames import (
     CLOSED_FORM,
+    fixed_token_rows,
     gpu_rows,
     parallel_rows,
     quick_rows,
@@ -77,6 +78,20 @@ def test_parallel_hardware_from_gpu_rows(tmp_path, rates, verdict):
     write_suite(tmp_path, "table1", table1_rows())
     write_suite(tmp_path / "gpu", "complexity-gpu-quick", gpu_rows(*rates))
     assert rules.parallel_hardware(Stored(tmp_path)).verdict == verdict
+
+
+@pytest.mark.parametrize("lstm_k, ratio, verdict", [
+    (0.9, 20.0, SUPPORTS),  # time set by n sequential steps, far behind attention
+    (0.9, 1.5, QUALIFIED),  # sequential, but attention not 2x ahead at the longest n
+    (0.6, 0.5, CONTRADICTS),  # attention slower at the longest n
+    (0.05, 20.0, CONTRADICTS),  # flat: the recurrence parallelised within sequences
+])
+def test_parallel_hardware_from_fixed_token_gpu_rows(tmp_path, lstm_k, ratio, verdict):
+    write_suite(tmp_path, "table1", table1_rows())
+    write_suite(tmp_path / "gpu", "fixed-tokens-gpu", fixed_token_rows(lstm_k, ratio))
+    evidence = rules.parallel_hardware(Stored(tmp_path))
+    assert evidence.verdict == verdict
+    assert "bfloat16" in evidence.measured and "float32" in evidence.measured
 
 
 def test_parallel_hardware_without_gpu_is_not_measured_here(tmp_path):
