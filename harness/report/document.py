@@ -138,12 +138,14 @@ def parallel_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
 
 def identities_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
     """Permutation equivariance and the sinusoids' linear shift, per mixer and seed."""
-    cols = ["mixer", "seed", "seq_len", "d_model", "equivariance_error", "pe_shift_residual"]
+    cols = ["mixer", "seed", "seq_len", "d_model", "equivariance_error", "equivariance_dtype",
+            "pe_shift_residual", "pe_table_dtype"]
     table = df[df["status"] == "ok"][[c for c in cols if c in df]]
     return ["### Identities", "",
-            "`equivariance_error`: largest |f(xP) - f(x)P| / |f(x)| in float64 (the LSTM is a "
-            "control that must fail); `pe_shift_residual`: relative residual of the best "
-            "linear map PE[pos] -> PE[pos + k] (float32 table).", "",
+            "`equivariance_error`: largest |f(xP) - f(x)P| / |f(x)| (the LSTM is a control that "
+            "must fail); `pe_shift_residual`: relative residual of the best linear map PE[pos] "
+            "-> PE[pos + k]; each computed in the dtype beside it. These check mathematical "
+            "identities of the computation, not trained behaviour.", "",
             _save_table(out_dir, suite, "identities", table)]
 
 

@@ -168,8 +168,12 @@ def run_identities(point: Point, ctx: Context) -> Result:
         src, dst = pe[: positions - k], pe[k:]
         m = torch.linalg.lstsq(src, dst).solution  # (d, d)
         residuals.append(float(torch.linalg.norm(src @ m - dst) / torch.linalg.norm(dst)))
+    # the dtypes each identity was computed in (the point's own dtype plays no part here)
     return Result({"equivariance_error": float(err), "pe_shift_residual": max(residuals),
-                   "pe_shifts": " ".join(map(str, SHIFTS)), "pe_positions": positions})
+                   "pe_shifts": " ".join(map(str, SHIFTS)), "pe_positions": positions,
+                   "equivariance_dtype": str(y.dtype).removeprefix("torch."),
+                   "pe_table_dtype": str(models.blocks.sinusoid_table(2, 2).dtype)
+                   .removeprefix("torch.")})
 
 
 RUNNERS: dict[str, Runner] = {

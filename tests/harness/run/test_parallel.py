@@ -32,3 +32,6 @@ def test_identities_hold_for_attention_and_fail_for_the_lstm_control():
     assert by_mixer["self-attention"]["equivariance_error"] < 1e-12
     assert by_mixer["lstm"]["equivariance_error"] > 1e-3
     assert by_mixer["self-attention"]["pe_shift_residual"] < 1e-5
+    # the rows say what each identity was computed in: the mixer in float64, the table float32
+    assert by_mixer["lstm"]["equivariance_dtype"] == "float64"
+    assert by_mixer["lstm"]["pe_table_dtype"] == "float32"
