@@ -6,7 +6,7 @@ same harness.
   minLSTM (Feng et al. 2024) in their sequential form and their scans, and causal
   self-attention. Points run n by n, every variant of one n back to back, so a change of
   machine load lands on the variants that are compared with one another.
-- Associative recall against state size (study STUDY): MQAR (Arora et al. 2023) in
+- Associative recall against state size (study mqar-state): MQAR (Arora et al. 2023) in
   the same 2-layer Pre-LN LM (harness's mixer-lm) with only the mixer changed, at one width
   with the number of key-value pairs swept, and at one number of pairs with the width swept.
 """

@@ -1,5 +1,6 @@
 """Later work's claims, judged by the same rules as the paper's but kept apart from them (each
-claim's text says whose it is): that a recurrence with gates free of h_{t-1} trains in
+claim's text says whose it is; the rows are the full `rematch` suite's where it has them,
+else rematch-quick's): that a recurrence with gates free of h_{t-1} trains in
 O(log n) sequential steps and faster than its loop (Feng et al. 2024), and that attention
 recalls more key-value pairs than a fixed-size state at equal width (Arora et al. 2023).
 """
@@ -37,6 +38,14 @@ def _scale(rows: pd.DataFrame) -> str:
             f"{first.get('machine', '?')}")
 
 
+def _rematch(stored: Stored, **where: object) -> pd.DataFrame:
+    """The full suite's rows where it has them, else rematch-quick's (Missing names it)."""
+    try:
+        return stored.rows("rematch", **where)
+    except Missing:
+        return stored.rows("rematch-quick", **where)
+
+
 def _depth(stored: Stored) -> tuple[str, bool, bool]:
     """(text, grows as log n, grows as n) from table1's minGRU seq-ops rows."""
     g = stored.rows("table1", fit="seq-ops", mixer="min-gru").sort_values("seq_len")
@@ -54,7 +63,7 @@ def _depth(stored: Stored) -> tuple[str, bool, bool]:
 
 def _speedups(stored: Stored) -> tuple[str, dict[str, float]]:
     """(text, the log scan's speed-up over the loop at the longest n, per layer)."""
-    df = stored.rows("rematch-quick", runner="fwdbwd")
+    df = _rematch(stored, runner="fwdbwd")
     out, parts = {}, []
     for kind in SCANNED:
         rows = df[df["mixer"] == kind]
@@ -62,13 +71,14 @@ def _speedups(stored: Stored) -> tuple[str, dict[str, float]]:
               for s in ("sequential", "log")}
         ratio = (by["sequential"] / by["log"]).dropna()
         if ratio.empty:
-            raise Missing("rematch-quick", f"no sequential and log-scan timings of {kind}")
+            raise Missing(df["suite"].iloc[0], f"no sequential and log-scan timings of {kind}")
         ratio.index = ratio.index.astype(int)
         out[kind] = float(ratio[ratio.index.max()])
         parts.append(f"{kind}: " + ", ".join(f"n={n}: {fmt(r)}x" for n, r in
                                               sorted(ratio.items())))
-    return "forward+backward speed-up of the log-space scan over the loop: " + "; ".join(
-        parts) + " (one timing per point)", out
+    suite = df["suite"].iloc[0]
+    return (f"{suite}: forward+backward speed-up of the log scan over the loop: "
+            + "; ".join(parts) + " (one timing per point)"), out
 
 
 def log_depth_training(stored: Stored) -> Evidence:
@@ -77,10 +87,11 @@ def log_depth_training(stored: Stored) -> Evidence:
     faster = all(s > MIN_SPEEDUP for s in speedup.values())
     verdict = (CONTRADICTS if linear or not any(s > MIN_SPEEDUP for s in speedup.values())
                else SUPPORTS if log_depth and faster else QUALIFIED)
-    rows = stored.rows("rematch-quick", runner="fwdbwd")
+    rows = _rematch(stored, runner="fwdbwd")
     return Evidence(
-        "table1, fit=seq-ops (min-gru, scan=levels); rematch-quick, runner fwdbwd (minGRU "
-        "and minLSTM, sequential and log-space scan)", f"{depth_text}; {speed_text}", verdict,
+        f"table1, fit=seq-ops (min-gru, scan=levels); {rows['suite'].iloc[0]}, runner fwdbwd "
+        "(minGRU and minLSTM, sequential and log-space scan)", f"{depth_text}; {speed_text}",
+        verdict,
         f"supports if the depth fits n^k with k < {LOG_EXP_MAX} and adds the same ops per "
         f"doubling of n (within {DOUBLING_SPREAD:.0%}), and both scans beat their loop "
         f"(speed-up > {MIN_SPEEDUP}) at the longest n; contradicts if k > {1 - LOG_EXP_MAX} "
@@ -92,7 +103,7 @@ def log_depth_training(stored: Stored) -> Evidence:
 
 def _recall_rows(stored: Stored) -> tuple[pd.DataFrame, float]:
     """The pairs sweep (at the most common width) and chance."""
-    df = stored.rows("rematch-quick", study="mqar-state", runner="train")
+    df = _rematch(stored, study="mqar-state", runner="train")
     d = int(df["d_model"].astype(int).mode().iloc[0])
     df = df[df["d_model"].astype(int) == d].assign(pairs=lambda f: f["seq_len"].astype(int))
     return df, float(2 / df["alphabet_size"].astype(float).max())
@@ -118,7 +129,8 @@ def attention_recalls_more(stored: Stored) -> Evidence:
                + "; ".join(f"{p} pairs: " + ", ".join(f"{k} {fmt(v)}" for k, v in
                                                      accs[p].items()) for p in mean.index)
                + f" (chance {fmt(chance)})")
-        return Evidence("rematch-quick, study mqar-state", why, INCONCLUSIVE, rule, scale)
+        return Evidence(f"{df['suite'].iloc[0]}, study mqar-state", why, INCONCLUSIVE, rule,
+                        scale)
     p = int(learned.index.max())
     at = df[df["pairs"] == p]
     diffs = {k: paired(at[at["mixer_kind"] == k], at[at["mixer_kind"] == "self-attention"],
@@ -131,7 +143,7 @@ def attention_recalls_more(stored: Stored) -> Evidence:
                 + f" (chance {fmt(chance)}, {seeds} seeds); attention minus " + "; ".join(
                     f"{k}: {d.text()}" for k, d in diffs.items()))
     verdict = CONTRADICTS if lost else SUPPORTS if won else QUALIFIED
-    return Evidence(f"rematch-quick, study mqar-state: pairs swept at d = "
+    return Evidence(f"{df['suite'].iloc[0]}, study mqar-state: pairs swept at d = "
                     f"{int(df['d_model'].iloc[0])}, mixer-lm with only the mixer changed",
                     measured, verdict, rule, scale)
 
