@@ -13,6 +13,7 @@ from experiments import (
     gpu,
     identities,
     parallel,
+    rematch,
     table1,
     translation,
 )
@@ -45,6 +46,9 @@ SUITES: dict[str, Callable[[], list[Point]]] = {
     "translation-table3": translation.translation_table3,
     "translation-table3-quick": translation.translation_table3_quick,
     "translation-tiny": translation.translation_tiny,
+    "rematch-quick": rematch.rematch_quick,
+    "rematch": rematch.rematch,
+    "rematch-gpu-quick": rematch.rematch_gpu_quick,
 }
 
 

@@ -27,9 +27,10 @@ def smoke() -> list[Point]:
 def quick() -> list[Point]:
     """What `make run` runs: the complexity grid trimmed to a few minutes on 2 cores, wide
     enough in n to cross the closed-form crossovers (n* = 2d for the whole attention layer
-    against an LSTM, 4d for the attention core alone) for each d."""
+    against an LSTM, 4d for the attention core alone) for each d; minGRU (log-space scan,
+    later work) is there for its crossover against attention."""
     return _grid("quick", powers_of_two(32, 1024), [64, 128, 256], tokens=4096,
-                 mixers=(*MIXERS, "attention-core"))
+                 mixers=(*MIXERS, "attention-core", "min-gru"))
 
 
 def complexity() -> list[Point]:

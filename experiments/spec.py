@@ -17,7 +17,7 @@ from typing import Any
 Config = tuple[tuple[str, Any], ...]  # sorted (key, value) pairs: hashable, stable order
 
 # subject: a mixer kind
-LAYER_RUNNERS = ("layer", "compare", "seq-ops", "path", "threads", "identities")
+LAYER_RUNNERS = ("layer", "compare", "fwdbwd", "seq-ops", "path", "threads", "identities")
 MODEL_RUNNERS = ("train", "attn-init", "layer-grads", "grad-distance",  # subject is a model
                  "translate", "source-copy")
 

@@ -11,6 +11,7 @@ LAYERS = {  # mixer kind -> config used in every row of that layer type
     "lstm": {},
     "convolutional": {"kernel_size": 3},
     "restricted-attention": {"n_heads": 4, "window": 16},
+    "min-gru": {"scan": "levels"},  # later work (Feng et al. 2024): the scan's depth shows
 }
 B = 2  # fixed batch for the fits, so time per sequence is comparable across n and d
 
@@ -57,7 +58,8 @@ def table1_points(suite: str, ns: tuple[int, ...], ds: tuple[int, ...], kr_n: in
 
 def table1() -> list[Point]:
     """Table 1: complexity (FLOPs, time), sequential ops, path length and memory of
-    self-attention, LSTM, convolution and restricted attention (about 3 minutes on 2 cores)."""
+    self-attention, LSTM, convolution and restricted attention, and of minGRU through its
+    level-by-level parallel scan (later work; about 3 minutes on 2 cores)."""
     return table1_points("table1", ns=(256, 512, 1024, 2048), ds=(16, 32, 64, 128), kr_n=512,
                          structure_ns=(16, 32, 64, 128, 256), path_ns=(8, 16, 32, 64),
                          tokens=2048)

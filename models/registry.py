@@ -16,6 +16,7 @@ from torch import nn
 from models.blocks import ATTN_BACKENDS, NORMS, EncoderLayer
 from models.checks import check_choice, check_dropout, check_flag, check_heads, check_positive
 from models.local import PADDINGS, ConvMixer, RestrictedAttention
+from models.minrnn import MinRNN, MinRNNConfig
 from models.mixer_lm import MixerLM, MixerLMConfig
 from models.mixers import AttentionCore, RecurrentMixer, SelfAttention
 from models.plugins import BUILTIN, Plugin, entries, register, warn
@@ -94,6 +95,34 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 @dataclass(frozen=True)
+class MinRNNLMConfig:
+    """mixer-lm's layout with a minGRU/minLSTM mixer in every layer (no heads to set)."""
+
+    vocab_size: int = 37000
+    d_model: int = 512
+    n_layers: int = 6
+    d_ff: int | None = None  # None: 4 * d_model
+    dropout: float = 0.1
+    max_len: int = 1024
+    pos_encoding: str = "none"  # the recurrence orders positions by itself
+    tie_weights: bool = True
+    scan: str = "log"  # "sequential", "levels" or "log": the same function, three ways
+
+    def __post_init__(self) -> None:
+        MinRNNConfig(self.scan)  # checks scan
+        MixerLMConfig(**self._lm_fields())  # checks the rest
+
+    def _lm_fields(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if f.name != "scan"}
+
+
+def _min_rnn_lm(kind: str, c: MinRNNLMConfig) -> nn.Module:
+    return MixerLM(MixerLMConfig(mixer_kind=kind, **c._lm_fields()),
+                   lambda: MinRNN(kind, c.d_model, c.scan))
+
+
+@dataclass(frozen=True)
 class _Entry:
     config: type
     make: Callable[..., nn.Module]  # (config) for a model, (d_model, config) for a mixer
@@ -114,6 +143,10 @@ _MODELS: dict[str, _Entry] = {
                             "bidirectional GRU encoder, attentional GRU decoder"),
     "mixer-lm": _Entry(MixerLMConfig, lambda c: MixerLM(c, partial(_causal_mixer, c)),
                        "decoder-only Pre-LN LM around any mixer kind (config key mixer_kind)"),
+    "min-gru-lm": _Entry(MinRNNLMConfig, partial(_min_rnn_lm, "min-gru"),
+                         "decoder-only Pre-LN LM of minGRU layers (Feng et al. 2024)"),
+    "min-lstm-lm": _Entry(MinRNNLMConfig, partial(_min_rnn_lm, "min-lstm"),
+                          "decoder-only Pre-LN LM of minLSTM layers (Feng et al. 2024)"),
 }
 
 
@@ -154,11 +187,15 @@ _MIXERS: dict[str, _Entry] = {
                             "1-D convolution over positions, kernel k"),
     "restricted-attention": _Entry(RestrictedAttentionConfig, _restricted,
                                    "self-attention within a window of r positions"),
+    "min-gru": _Entry(MinRNNConfig, lambda d, c: MinRNN("min-gru", d, c.scan),
+                      "minGRU: gates from x_t only, computed by a scan (Feng et al. 2024)"),
+    "min-lstm": _Entry(MinRNNConfig, lambda d, c: MinRNN("min-lstm", d, c.scan),
+                       "minLSTM: gates from x_t only, computed by a scan (Feng et al. 2024)"),
 }
 
 
 # How a built-in mixer is made causal inside mixer-lm; other kinds need a `causal` knob.
-_CAUSAL_KNOBS: dict[str, dict[str, Any]] = {"lstm": {}, "gru": {},
+_CAUSAL_KNOBS: dict[str, dict[str, Any]] = {"lstm": {}, "gru": {}, "min-gru": {}, "min-lstm": {},
                                             "convolutional": {"padding": "causal"}}
 # A point's identifying columns (experiments.spec.Point.fields): no knob may take their names.
 _ROW_COLUMNS = {"suite", "runner", "mixer", "model", "seq_len", "batch_size", "dtype", "seed",

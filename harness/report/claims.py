@@ -109,10 +109,11 @@ def judge(claim: Claim, stored: Stored) -> Evidence:
 
 def all_claims() -> list[Claim]:
     """Every claim, in the ledger's order (imported here: the claim modules import this one)."""
+    import harness.report.claim_later as later  # later work's claims, after the paper's
     from harness.report import claim_layers, claim_positions, claim_training, claim_translation
 
     return [*claim_layers.CLAIMS, *claim_training.CLAIMS, *claim_positions.CLAIMS,
-            *claim_translation.CLAIMS]
+            *claim_translation.CLAIMS, *later.CLAIMS]
 
 
 def ledger(out_dir: Path, claims: list[Claim] | None = None) -> pd.DataFrame:

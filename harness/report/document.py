@@ -149,6 +149,25 @@ def identities_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]
             _save_table(out_dir, suite, "identities", table)]
 
 
+def rematch_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
+    """Training throughput of scanned and sequential recurrences; MQAR against state size."""
+    from harness.report import rematch
+
+    lines = ["### Training throughput: forward+backward ms of one layer", "",
+             "One timing per point (median of its timed calls), every variant of one n run "
+             "back to back.", "",
+             _save_table(out_dir, suite, "throughput", rematch.throughput_table(df)),
+             "### Speed-up of the scans over the sequential loop", "",
+             "The paper column is Feng et al. (2024), measured on a GPU, not here.", "",
+             _save_table(out_dir, suite, "speedup", rematch.speedup_table(df))]
+    if (df["study"] == rematch.STUDY).any():
+        pts = rematch.mqar_frame(out_dir, suite)
+        lines += ["### MQAR against state size", "",
+                  f"Final held-out accuracy over seeds; chance {rematch.chance(pts):.3f}.", "",
+                  _save_table(out_dir, suite, "mqar", rematch.mqar_table(pts))]
+    return lines
+
+
 # (predicate on a suite's results, section) in order; the first that applies is used
 SECTIONS: list[tuple[Callable[[str, pd.DataFrame], bool], Callable[..., list[str]]]] = [
     (lambda suite, df: df["runner"].isin(TRANSLATION_RUNNERS).any(), translation_section),
@@ -156,6 +175,7 @@ SECTIONS: list[tuple[Callable[[str, pd.DataFrame], bool], Callable[..., list[str
     (lambda suite, df: (df["runner"] == "layer").any(), layer_section),
     (lambda suite, df: (df["runner"] == "threads").any(), parallel_section),
     (lambda suite, df: (df["runner"] == "identities").any(), identities_section),
+    (lambda suite, df: (df["runner"] == "fwdbwd").any(), rematch_section),
     (lambda suite, df: df["runner"].isin(STUDY_RUNNERS).any(), study_section),
 ]
 

@@ -22,7 +22,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from harness.errors import BadInput  # noqa: E402
-from harness.report import ablations, curves, translation  # noqa: E402
+from harness.report import ablations, curves, rematch, translation  # noqa: E402
 from harness.report.tables import crossover_table, sweep_frame  # noqa: E402
 from harness.results import load_results, write_atomic  # noqa: E402
 
@@ -244,7 +244,7 @@ def _layer(fn: Callable[[pd.DataFrame], plt.Figure]) -> Callable[[Path, str], pl
 
 
 # name -> (draw, runner, study): the training studies' figures, then translation's
-STUDY_FIGURES = {**curves.FIGURES, **ablations.FIGURES}
+STUDY_FIGURES = {**curves.FIGURES, **ablations.FIGURES, **rematch.FIGURES}
 FIGURES: dict[str, Figure] = {
     "crossover": Figure(_layer(crossover), "layer", fit="", study=""),
     "throughput": Figure(_layer(throughput), "layer", fit="", study=""),
@@ -252,6 +252,7 @@ FIGURES: dict[str, Figure] = {
     "path-length": Figure(_layer(path_length), "path", fit="path"),
     "memory": Figure(_layer(memory), "layer", fit="memory"),
     "fixed-tokens": Figure(_layer(fixed_tokens), "layer", fit="fixed-tokens"),
+    **{name: Figure(fn, runner) for name, (fn, runner) in rematch.LAYER_FIGURES.items()},
     # training and probe studies
     **{name: Figure(fn, runner, study=study)
        for name, (fn, runner, study) in {**STUDY_FIGURES, **translation.FIGURES}.items()},

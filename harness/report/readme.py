@@ -254,6 +254,35 @@ def translation_table3(out: Path) -> str:
             "them:\n\n" + markdown_table(table3(df), ".4g") + "\n")
 
 
+def rematch_throughput(out: Path) -> str:
+    """Training throughput of scanned vs sequential recurrences, LSTM, GRU and attention."""
+    from harness.report.rematch import speedup_table, throughput_table
+
+    df = _rows(out, "rematch-quick", runner="fwdbwd")
+    first = df.iloc[0]
+    return (f"`tvr run rematch-quick` ({len(df)} timed points, d = {int(first['d_model'])}, "
+            f"batch {int(first['batch_size'])}, {df['wall_s'].sum():.0f} s of point wall time "
+            f"on {_machine(df)}): forward+backward ms of one layer, median of one timing per "
+            "point.\n\n" + markdown_table(throughput_table(df), ".4g")
+            + "\n\nSpeed-up of each scan over the same layer's sequential loop (time ratio); "
+            "the paper's figures (Feng et al. 2024) were measured on a GPU, not here:\n\n"
+            + markdown_table(speedup_table(df), ".3g") + "\n")
+
+
+def rematch_mqar(out: Path) -> str:
+    """MQAR accuracy against pairs and width: the figure and its numbers."""
+    from harness.report.rematch import STUDY, chance, mqar_frame, mqar_table
+
+    _rows(out, "rematch-quick", study=STUDY)  # or: not measured, run rematch-quick
+    pts = mqar_frame(out, "rematch-quick")
+    seeds = int(pts.groupby(["mixer_kind", "pairs", "d_model"])["seed"].nunique().min())
+    return ("![MQAR against state size](results/rematch-quick/mqar-state.png)\n\n"
+            f"`tvr run rematch-quick` ({len(pts)} training points, {seeds} seeds each, "
+            f"{pts['wall_s'].sum():.0f} s of point wall time on {_machine(pts)}); final "
+            f"held-out accuracy, mean and range over the seeds; chance {chance(pts):.3f}:\n\n"
+            + markdown_table(mqar_table(pts), ".3g") + "\n")
+
+
 def claims(out: Path) -> str:
     table = ledger(out)
     summary = table[["claim", "verdict"]]
@@ -265,6 +294,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "run-times": run_times, "crossover": crossover, "table1": table1_block, "bench": bench,
     "claims": claims, "parallel": parallel, "linear-attention": plugin_example,
     "translation": translation, "translation-table3": translation_table3,
+    "rematch-throughput": rematch_throughput, "rematch-mqar": rematch_mqar,
     **{f"study-{name}": (lambda out, name=name: study(out, name))
        for name in [*STUDIES, "gradient-distance"]},
 }

@@ -22,6 +22,9 @@ ROWS = {
     "convolutional": ("convolutional", "O(k n d^2)", "O(1)",
                       "O(log_k n) dilated / O(n/k) contiguous"),
     "self-attention (restricted)": ("restricted-attention", "O(r n d)", "O(1)", "O(n/r)"),
+    # minGRU through its level-by-level scan: later work, so no claim of the paper beside it
+    "recurrent (parallel scan)": ("min-gru", "not in the paper (Feng et al. 2024)",
+                                  "not in the paper: O(log n)", "not in the paper: O(log n) ops"),
 }
 ATTENTION = ("self-attention", "restricted-attention")
 
@@ -112,6 +115,24 @@ def table1(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return pd.DataFrame(rows), notes
 
 
+def _scan_notes(ok: pd.DataFrame) -> list[str]:
+    """The parallel-scan row's depths, which a power law cannot describe: log n grows slower
+    than any n^k, so its fitted exponent falls toward 0 as the range widens."""
+    g = _group(ok, "seq-ops", "min-gru").sort_values("seq_len")
+    if len(g) < 2:
+        return []
+    ns, depth = g["seq_len"].astype(int), g["seq_ops"].astype(float)
+    slope = np.polyfit(np.log2(ns), depth, 1)[0]
+    pairs = ", ".join(f"n={n}: {int(v)}" for n, v in zip(ns, depth, strict=True))
+    path = _group(ok, "path", "min-gru").sort_values("seq_len")
+    ops = ", ".join(f"n={int(n)}: {int(p) if p == p else 'not reached'}"
+                    for n, p in zip(path["seq_len"], path["path_length"], strict=True))
+    return [f"recurrent (parallel scan) is minGRU computed by its level-by-level scan "
+            f"(scan=levels): graph depth {pairs}, {slope:.1f} ops more per doubling of n "
+            f"(least squares in log2 n), i.e. O(log n)" +
+            (f"; path length in ops on the shortest chain x[0] -> y[n-1]: {ops}" if ops else "")]
+
+
 def _extra_notes(ok: pd.DataFrame, layers: pd.DataFrame) -> list[str]:
     notes = []
     for mixer, knob in (("convolutional", "kernel_size"), ("restricted-attention", "window")):
@@ -143,6 +164,7 @@ def _extra_notes(ok: pd.DataFrame, layers: pd.DataFrame) -> list[str]:
     if others:
         notes.append(f"{', '.join(others)}: a mixer outside the paper's table; its flops "
                      "exponents count the whole layer (projections included)")
+    notes += _scan_notes(ok)
     notes.append("recurrent sequential ops and path length are measured through the explicit "
                  "cell loop (rnn_impl=cell): the fused kernel is one graph node whatever n is")
     notes.append("flops exponents of the attention rows count their sequence products (QK^T, "

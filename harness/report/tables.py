@@ -20,8 +20,9 @@ PAPER = {  # Table 1 of the paper: complexity per layer
     "gru": "O(n d^2)",
 }
 # Forward matmul FLOPs per sequence, closed form, for the crossover: attention with its
-# projections 8nd^2 + 4n^2d; LSTM 16nd^2 (4 gates x input and recurrent products); GRU 12nd^2.
-RECURRENT_FLOP_COEF = {"lstm": 16, "gru": 12}
+# projections 8nd^2 + 4n^2d; LSTM 16nd^2 (4 gates x input and recurrent products); GRU 12nd^2;
+# minGRU 4nd^2 and minLSTM 6nd^2 (input products only: no recurrent matmul).
+RECURRENT_FLOP_COEF = {"lstm": 16, "gru": 12, "min-gru": 4, "min-lstm": 6}
 FORMATS = ("markdown", "csv", "latex")
 
 
@@ -160,7 +161,8 @@ def crossover_table(df: pd.DataFrame) -> pd.DataFrame:
                 both = both.sort_values("seq_len")
                 ns = both["seq_len"].to_numpy()
                 # proj n d^2 + 4 n^2 d = coef n d^2  <=>  n = (coef - proj) d / 4
-                closed = np.nan if coef is None else (coef - proj) * int(d) / 4
+                # no positive root (minGRU vs the whole layer): attention is never cheaper
+                closed = np.nan if coef is None or coef <= proj else (coef - proj) * int(d) / 4
                 row = {"attention": variant, "versus": other, "d_model": int(d),
                        "n_star_closed_form": closed, "n_paper": int(d)}
                 for metric, col in (("flops", "gflop_per_seq"), ("time", "ms_per_seq")):

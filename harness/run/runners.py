@@ -16,8 +16,19 @@ from torch import nn
 import models
 from experiments.spec import CompareOptions, PathOptions, Point, ThreadOptions
 from harness.measure.compare import compare_layer
-from harness.measure.structure import max_path_length, recurrent_path_length, sequential_ops
-from harness.measure.timing import layer_calls, measure_layer, saved_tensor_bytes, time_fn
+from harness.measure.structure import (
+    max_path_length,
+    path_ops,
+    recurrent_path_length,
+    sequential_ops,
+)
+from harness.measure.timing import (
+    compiled_calls,
+    layer_calls,
+    measure_layer,
+    saved_tensor_bytes,
+    time_fn,
+)
 from harness.runner import Context, Result, Runner
 from harness.train.points import run_train
 from harness.train.probes import run_attn_init, run_grad_distance, run_layer_grads
@@ -26,8 +37,9 @@ from harness.train.translation.runner import run_source_copy, run_translate
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # Runners that cast the layer to Point.dtype and honour Point.compile; `tvr run
 # --dtype/--compile` changes only their points.
-CAST_RUNNERS = ("layer", "compare")
+CAST_RUNNERS = ("layer", "compare", "fwdbwd")
 RECURRENT = ("lstm", "gru")
+SCANNED = ("min-gru", "min-lstm")  # one layer links every position; its chain is the measure
 
 
 def _layer_input(point: Point, device: torch.device, batch: int, n: int) -> torch.Tensor:
@@ -60,6 +72,21 @@ def run_layer(point: Point, ctx: Context) -> Result:
     x = _layer_input(point, ctx.device, point.batch_size, point.seq_len)
     return Result(measure_layer(module, x, min_run_time=ctx.min_run_time,
                                 compile=point.compile))
+
+
+def run_fwdbwd(point: Point, ctx: Context) -> Result:
+    """Forward+backward time of one mixer on x[B, n, d], as in a training step, and nothing
+    else: a throughput sweep to long n has no time for FLOP counting at every point."""
+    module = _build_mixer(point, ctx.device)
+    x = _layer_input(point, ctx.device, point.batch_size, point.seq_len)
+    if point.compile:
+        _, step, compile_s = compiled_calls(module, x)
+    else:
+        (_, step), compile_s = layer_calls(module, x), None
+    t = time_fn(step, ctx.device, ctx.min_run_time)
+    row = {"fwdbwd_ms": t.median_ms, "fwdbwd_iqr_ms": t.iqr_ms, "fwdbwd_runs": t.runs,
+           "fwdbwd_tokens_per_s": point.batch_size * point.seq_len / (t.median_ms / 1e3)}
+    return Result(row if compile_s is None else row | {"compile_s": compile_s})
 
 
 def variant(point: Point) -> str:
@@ -101,13 +128,28 @@ def run_seq_ops(point: Point, ctx: Context) -> Result:
 
 def run_path(point: Point, ctx: Context) -> Result:
     """Fewest sequential applications linking x[0] to y[n-1]: time steps for a recurrent
-    layer (its cells), stacked layers for every other type; decided from exact gradients."""
+    layer (its cells), ops on the shortest chain for a scanned recurrence (minGRU, minLSTM),
+    stacked layers for every other type; decided from exact gradients."""
     n, d = point.seq_len, point.d_model
     if point.subject in RECURRENT:
         steps = recurrent_path_length(_stacked(point).to(ctx.device), n, d, seed=point.seed)
         return Result({"path_length": steps, "path_unit": "steps"})
+    if point.subject in SCANNED:  # ops on the chain: n - 1 steps in a loop, log n in a scan
+        ops = path_ops(_remembering(_stacked(point)).to(ctx.device), n, d, seed=point.seed)
+        return Result({"path_length": ops, "path_unit": "ops"})
     layers = max_path_length(lambda i: _stacked(point, i).to(ctx.device), n, d, max_depth=n)
     return Result({"path_length": layers, "path_unit": "layers"})
+
+
+def _remembering(layer: nn.Module, margin: float = 4.0) -> nn.Module:
+    """A minGRU/minLSTM whose state is kept (a_t near 1) for the path search: with gates half
+    shut, x[0]'s share of y[n-1] is about 2^-n, below float64 rounding by n = 64, and the exact
+    comparison that decides dependence would miss a chain the graph has. Weights do not
+    change which ops link x[0] to y[n-1], only whether the comparison can see it."""
+    with torch.no_grad():
+        for name, gate in layer.gates.items():  # minGRU: z; minLSTM: f and i
+            gate.bias.fill_(margin if name == "f" else -margin)
+    return layer
 
 
 def run_threads(point: Point, ctx: Context) -> Result:
@@ -179,6 +221,7 @@ def run_identities(point: Point, ctx: Context) -> Result:
 RUNNERS: dict[str, Runner] = {
     "layer": run_layer,  # time, FLOPs, memory of one mixer
     "compare": run_compare,  # ours vs PyTorch's layer, interleaved (tvr bench)
+    "fwdbwd": run_fwdbwd,  # forward+backward time only (training throughput)
     "seq-ops": run_seq_ops,  # Table 1's sequential operations (autograd graph depth)
     "path": run_path,  # Table 1's maximum path length
     "threads": run_threads,  # a layer on 1..all CPU threads, and its span at 1 thread

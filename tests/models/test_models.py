@@ -14,8 +14,9 @@ import models
 F64 = dict(atol=1e-10, rtol=1e-10)  # float64 parity: rounding only
 # Values each model is tested under, for the keys its config has: both kernels (which must
 # give the same numbers) and both norm placements.
-AXES = {"norm": ("post", "pre"), "attn_backend": ("math", "sdpa"), "rnn_impl": ("fused", "cell")}
-KERNELS = ("attn_backend", "rnn_impl")
+AXES = {"norm": ("post", "pre"), "attn_backend": ("math", "sdpa"), "rnn_impl": ("fused", "cell"),
+        "scan": ("log", "levels", "sequential")}
+KERNELS = ("attn_backend", "rnn_impl", "scan")
 
 
 def config_keys(name: str) -> set[str]:
@@ -52,11 +53,12 @@ def test_decoder_is_causal(name, config, t, small_model, tokens, change_from, mo
                                   if any(k in config_keys(n) for k in KERNELS)])
 def test_kernel_choices_give_the_same_model(name, small_model, model_inputs):
     (key,) = (k for k in KERNELS if k in config_keys(name))
-    first, second = (small_model(name, **{key: value}) for value in AXES[key])
-    second.load_state_dict(first.state_dict())
+    first, *others = (small_model(name, **{key: value}) for value in AXES[key])
     inputs = model_inputs(name)
-    with torch.no_grad():
-        torch.testing.assert_close(second(*inputs), first(*inputs), **F64)
+    for other in others:
+        other.load_state_dict(first.state_dict())
+        with torch.no_grad():
+            torch.testing.assert_close(other(*inputs), first(*inputs), **F64)
 
 
 @pytest.mark.parametrize("tie", [True, False])

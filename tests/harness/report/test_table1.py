@@ -91,3 +91,16 @@ def test_exact_path_lengths(n):
 def test_table_without_table1_results_says_what_to_run(tmp_path):
     result = CliRunner().invoke(cli, ["table", "--out", str(tmp_path)])
     assert result.exit_code == 2 and "tvr run table1" in result.output
+
+
+def test_parallel_scan_row_has_log_depth_and_no_paper_claim(tiny):
+    """minGRU through its level-by-level scan: depth adds a constant per doubling of n (the
+    note lists it), far below the LSTM's; the paper column says it is later work."""
+    table, notes = table1(tiny[1])
+    row = table.set_index("layer").loc["recurrent (parallel scan)"]
+    assert row["complexity"] == "not in the paper (Feng et al. 2024)"
+    assert row["seq_ops_n_exp"] < 0.5 < table.set_index("layer").loc["recurrent",
+                                                                      "seq_ops_n_exp"]
+    assert row["flops_n_exp"] == pytest.approx(1, abs=0.05)  # projections: O(n d^2)
+    (note,) = (n for n in notes if n.startswith("recurrent (parallel scan)"))
+    assert "ops more per doubling of n" in note and "path length in ops" in note

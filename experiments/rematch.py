@@ -1,0 +1,98 @@
+"""The rematch: later work's answers to the paper's case against recurrence, measured by the
+same harness.
+
+- Training throughput (runner "fwdbwd"): forward+backward time of one layer of each kind at
+  a fixed width over n, for LSTM (fused kernel and explicit cell loop), GRU, minGRU and
+  minLSTM (Feng et al. 2024) in their sequential form and their scans, and causal
+  self-attention. Points run n by n, every variant of one n back to back, so a change of
+  machine load lands on the variants that are compared with one another.
+- Associative recall against state size (study mqar-state): MQAR (Arora et al. 2023) in
+  the same 2-layer Pre-LN LM (harness's mixer-lm) with only the mixer changed, at one width
+  with the number of key-value pairs swept, and at one number of pairs with the width swept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from experiments.convergence import train_point
+from experiments.spec import Point, TrainOptions, config, powers_of_two
+
+# (mixer kind, config): the throughput variants, in the order they run at each n
+THROUGHPUT: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("lstm", {"rnn_impl": "fused"}),
+    ("lstm", {"rnn_impl": "cell"}),
+    ("gru", {"rnn_impl": "fused"}),
+    ("min-gru", {"scan": "sequential"}),
+    ("min-gru", {"scan": "levels"}),
+    ("min-gru", {"scan": "log"}),
+    ("min-lstm", {"scan": "sequential"}),
+    ("min-lstm", {"scan": "levels"}),
+    ("min-lstm", {"scan": "log"}),
+    ("self-attention", {"n_heads": 4, "causal": True}),
+)
+MQAR_MIXERS = ("self-attention", "lstm", "gru", "min-gru", "min-lstm")
+SEEDS = range(3)
+STUDY = "mqar-state"
+
+
+def throughput_points(suite: str, ns: list[int], d: int, batch: int,
+                      dtype: str = "float32") -> list[Point]:
+    """Every THROUGHPUT variant at each n (n outermost), one layer on x[batch, n, d]."""
+    return [Point(suite, "fwdbwd", kind, n, d, batch, dtype, config=config(cfg))
+            for n in ns for kind, cfg in THROUGHPUT]
+
+
+def _mqar_point(suite: str, mixer: str, pairs: int, d: int, seed: int, steps: int,
+                alphabet: int) -> Point:
+    """mixer-lm with `mixer` in both layers on MQAR with `pairs` pairs; FFN 4d as the paper;
+    lr 3e-3 (at 1e-3 no model left the guess-a-value-in-context plateau within 400 steps in
+    trials here, at 3e-3 attention reached 99.8% at 4 pairs, d = 32, by step 1100)."""
+    pt = train_point(suite, STUDY, "mixer-lm", "mqar", pairs, seed, steps, d_model=d,
+                     mixer_kind=mixer, d_ff=4 * d, target=0.99)
+    options = pt.options
+    assert isinstance(options, TrainOptions)  # a training point always has them
+    task = replace(options.task, alphabet_size=alphabet)  # room for the most pairs
+    return replace(pt, options=replace(options, task=task, lr=3e-3, eval_every=100))
+
+
+def mqar_points(suite: str, pairs: tuple[int, ...], d: int, widths: tuple[int, ...],
+                at_pairs: int, steps: int, seeds: range = SEEDS) -> list[Point]:
+    """Pairs swept at width d, then widths swept at `at_pairs` pairs (the point the two sweeps
+    share is declared once); every MQAR_MIXERS kind, each seed. The alphabet has just room
+    for the most pairs (keys in one half, values in the other), at least 16 symbols."""
+    alphabet = max(16, 2 * max(*pairs, at_pairs))
+    grid = [(p, d) for p in pairs]
+    grid += [(at_pairs, w) for w in widths if (at_pairs, w) not in grid]
+    return [_mqar_point(suite, m, p, w, s, steps, alphabet)
+            for p, w in grid for m in MQAR_MIXERS for s in seeds]
+
+
+def rematch_quick() -> list[Point]:
+    """Training throughput at d = 64, batch 4, n = 64, 512, 4096 (one timing per point, one
+    point at a time), and MQAR with 2 and 4 pairs at d = 32 and with 4 pairs at d = 16, 3
+    seeds, up to 400 steps (16 symbols). For `make run`: about 3 minutes on 2 cores with
+    `--executor ray` (MQAR points one per core; a timed point takes the whole machine).
+    At 400 steps MQAR is short of the steps attention needs to learn recall at 4 pairs
+    (about 1100 in trials here), so its claim may well be inconclusive at this scale; the
+    full suite trains long enough."""
+    return [*throughput_points("rematch-quick", [64, 512, 4096], 64, 4),
+            *mqar_points("rematch-quick", (2, 4), 32, (16,), 4, 400)]
+
+
+def rematch() -> list[Point]:
+    """Training throughput at d = 64, batch 4, n = 64..4096 (powers of two), and MQAR with
+    2..32 pairs at d = 32 and with 8 pairs at d = 16..128, 3 seeds, up to 4000 steps (64
+    symbols). Estimated from trial point times on 2 shared cores (15-30 ms per step at these
+    sizes, 120 points): about 3 h on 2 CPU cores with `--executor ray`, early stopping making
+    it an upper bound; the throughput part alone is about 5 minutes."""
+    return [*throughput_points("rematch", powers_of_two(64, 4096), 64, 4),
+            *mqar_points("rematch", (2, 4, 8, 16, 32), 32, (16, 64, 128), 8, 4000)]
+
+
+def rematch_gpu_quick() -> list[Point]:
+    """Training throughput on a GPU (`tvr run rematch-gpu-quick --device cuda`): d = 256,
+    batch 16, n = 64..4096 (powers of two), float32, the paper's regime for its 175x / 235x
+    at n = 512. A few minutes on one GPU, dominated by the explicit loops at n = 4096."""
+    return throughput_points("rematch-gpu-quick", powers_of_two(64, 4096), 256, 16)

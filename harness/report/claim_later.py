@@ -1,0 +1,159 @@
+"""Later work's claims, judged by the same rules as the paper's but kept apart from them (each
+claim's text says whose it is; the rows are the full `rematch` suite's where it has them,
+else rematch-quick's): that a recurrence with gates free of h_{t-1} trains in
+O(log n) sequential steps and faster than its loop (Feng et al. 2024), and that attention
+recalls more key-value pairs than a fixed-size state at equal width (Arora et al. 2023).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from harness.report.claims import (
+    CONTRADICTS,
+    QUALIFIED,
+    SUPPORTS,
+    Claim,
+    Evidence,
+    Missing,
+    Stored,
+)
+from harness.report.stats import fmt, loglog_fit, paired
+
+INCONCLUSIVE = "inconclusive at this scale"
+LATER = "Later work, not the paper's"  # every claim here starts with it
+LOG_EXP_MAX = 0.5  # a depth growing as log n fits n^k with k well below this over n = 16..256
+DOUBLING_SPREAD = 0.25  # per-doubling depth increments within this of their mean: log n
+MIN_SPEEDUP = 1.0  # the scan must beat the loop by more than this at the longest n
+MIN_SEEDS = 3  # recall verdicts need this many seeds per configuration
+RECALLED = 0.9  # attention has learned recall where its mean accuracy reaches this
+SCANNED = ("min-gru", "min-lstm")
+RECURRENT = ("lstm", "gru", "min-gru", "min-lstm")
+
+
+def _scale(rows: pd.DataFrame) -> str:
+    first = rows.iloc[0]
+    return (f"device {first.get('device', '?')} ({first.get('device_name', '?')}), machine "
+            f"{first.get('machine', '?')}")
+
+
+def _rematch(stored: Stored, **where: object) -> pd.DataFrame:
+    """The full suite's rows where it has them, else rematch-quick's (Missing names it)."""
+    try:
+        return stored.rows("rematch", **where)
+    except Missing:
+        return stored.rows("rematch-quick", **where)
+
+
+def _depth(stored: Stored) -> tuple[str, bool, bool]:
+    """(text, grows as log n, grows as n) from table1's minGRU seq-ops rows."""
+    g = stored.rows("table1", fit="seq-ops", mixer="min-gru").sort_values("seq_len")
+    ns, depth = g["seq_len"].astype(int).to_numpy(), g["seq_ops"].astype(float).to_numpy()
+    fit = loglog_fit(ns, depth)
+    if fit is None:
+        raise Missing("table1", "fewer than 4 seq-ops points of min-gru in table1")
+    steps = np.diff(depth) / np.diff(np.log2(ns))  # ops per doubling of n
+    even = bool(steps.min() > 0 and np.ptp(steps) <= DOUBLING_SPREAD * steps.mean())
+    pairs = ", ".join(f"n={n}: {int(v)}" for n, v in zip(ns, depth, strict=True))
+    text = (f"minGRU (scan=levels) graph depth {pairs} (~ n^k, k = {fit.text()}; "
+            f"{fmt(float(steps.mean()))} ops per doubling)")
+    return text, even and fit.slope < LOG_EXP_MAX, fit.slope > 1 - LOG_EXP_MAX
+
+
+def _speedups(stored: Stored) -> tuple[str, dict[str, float]]:
+    """(text, the log scan's speed-up over the loop at the longest n, per layer)."""
+    df = _rematch(stored, runner="fwdbwd")
+    out, parts = {}, []
+    for kind in SCANNED:
+        rows = df[df["mixer"] == kind]
+        by = {s: rows[rows["scan"].astype(str) == s].set_index("seq_len")["fwdbwd_ms"]
+              for s in ("sequential", "log")}
+        ratio = (by["sequential"] / by["log"]).dropna()
+        if ratio.empty:
+            raise Missing(df["suite"].iloc[0], f"no sequential and log-scan timings of {kind}")
+        ratio.index = ratio.index.astype(int)
+        out[kind] = float(ratio[ratio.index.max()])
+        parts.append(f"{kind}: " + ", ".join(f"n={n}: {fmt(r)}x" for n, r in
+                                              sorted(ratio.items())))
+    suite = df["suite"].iloc[0]
+    return (f"{suite}: forward+backward speed-up of the log scan over the loop: "
+            + "; ".join(parts) + " (one timing per point)"), out
+
+
+def log_depth_training(stored: Stored) -> Evidence:
+    depth_text, log_depth, linear = _depth(stored)
+    speed_text, speedup = _speedups(stored)
+    faster = all(s > MIN_SPEEDUP for s in speedup.values())
+    verdict = (CONTRADICTS if linear or not any(s > MIN_SPEEDUP for s in speedup.values())
+               else SUPPORTS if log_depth and faster else QUALIFIED)
+    rows = _rematch(stored, runner="fwdbwd")
+    return Evidence(
+        f"table1, fit=seq-ops (min-gru, scan=levels); {rows['suite'].iloc[0]}, runner fwdbwd "
+        "(minGRU and minLSTM, sequential and log-space scan)", f"{depth_text}; {speed_text}",
+        verdict,
+        f"supports if the depth fits n^k with k < {LOG_EXP_MAX} and adds the same ops per "
+        f"doubling of n (within {DOUBLING_SPREAD:.0%}), and both scans beat their loop "
+        f"(speed-up > {MIN_SPEEDUP}) at the longest n; contradicts if k > {1 - LOG_EXP_MAX} "
+        "or neither scan is faster; else qualified. Feng et al. report 175x (minGRU) and "
+        "235x (minLSTM) at n = 512 on a GPU",
+        _scale(rows) + f", d = {int(rows['d_model'].iloc[0])}, batch "
+        f"{int(rows['batch_size'].iloc[0])}")
+
+
+def _recall_rows(stored: Stored) -> tuple[pd.DataFrame, float]:
+    """The pairs sweep (at the most common width) and chance."""
+    df = _rematch(stored, study="mqar-state", runner="train")
+    d = int(df["d_model"].astype(int).mode().iloc[0])
+    df = df[df["d_model"].astype(int) == d].assign(pairs=lambda f: f["seq_len"].astype(int))
+    return df, float(2 / df["alphabet_size"].astype(float).max())
+
+
+def attention_recalls_more(stored: Stored) -> Evidence:
+    df, chance = _recall_rows(stored)
+    seeds = int(df.groupby(["mixer_kind", "pairs"])["seed"].nunique().min())
+    mean = df[df["mixer_kind"] == "self-attention"].groupby("pairs")["final_accuracy"].mean()
+    rule = (f"at the most pairs at which attention has learned recall (mean accuracy >= "
+            f"{RECALLED}), supports if attention beats every recurrent model on every seed "
+            "(paired by seed), contradicts if a recurrent model beats it on every seed, else "
+            f"qualified; {INCONCLUSIVE} with fewer than {MIN_SEEDS} seeds, or where attention "
+            "has learned recall at no pairs count (then the models are still on the way and "
+            "their order says nothing about capacity)")
+    scale = (_scale(df) + f", d = {int(df['d_model'].iloc[0])}, up to "
+             f"{int(df['steps'].max())} steps")
+    learned = mean[mean >= RECALLED]
+    if seeds < MIN_SEEDS or learned.empty:
+        accs = df.groupby(["pairs", "mixer_kind"])["final_accuracy"].mean()
+        why = (f"{seeds} seeds per configuration" if seeds < MIN_SEEDS else
+               f"attention below {RECALLED} at every pairs count; mean accuracy "
+               + "; ".join(f"{p} pairs: " + ", ".join(f"{k} {fmt(v)}" for k, v in
+                                                     accs[p].items()) for p in mean.index)
+               + f" (chance {fmt(chance)})")
+        return Evidence(f"{df['suite'].iloc[0]}, study mqar-state", why, INCONCLUSIVE, rule,
+                        scale)
+    p = int(learned.index.max())
+    at = df[df["pairs"] == p]
+    diffs = {k: paired(at[at["mixer_kind"] == k], at[at["mixer_kind"] == "self-attention"],
+                       "final_accuracy") for k in RECURRENT if (at["mixer_kind"] == k).any()}
+    won = all(d.mean > 0 and not d.inside_noise for d in diffs.values())
+    lost = any(d.mean < 0 and not d.inside_noise for d in diffs.values())
+    accs = at.groupby("mixer_kind")["final_accuracy"].mean()
+    measured = (f"{p} pairs: mean accuracy " + ", ".join(f"{k} {fmt(v)}" for k, v in
+                                                           accs.items())
+                + f" (chance {fmt(chance)}, {seeds} seeds); attention minus " + "; ".join(
+                    f"{k}: {d.text()}" for k, d in diffs.items()))
+    verdict = CONTRADICTS if lost else SUPPORTS if won else QUALIFIED
+    return Evidence(f"{df['suite'].iloc[0]}, study mqar-state: pairs swept at d = "
+                    f"{int(df['d_model'].iloc[0])}, mixer-lm with only the mixer changed",
+                    measured, verdict, rule, scale)
+
+
+CLAIMS = [
+    Claim("scan-log-depth", f"{LATER} (Feng et al. 2024): a recurrence whose gates do not "
+          "depend on h_{t-1} trains with O(log n) sequential operations, and faster than its "
+          "sequential form", "rematch-quick", "rematch-quick/scan-throughput.png",
+          log_depth_training),
+    Claim("attention-recalls-more", f"{LATER} (Arora et al. 2023): at equal width, attention "
+          "recalls more key-value pairs than a fixed-size recurrent state", "rematch-quick",
+          "rematch-quick/mqar-state.png", attention_recalls_more),
+]

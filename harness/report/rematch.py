@@ -1,0 +1,161 @@
+"""The rematch's tables and figures (experiments/rematch.py's suites): training throughput of
+sequential and scanned recurrences beside LSTM, GRU and attention, and MQAR recall against
+the size of a model's state. Read from stored rows only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+from harness.errors import BadInput
+from harness.report.curves import SEED, band, rows, titled
+from harness.results import load_results
+
+# Feng et al. 2024: training speed-up of the parallel scan over the sequential form at
+# n = 512, measured on their GPU (not this harness's hardware)
+PAPER_SPEEDUP = {"min-gru": 175.0, "min-lstm": 235.0}
+PAPER_N = 512
+SCANS = ("levels", "log")
+STUDY = "mqar-state"
+MIXER_ORDER = ["self-attention", "lstm", "gru", "min-gru", "min-lstm"]
+
+
+def variant(row: pd.Series) -> str:
+    """"lstm (cell)", "min-gru (log)", "self-attention": a throughput point's layer and form."""
+    form = next((row[k] for k in ("rnn_impl", "scan") if k in row and pd.notna(row[k])), None)
+    return f"{row['mixer']} ({form})" if form else str(row["mixer"])
+
+
+def throughput_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """The ok fwdbwd rows with a `variant` column."""
+    ok = df[(df["runner"] == "fwdbwd") & (df["status"] == "ok")].copy()
+    if ok.empty:
+        raise BadInput("no forward+backward timings here; run `tvr run rematch-quick`")
+    ok["seq_len"] = ok["seq_len"].astype(int)
+    ok["variant"] = ok.apply(variant, axis=1)
+    return ok
+
+
+def throughput_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Forward+backward ms per n (rows) and variant (columns), in the order they ran."""
+    ok = throughput_frame(df)
+    table = ok.pivot_table(index="seq_len", columns="variant", values="fwdbwd_ms",
+                           aggfunc="median", sort=False)
+    return table[list(dict.fromkeys(ok["variant"]))].reset_index()
+
+
+def speedup_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Sequential time / scan time per (layer, scan form) and n, with the paper's figure."""
+    ms = throughput_frame(df).set_index(["variant", "seq_len"])["fwdbwd_ms"]
+    ms = ms.groupby(level=[0, 1]).median()
+    out = []
+    for kind, paper in PAPER_SPEEDUP.items():
+        if f"{kind} (sequential)" not in ms.index.get_level_values(0):
+            continue
+        seq = ms[f"{kind} (sequential)"]
+        for scan in SCANS:
+            if f"{kind} ({scan})" not in ms.index.get_level_values(0):
+                continue
+            ratio = (seq / ms[f"{kind} ({scan})"]).dropna()
+            out.append({"layer": kind, "scan": scan}
+                       | {f"n={n}": r for n, r in ratio.items()}
+                       | {f"paper, n={PAPER_N} (GPU)": paper})
+    if not out:
+        raise BadInput("no sequential and scanned timings of one layer to compare")
+    return pd.DataFrame(out)
+
+
+def throughput(out_dir: Path, suite: str) -> plt.Figure:
+    """Forward+backward time against n, one line per layer and form (log-log)."""
+    ok = throughput_frame(load_results(out_dir, [suite]))
+    fig, ax = plt.subplots(figsize=(7, 4.2), layout="constrained")
+    sns.lineplot(data=ok, x="seq_len", y="fwdbwd_ms", hue="variant", marker="o", ax=ax,
+                 errorbar=None)
+    ax.set(xscale="log", yscale="log", xlabel="sequence length n",
+           ylabel="forward+backward ms (median)")
+    first = ok.iloc[0]
+    ax.set_title(f"One layer's training step, d={int(first['d_model'])}, batch "
+                 f"{int(first['batch_size'])}, {first.get('device', '?')}")
+    ax.legend(fontsize=7, ncol=2)
+    return fig
+
+
+# ---------------------------------------------------------------- recall and state size
+
+
+def state_floats(row: pd.Series) -> float:
+    """Numbers a layer carries from one position to the next at the end of the sequence:
+    LSTM h and c (2d), GRU/minGRU/minLSTM h (d), attention every key and value so far
+    (2 d per token; MQAR's LM stream has 4 tokens per pair)."""
+    d, kind = float(row["d_model"]), row["mixer_kind"]
+    if kind == "lstm":
+        return 2 * d
+    if "attention" in str(kind):
+        return 2 * d * 4 * float(row["seq_len"])
+    return d
+
+
+def mqar_frame(out_dir: Path, suite: str) -> pd.DataFrame:
+    """The MQAR study's finished rows with pairs, width, state size and pairs per state."""
+    pts = rows(out_dir, suite, STUDY)
+    pts = pts.assign(pairs=pts["seq_len"].astype(int), d_model=pts["d_model"].astype(int))
+    pts["state_floats"] = pts.apply(state_floats, axis=1)
+    pts["pairs_per_state"] = pts["pairs"] / pts["state_floats"]
+    return pts
+
+
+def sweeps(pts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(pairs swept at the most common width, widths swept at the most common pairs)."""
+    d = int(pts["d_model"].mode().iloc[0])
+    p = int(pts.loc[pts["d_model"] != d, "pairs"].mode().iloc[0]) \
+        if (pts["d_model"] != d).any() else int(pts["pairs"].max())
+    return pts[pts["d_model"] == d], pts[pts["pairs"] == p]
+
+
+def mqar_state(out_dir: Path, suite: str) -> plt.Figure:
+    """Final held-out accuracy against pairs (fixed width), width (fixed pairs) and pairs
+    per number of state, one line per mixer; chance as a dotted line."""
+    pts = mqar_frame(out_dir, suite)
+    by_pairs, by_width = sweeps(pts)
+    order = [m for m in MIXER_ORDER if m in set(pts["mixer_kind"])]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4), layout="constrained")
+    panels = [(by_pairs, "pairs", f"key-value pairs (d={int(by_pairs['d_model'].iloc[0])})"),
+              (by_width, "d_model", f"width d ({int(by_width['pairs'].iloc[0])} pairs)"),
+              (pts, "pairs_per_state", "pairs per number of state (per layer)")]
+    for ax, (data, x, label) in zip(axes, panels, strict=True):
+        sns.lineplot(data=data, x=x, y="final_accuracy", hue="mixer_kind", hue_order=order,
+                     marker="o", errorbar=band(data), seed=SEED, ax=ax,
+                     legend=ax is axes[0])
+        ax.set(xlabel=label, ylabel="final held-out accuracy", ylim=(0, 1.02))
+        if x == "pairs_per_state":
+            ax.set_xscale("log")
+        else:  # powers of two, labelled as numbers
+            ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_formatter(ScalarFormatter())
+            ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.axhline(chance(pts), ls=":", color="0.5", label="chance")
+    axes[0].legend(title="mixer", fontsize=8)
+    return titled(fig, "MQAR against state size: mixer-lm, only the mixer changed", pts)
+
+
+def chance(pts: pd.DataFrame) -> float:
+    """Guessing among the values: half the alphabet holds them."""
+    return float(2 / pts["alphabet_size"].astype(float).max())
+
+
+def mqar_table(pts: pd.DataFrame) -> pd.DataFrame:
+    """Mean and range of final accuracy over seeds per mixer and (pairs, width)."""
+    g = pts.groupby(["mixer_kind", "pairs", "d_model"])["final_accuracy"]
+    out = g.agg(["mean", "min", "max", "count"]).reset_index()
+    out["mixer_kind"] = pd.Categorical(out["mixer_kind"], [*MIXER_ORDER, *sorted(
+        set(out["mixer_kind"]) - set(MIXER_ORDER))])
+    return out.sort_values(["pairs", "d_model", "mixer_kind"]).rename(
+        columns={"count": "seeds"}).reset_index(drop=True)
+
+
+FIGURES = {"mqar-state": (mqar_state, "train", STUDY)}
+LAYER_FIGURES = {"scan-throughput": (throughput, "fwdbwd")}

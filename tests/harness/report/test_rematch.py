@@ -1,0 +1,134 @@
+"""The rematch's tables and its later-work claims, on made-up rows that must yield each
+verdict; the suites declare what they promise."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import experiments
+from experiments.rematch import MQAR_MIXERS, THROUGHPUT
+from harness.report import claim_later as rules
+from harness.report.claims import CONTRADICTS, QUALIFIED, SUPPORTS, Stored, all_claims
+from harness.report.document import write_report
+from harness.report.readme import render_block
+from harness.report.rematch import speedup_table, state_floats, throughput_table
+from tests.harness.report.claim_frames import write_suite
+
+NS = (64, 512, 4096)
+
+
+def fwdbwd_rows(seq_ms=lambda n: n / 10, scan_ms=lambda n: 1.0) -> list[dict]:
+    """Timings of every throughput variant: loops take seq_ms(n), scans scan_ms(n)."""
+    rows = []
+    for n in NS:
+        for kind, cfg in THROUGHPUT:
+            loop = cfg.get("scan") == "sequential" or cfg.get("rnn_impl") == "cell"
+            rows.append({"runner": "fwdbwd", "mixer": kind, "seq_len": n, "d_model": 64,
+                         "batch_size": 4, "fwdbwd_ms": seq_ms(n) if loop else scan_ms(n),
+                         "wall_s": 1.0, **cfg})
+    return rows
+
+
+def seq_ops_rows(depth=lambda n: 10 * n.bit_length()) -> list[dict]:
+    return [{"runner": "seq-ops", "fit": "seq-ops", "mixer": "min-gru", "seq_len": n,
+             "d_model": 16, "scan": "levels", "seq_ops": depth(n)}
+            for n in (16, 32, 64, 128, 256)]
+
+
+def mqar_rows(acc: dict[str, tuple[float, ...]], seeds: int = 3) -> list[dict]:
+    """acc[mixer] = mean accuracy per pairs count (2, 4, 8) at d = 32; seeds spread it by
+    +-0.01 so that a difference is the same sign on every seed."""
+    return [{"runner": "train", "study": "mqar-state", "model": "mixer-lm", "mixer_kind": m,
+             "seq_len": p, "d_model": 32, "seed": s, "alphabet_size": 64,
+             "final_accuracy": a + 0.01 * (s - 1), "wall_s": 1.0, "steps": 400}
+            for m, accs in acc.items() for p, a in zip((2, 4, 8), accs, strict=True)
+            for s in range(seeds)]
+
+
+def test_throughput_and_speedup_tables():
+    df = pd.DataFrame(fwdbwd_rows())
+    df["status"] = "ok"
+    table = throughput_table(df)
+    assert list(table["seq_len"]) == list(NS)
+    assert table.loc[table["seq_len"] == 512, "min-gru (sequential)"].item() == 51.2
+    speed = speedup_table(df).set_index(["layer", "scan"])
+    assert speed.loc[("min-lstm", "log"), "n=4096"] == pytest.approx(409.6)
+    assert speed.loc[("min-gru", "levels"), "paper, n=512 (GPU)"] == 175
+
+
+def test_state_sizes():
+    row = {"d_model": 32, "seq_len": 8}
+    assert state_floats(pd.Series(row | {"mixer_kind": "lstm"})) == 64
+    assert state_floats(pd.Series(row | {"mixer_kind": "min-gru"})) == 32
+    assert state_floats(pd.Series(row | {"mixer_kind": "self-attention"})) == 2 * 32 * 32
+
+
+@pytest.mark.parametrize("depth, scan_ms, verdict", [
+    (lambda n: 10 * n.bit_length(), lambda n: 1.0, SUPPORTS),
+    (lambda n: 10 * n.bit_length(), lambda n: n / 20 if n < 4096 else 1.0, SUPPORTS),
+    (lambda n: 3 * n, lambda n: 1.0, CONTRADICTS),  # depth linear in n
+    (lambda n: 10 * n.bit_length(), lambda n: n, CONTRADICTS),  # scans slower everywhere
+    (lambda n: 10 * n.bit_length() + (40 if n == 64 else 0), lambda n: 1.0, QUALIFIED),
+])
+def test_log_depth_training(tmp_path, depth, scan_ms, verdict):
+    write_suite(tmp_path, "table1", seq_ops_rows(depth))
+    write_suite(tmp_path, "rematch-quick", fwdbwd_rows(scan_ms=scan_ms))
+    assert rules.log_depth_training(Stored(tmp_path)).verdict == verdict
+
+
+RECURRENT_LOW = {m: (0.5, 0.2, 0.1) for m in MQAR_MIXERS if m != "self-attention"}
+
+
+@pytest.mark.parametrize("acc, seeds, verdict", [
+    ({"self-attention": (1.0, 0.9, 0.8)} | RECURRENT_LOW, 3, SUPPORTS),
+    ({"self-attention": (1.0, 0.9, 0.8)} | RECURRENT_LOW, 2, rules.INCONCLUSIVE),
+    ({"self-attention": (0.8, 0.5, 0.3)} | RECURRENT_LOW, 3, rules.INCONCLUSIVE),  # unlearned
+    ({"self-attention": (0.95, 0.3, 0.05)} | RECURRENT_LOW | {"gru": (0.99, 0.8, 0.5)}, 3,
+     CONTRADICTS),
+    ({"self-attention": (1.0, 0.9, 0.8)} | RECURRENT_LOW | {"gru": (0.9, 0.9, 0.8)}, 3,
+     QUALIFIED),  # a tie on every seed: no separation
+])
+def test_attention_recalls_more(tmp_path, acc, seeds, verdict):
+    write_suite(tmp_path, "rematch-quick", mqar_rows(acc, seeds))
+    assert rules.attention_recalls_more(Stored(tmp_path)).verdict == verdict
+
+
+def test_later_claims_follow_the_papers_and_say_whose_they_are():
+    claims = all_claims()
+    later = claims[-len(rules.CLAIMS):]
+    assert later == rules.CLAIMS
+    assert all(c.claim.startswith(rules.LATER) for c in later)
+    assert not any(c.claim.startswith(rules.LATER) for c in claims[:-len(rules.CLAIMS)])
+    assert {c.suite for c in later} <= set(experiments.suite_names())
+
+
+def test_suites_declare_what_they_promise():
+    quick = experiments.points("rematch-quick")
+    timed = [p for p in quick if p.runner == "fwdbwd"]
+    assert {p.seq_len for p in timed} >= {512, 4096} and len({p.d_model for p in timed}) == 1
+    assert [p.subject for p in timed[:len(THROUGHPUT)]] == [k for k, _ in THROUGHPUT]
+    train = [p for p in quick if p.runner == "train"]
+    kinds = {dict(p.config)["mixer_kind"] for p in train}
+    assert kinds == set(MQAR_MIXERS)
+    per_config = pd.Series([(dict(p.config)["mixer_kind"], p.seq_len, p.d_model)
+                            for p in train]).value_counts()
+    assert per_config.min() >= 3  # seeds
+    assert len({p.point_id for p in quick}) == len(quick)
+    gpu = experiments.points("rematch-gpu-quick")
+    assert all(p.runner == "fwdbwd" for p in gpu) and 512 in {p.seq_len for p in gpu}
+
+
+def test_report_section_figures_and_readme_blocks(tmp_path):
+    acc = {"self-attention": (1.0, 0.9, 0.8)} | RECURRENT_LOW
+    write_suite(tmp_path, "rematch-quick", fwdbwd_rows() + mqar_rows(acc))
+    text = write_report(tmp_path, "rematch-quick").read_text()
+    assert "Speed-up of the scans over the sequential loop" in text
+    assert "MQAR against state size" in text
+    for name in ("scan-throughput", "mqar-state"):
+        assert (tmp_path / "rematch-quick" / f"{name}.png").exists(), name
+    throughput = render_block("rematch-throughput", tmp_path)
+    assert "| min-gru" in throughput and "GPU" in throughput
+    assert "mqar-state.png" in render_block("rematch-mqar", tmp_path)
+    assert "not measured: run `tvr run rematch-quick`" in render_block("rematch-mqar",
+                                                                         tmp_path / "none")
