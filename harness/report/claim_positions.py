@@ -227,13 +227,15 @@ def _warmup_text(gains: list) -> str:
 
 
 def _learned(arms: dict[str, pd.DataFrame]) -> str:
-    """How many seeds of each arm learned at all: final loss below the uniform guess's."""
+    """How many seeds of each arm learned more than character frequencies: final loss below
+    the unigram model's (nats), when the rows record it."""
     parts = []
     for name, g in arms.items():
-        if "alphabet_size" in g and g["alphabet_size"].notna().all():
-            learned = int((g["final_loss"] < np.log(g["alphabet_size"].astype(float))).sum())
-            parts.append(f"{name}: {learned} of {len(g)} seeds below the uniform loss")
-    return "; ".join(parts) or "no alphabet size stored: learning not checked"
+        if "unigram_bits_per_char" in g and g["unigram_bits_per_char"].notna().all():
+            level = g["unigram_bits_per_char"].astype(float) * np.log(2)
+            parts.append(f"{name}: {int((g['final_loss'] < level).sum())} of {len(g)} seeds "
+                         "below the unigram model")
+    return "; ".join(parts) or "no unigram baseline stored: learning not checked"
 
 
 def _warmup_gates(gains: list) -> tuple:
