@@ -14,6 +14,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import FuncFormatter
 
+from harness.report.claim_training import EXTRAPOLATES, FLOP_TOL, SPEED_TOL, VAR_TOL
 from harness.report.curves import (
     SEED,
     Draw,
@@ -57,15 +58,32 @@ def positional(out_dir: Path, suite: str) -> plt.Figure:
                     height=3,
                     aspect=1.2)
     length_axes(g)
+    for task, ax in g.axes_dict.items():
+        mine = long[(long["task_label"] == task)]
+        sin_n = mine[(mine["pos_encoding"] == "sinusoidal") & (mine["eval length"] == 0)]
+        ax.axhline(EXTRAPOLATES * sin_n["accuracy"].mean(), color="grey", ls="--", lw=1,
+                   label=f"{EXTRAPOLATES:.0%} of sinusoidal at n (extrapolates above)")
+        if "alphabet_size" in mine and mine["alphabet_size"].notna().any():
+            ax.axhline(1 / float(mine["alphabet_size"].iloc[0]), color="grey", ls=":", lw=1,
+                       label="chance (1 / alphabet)")
     g.set_titles("trained on {col_name}")
     g.set_axis_labels("evaluation length", "held-out token accuracy")
-    g.legend.set_title("positions")
+    _legend_with_lines(g, "positions")
     return titled(g.figure, "Positional encodings: order and length extrapolation", long)
+
+
+def _legend_with_lines(g: sns.FacetGrid, title: str | None) -> None:
+    """The grid's legend, with the threshold lines drawn on its first panel added."""
+    handles, labels = g.axes.flat[0].get_legend_handles_labels()
+    known = dict(zip(labels, handles, strict=True)) | g._legend_data
+    g.legend.remove()
+    g.add_legend(known, title=title)
 
 
 def heads(out_dir: Path, suite: str) -> plt.Figure:
     """Counted forward FLOPs per token, measured training tokens/s and final accuracy vs h
-    at fixed d_model (the seed: total cost like single-head attention with full d)."""
+    at fixed d_model (the seed: total cost like single-head attention with full d): one dot
+    per seed, the mean with its interval beside them."""
     pts = rows(out_dir, suite, "heads").sort_values("n_heads")
     pts["h"] = pts["n_heads"].astype(int).astype(str)
     order = list(dict.fromkeys(pts["h"]))
@@ -75,19 +93,30 @@ def heads(out_dir: Path, suite: str) -> plt.Figure:
               ("tokens_per_s", "training tokens / s (measured)"),
               ("final_accuracy", "final held-out accuracy")]
     for ax, (col, label) in zip(axes, panels, strict=False):
-        sns.barplot(data=pts, x="h", y=col, order=order, color="#1f77b4", errorbar=band(pts),
-                    seed=SEED, ax=ax)
-        ax.set(xlabel="heads h", ylabel=label)
+        sns.stripplot(data=pts, x="h", y=col, order=order, color="#1f77b4", alpha=0.6,
+                      jitter=0.15, size=4, ax=ax)
+        sns.pointplot(data=pts, x="h", y=col, order=order, color="black", errorbar=band(pts),
+                      linestyle="none", markers="_", markersize=14, capsize=0.15, ax=ax)
+        ax.set(xlabel="heads h", ylabel=label,
+               ylim=(0, 1.05 if col == "final_accuracy" else None))
+    one = pts[pts["h"] == order[0]]
+    axes[0].axhspan(*(one["kflops"].mean() * (1 + t) for t in (-FLOP_TOL, FLOP_TOL)),
+                    color="grey", alpha=0.3, label=f"h=1 ± {FLOP_TOL:.0%} (equal cost)")
+    axes[1].axhspan(*(one["tokens_per_s"].median() * (1 + t) for t in (-SPEED_TOL, SPEED_TOL)),
+                    color="grey", alpha=0.3, label=f"h=1 median ± {SPEED_TOL:.0%}")
+    for ax in axes[:2]:
+        ax.legend(fontsize=7, loc="lower right")
     _steps_panel(axes[3], pts, order)
     task = pts["task_label"].iloc[0]
-    return titled(fig, f"Heads at d_model={int(pts['d_model'].iloc[0])} ({task}): d_k = d/h",
-                  pts)
+    return titled(fig, f"Heads at d_model={int(pts['d_model'].iloc[0])} ({task}): d_k = d/h; "
+                  "dots: seeds, black: mean and interval", pts)
 
 
 def _steps_panel(ax: plt.Axes, pts: pd.DataFrame, order: list[str]) -> None:
     """Steps to the target per seed against h; a censored seed is an open triangle at its
     budget, labelled "> N"."""
-    x = pts["h"].map({h: i for i, h in enumerate(order)})
+    spread_x = (pts.groupby("h").cumcount() - 2) * 0.06  # seeds side by side, none hidden
+    x = pts["h"].map({h: i for i, h in enumerate(order)}) + spread_x
     reached = pts["steps_to_target"].notna()
     ax.scatter(x[reached], pts.loc[reached, "steps_to_target"], color="#1f77b4", s=22)
     ax.scatter(x[~reached], pts.loc[~reached, "steps"], marker="^", facecolors="none",
@@ -146,7 +175,9 @@ def _variance_panel(ax: plt.Axes, pts: pd.DataFrame, d: list[float]) -> None:
         "qk_var_normalised": "model, / (Var q_i Var k_i)"})
     sns.lineplot(data=var, x="d_k", y="value", hue="q, k", marker="o", errorbar=band(pts),
                  seed=SEED, ax=ax)
-    ax.plot(d, d, "k--", lw=1, label="Var = d_k (the seed)")
+    ax.plot(d, d, "k--", lw=1, label="Var = d_k (the identity)")
+    ax.fill_between(d, [(1 - VAR_TOL) * v for v in d], [(1 + VAR_TOL) * v for v in d],
+                    color="grey", alpha=0.3, label=f"d_k ± {VAR_TOL:.0%} (identity check)")
     ax.set(xscale="log", yscale="log", xlabel="d_k", ylabel="Var(q . k)",
            title="dot-product variance")
     log_ticks(ax, d)
@@ -185,7 +216,8 @@ def qk_variance(out_dir: Path, suite: str) -> plt.Figure:
     handles, labels = axes[1].get_legend_handles_labels()  # one legend for panels 2 and 3
     for ax in axes[1:]:
         ax.get_legend().remove()
-    fig.legend(handles, labels, loc="outside right upper", fontsize=8)
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=8,
+               frameon=False)
     titled(fig, "Why 1/sqrt(d_k): the first attention layer of an initialised model", pts)
     return fig
 

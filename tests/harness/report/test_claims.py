@@ -20,7 +20,7 @@ from harness.report.claims import (
     ledger,
     render,
 )
-from harness.report.stats import censored, loglog_fit, paired, spread
+from harness.report.stats import censored, loglog_fit, paired, spread, t_interval
 from tests.harness.report.claim_frames import table1_rows, write_suite
 
 COMMITTED = Path(__file__).resolve().parents[3] / "results"
@@ -146,4 +146,6 @@ def test_figure_bands_are_named_for_what_they_are():
     assert caption(few).startswith("2 seeds per configuration; band: min to max of the seeds")
     assert "100k parameters, up to 400 steps, cpu (X)" in caption(few)
     many = pd.concat([few.assign(seed=few["seed"] + k) for k in range(0, 6, 2)])
-    assert band(many) == ("ci", 95) and "95% bootstrap CI" in caption(many)
+    assert band(many) is t_interval and "95% t-interval" in caption(many)
+    lo, hi = t_interval([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert spread([1.0, 2.0, 3.0, 4.0, 5.0]).startswith(f"3 ± {hi - 3:.3g}")
