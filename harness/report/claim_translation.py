@@ -32,11 +32,11 @@ from harness.report.gates import (
     seed_tests,
     seeds_gate,
 )
+from harness.report.translation import BASELINES
 from harness.results import read_lines
 
 SUITE = "translation-quick"
 FULL_SUITE = "translation"  # 3 seeds, whole test set: the suite that can pass the gates
-BASELINES = ("source-copy", "constant", "retrieval")  # models that need no training
 COST_RATIO = 1.1  # "no more training": at most 1.1x the other model's counted FLOPs
 FRACTION = 0.5  # "a fraction of the training cost": at most half the other model's FLOPs
 SAMPLES = 10_000  # resamples of each sentence-level test
