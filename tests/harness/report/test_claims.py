@@ -66,6 +66,13 @@ def test_json_rows_carry_gates_tests_and_scale(committed):
     assert "gates" in csv.splitlines()[0] and "FAIL" in csv
 
 
+def test_markdown_names_the_failed_gates_and_the_rules_own_verdict(committed):
+    text = render(committed, "markdown")
+    assert 'The rule alone would say "' in text and "failed gates: baselines" in text
+    assert "(identity check): supports." in text
+    assert "- gates: " in text and "- tests: " in text
+
+
 def test_identity_checks_are_counted_apart(committed):
     text = counts(committed)
     assert "identity checks" in text.split(";")[-1]
