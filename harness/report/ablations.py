@@ -15,7 +15,14 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import FuncFormatter
 
-from harness.report.claim_training import EXTRAPOLATES, FLOP_TOL, SPEED_TOL, VAR_TOL
+from harness.report.claim_training import (
+    EXTRAPOLATES,
+    FLOP_TOL,
+    KEPT,
+    SPEED_TOL,
+    VANISHED,
+    VAR_TOL,
+)
 from harness.report.curves import (
     SEED,
     Draw,
@@ -280,19 +287,31 @@ def layer_grad_norms(out_dir: Path, suite: str) -> plt.Figure:
 
 
 def grad_distance(out_dir: Path, suite: str) -> plt.Figure:
-    """||dL_t/dx_{t-k}|| vs k per architecture, at init and after training (log scale)."""
+    """log10 ||dL_t/dx_{t-k}|| vs k per architecture, at init and after training (exponential
+    decay is a straight line)."""
     pts = rows(out_dir, suite, "gradient-distance", "grad-distance")
     long = curves_of(out_dir, suite, pts, ["grad_norm_init", "grad_norm_trained"])
     long["when"] = long["metric"].map({"grad_norm_init": "at initialisation",
                                        "grad_norm_trained": "after training"})
     long = long[(long["step"] > 0) & (long["value"] > 0)]  # log axes: k = 0 is the token itself
+    # seeds averaged in log space (as the ledger's log10 ratios are): an interval on the raw
+    # norms would reach below zero where they spread over orders of magnitude
+    long = long.assign(value=np.log10(long["value"]))
     g = sns.relplot(data=long, x="step", y="value", hue="architecture", col="when",
                     col_order=["at initialisation", "after training"], kind="line",
                     errorbar=band(pts), seed=SEED, palette=arch_colors(long["architecture"]),
                     height=3.2, aspect=1.2, hue_order=present(ARCH_ORDER, long["architecture"]))
-    g.set(yscale="log")  # exponential decay is a straight line here
+    for when, column in (("at initialisation", "grad_decay_init"),
+                         ("after training", "grad_decay_trained")):
+        if column in pts and pts[column].notna().any():  # the ratio the ledger judges
+            ratio = pts.groupby("architecture")[column].mean()
+            g.axes_dict[when].text(
+                0.03, 0.03, "log10 far / near: " + ", ".join(
+                    f"{a} {v:.1f}" for a, v in ratio.items()) +
+                f"\n(vanished <= {VANISHED:g}, kept >= {KEPT:g})",
+                transform=g.axes_dict[when].transAxes, fontsize=7, color="0.2")
     g.set_titles("{col_name}")
-    g.set_axis_labels("distance k back from the scored position", "||dL_t / dx_(t-k)||")
+    g.set_axis_labels("distance k back from the scored position", "log10 ||dL_t / dx_(t-k)||")
     return titled(g.figure, "Gradient reaching an input k steps back "
                   f"({pts['task_label'].iloc[0]}, parameter-matched)", pts)
 
