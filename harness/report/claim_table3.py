@@ -121,7 +121,10 @@ def _agree(pairs: list[Versus]) -> tuple[Gate, ...]:
 def _split(stored: Stored, study: str, knobs: tuple[str, ...]) -> tuple:
     base = _rows(stored, "table3-base")
     rows = _rows(stored, study)
-    arms = {_label(g, base, knobs): g for _, g in rows.groupby(list(knobs), dropna=False)}
+    present = tuple(k for k in knobs if k in rows and k in base)  # what these rows record
+    if not present:
+        raise Missing(SUITE, f"suite {SUITE}'s {study} rows record none of {knobs}")
+    arms = {_label(g, base, present): g for _, g in rows.groupby(list(present), dropna=False)}
     return base, arms
 
 
@@ -180,6 +183,27 @@ def key_size(stored: Stored) -> Evidence:
     return _worse(stored, "table3-B", ("d_k",), "each smaller d_k (against the base)")
 
 
+def bigger(stored: Stored) -> Evidence:
+    """Row C: a variation with more parameters than the base should have lower dev
+    perplexity, one with fewer higher."""
+    base, arms = _split(stored, "table3-C", ("n_layers", "d_model", "d_ff"))
+    pairs, agrees, against = [], [], []
+    for a, g in arms.items():
+        pair = versus(stored, base, g, f"{a} vs base")
+        larger = float(g["n_params"].mean()) > float(base["n_params"].mean())
+        pairs.append(pair)
+        agrees.append((pair.ppl < 0) == larger and pair.separated("ppl"))
+        against.append((pair.ppl > 0) == larger and pair.separated("ppl"))
+    verdict = SUPPORTS if all(agrees) else CONTRADICTS if all(against) else QUALIFIED
+    return _evidence(stored, {"base": base, **arms}, pairs, verdict,
+                     "; ".join(f"{p.text()} ({int(g['n_params'].mean())} parameters, base "
+                               f"{int(base['n_params'].mean())})"
+                               for p, g in zip(pairs, arms.values(), strict=True)),
+                     "supports if every larger variation has lower dev perplexity and every "
+                     "smaller one higher, separated by the test over seeds; contradicts if "
+                     "every one goes the other way, so separated; else qualified")
+
+
 def dropout(stored: Stored) -> Evidence:
     base, arms = _split(stored, "table3-D", ("dropout", "label_smoothing"))
     arms = {a: g for a, g in arms.items() if a.startswith("dropout")}
@@ -217,6 +241,8 @@ CLAIMS = [
           "worse than the best number of heads", SUITE, "", heads),
     Claim("table3-key-size", "Table 3 (B), translation: reducing the attention key size d_k "
           "hurts model quality", SUITE, "", key_size),
+    Claim("table3-bigger", "Table 3 (C), translation: bigger models are better", SUITE, "",
+          bigger),
     Claim("table3-dropout", "Table 3 (D), translation: dropout is very helpful in avoiding "
           "over-fitting", SUITE, "", dropout),
     Claim("table3-positions-translation", "Table 3 (E), translation: learned positional "

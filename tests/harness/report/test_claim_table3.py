@@ -14,21 +14,23 @@ from tests.harness.report.claim_frames import write_suite
 from tests.harness.report.test_claim_translation import REFS, good, good_too, poor
 
 
-def _suite(out, variant, ppl, seeds=4, base=good):
-    """The base (perplexity 100) and d_k = 8 (variant, perplexity ppl)."""
+def _suite(out, variant, ppl, seeds=4, base=good, study="table3-B", knob="d_k",
+           values=(24, 8), params=(1000, 1000)):
+    """The base (perplexity 100) and one variation (`knob` = values[1], variant hypotheses,
+    perplexity ppl) of Table 3's row `study`."""
     write_lines(out / SUITE / "hyp" / "refs.txt", REFS)
     rows = [{"runner": "baseline", "model": b, "dev_bleu": 0.01 * (i + 1)}
             for i, b in enumerate(claim_translation.BASELINES)]
-    for study, d_k, make, level in (("table3-base", 24, base, 100.0),
-                                    ("table3-B", 8, variant, ppl)):
+    for name_, value, make, level, n in (("table3-base", values[0], base, 100.0, params[0]),
+                                         (study, values[1], variant, ppl, params[1])):
         for seed in range(seeds):
-            hyps, name = make(seed), f"hyp/{study}-{seed}.txt"
+            hyps, name = make(seed), f"hyp/{name_}-{seed}.txt"
             write_lines(out / SUITE / name, hyps)
-            rows.append({"runner": "translate", "model": "transformer", "study": study,
-                         "seed": seed, "d_k": d_k, "dev_ppl": level + seed,
+            rows.append({"runner": "translate", "model": "transformer", "study": name_,
+                         "seed": seed, knob: value, "dev_ppl": level + seed,
                          "dev_bleu": BLEU().corpus_score(hyps, [REFS]).score,
                          "dev_hypotheses": name, "dev_references": "hyp/refs.txt",
-                         "dev_sentences": len(REFS), "n_params": 1000, "steps": 10})
+                         "dev_sentences": len(REFS), "n_params": n, "steps": 10})
     write_suite(out, SUITE, rows)
 
 
@@ -52,3 +54,15 @@ def test_contradicts_when_the_smaller_d_k_is_better_on_both(tmp_path, monkeypatc
     monkeypatch.setattr(claim_translation, "SAMPLES", 1000)
     _suite(tmp_path, good, 80.0, base=poor)
     assert gated(claim_table3.key_size(Stored(tmp_path))).verdict == CONTRADICTS
+
+
+@pytest.mark.parametrize("params, ppl, verdict", [
+    ((1000, 2000), 80.0, SUPPORTS),  # larger and lower perplexity
+    ((1000, 2000), 120.0, CONTRADICTS),  # larger and higher
+    ((1000, 500), 120.0, SUPPORTS),  # smaller and higher
+])
+def test_bigger_models(tmp_path, monkeypatch, params, ppl, verdict):
+    monkeypatch.setattr(claim_translation, "SAMPLES", 1000)
+    _suite(tmp_path, good_too, ppl, study="table3-C", knob="d_ff", values=(384, 768),
+           params=params)
+    assert gated(claim_table3.bigger(Stored(tmp_path))).verdict == verdict
