@@ -10,10 +10,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import FuncFormatter
 
+from harness.report.claim_training import (
+    EXTRAPOLATES,
+    FLOP_TOL,
+    KEPT,
+    SPEED_TOL,
+    VANISHED,
+    VAR_TOL,
+)
 from harness.report.curves import (
     SEED,
     Draw,
@@ -57,15 +66,32 @@ def positional(out_dir: Path, suite: str) -> plt.Figure:
                     height=3,
                     aspect=1.2)
     length_axes(g)
+    for task, ax in g.axes_dict.items():
+        mine = long[(long["task_label"] == task)]
+        sin_n = mine[(mine["pos_encoding"] == "sinusoidal") & (mine["eval length"] == 0)]
+        ax.axhline(EXTRAPOLATES * sin_n["accuracy"].mean(), color="grey", ls="--", lw=1,
+                   label=f"{EXTRAPOLATES:.0%} of sinusoidal at n (extrapolates above)")
+        if "alphabet_size" in mine and mine["alphabet_size"].notna().any():
+            ax.axhline(1 / float(mine["alphabet_size"].iloc[0]), color="grey", ls=":", lw=1,
+                       label="chance (1 / alphabet)")
     g.set_titles("trained on {col_name}")
     g.set_axis_labels("evaluation length", "held-out token accuracy")
-    g.legend.set_title("positions")
+    _legend_with_lines(g, "positions")
     return titled(g.figure, "Positional encodings: order and length extrapolation", long)
+
+
+def _legend_with_lines(g: sns.FacetGrid, title: str | None) -> None:
+    """The grid's legend, with the threshold lines drawn on its first panel added."""
+    handles, labels = g.axes.flat[0].get_legend_handles_labels()
+    known = dict(zip(labels, handles, strict=True)) | g._legend_data
+    g.legend.remove()
+    g.add_legend(known, title=title)
 
 
 def heads(out_dir: Path, suite: str) -> plt.Figure:
     """Counted forward FLOPs per token, measured training tokens/s and final accuracy vs h
-    at fixed d_model (the seed: total cost like single-head attention with full d)."""
+    at fixed d_model (the seed: total cost like single-head attention with full d): one dot
+    per seed, the mean with its interval beside them."""
     pts = rows(out_dir, suite, "heads").sort_values("n_heads")
     pts["h"] = pts["n_heads"].astype(int).astype(str)
     order = list(dict.fromkeys(pts["h"]))
@@ -75,19 +101,30 @@ def heads(out_dir: Path, suite: str) -> plt.Figure:
               ("tokens_per_s", "training tokens / s (measured)"),
               ("final_accuracy", "final held-out accuracy")]
     for ax, (col, label) in zip(axes, panels, strict=False):
-        sns.barplot(data=pts, x="h", y=col, order=order, color="#1f77b4", errorbar=band(pts),
-                    seed=SEED, ax=ax)
-        ax.set(xlabel="heads h", ylabel=label)
+        sns.stripplot(data=pts, x="h", y=col, order=order, color="#1f77b4", alpha=0.6,
+                      jitter=0.15, size=4, ax=ax)
+        sns.pointplot(data=pts, x="h", y=col, order=order, color="black", errorbar=band(pts),
+                      linestyle="none", markers="_", markersize=14, capsize=0.15, ax=ax)
+        ax.set(xlabel="heads h", ylabel=label,
+               ylim=(0, 1.05 if col == "final_accuracy" else None))
+    one = pts[pts["h"] == order[0]]
+    axes[0].axhspan(*(one["kflops"].mean() * (1 + t) for t in (-FLOP_TOL, FLOP_TOL)),
+                    color="grey", alpha=0.3, label=f"h=1 ± {FLOP_TOL:.0%} (equal cost)")
+    axes[1].axhspan(*(one["tokens_per_s"].median() * (1 + t) for t in (-SPEED_TOL, SPEED_TOL)),
+                    color="grey", alpha=0.3, label=f"h=1 median ± {SPEED_TOL:.0%}")
+    for ax in axes[:2]:
+        ax.legend(fontsize=7, loc="lower right")
     _steps_panel(axes[3], pts, order)
     task = pts["task_label"].iloc[0]
-    return titled(fig, f"Heads at d_model={int(pts['d_model'].iloc[0])} ({task}): d_k = d/h",
-                  pts)
+    return titled(fig, f"Heads at d_model={int(pts['d_model'].iloc[0])} ({task}): d_k = d/h; "
+                  "dots: seeds, black: mean and interval", pts)
 
 
 def _steps_panel(ax: plt.Axes, pts: pd.DataFrame, order: list[str]) -> None:
     """Steps to the target per seed against h; a censored seed is an open triangle at its
     budget, labelled "> N"."""
-    x = pts["h"].map({h: i for i, h in enumerate(order)})
+    spread_x = (pts.groupby("h").cumcount() - 2) * 0.06  # seeds side by side, none hidden
+    x = pts["h"].map({h: i for i, h in enumerate(order)}) + spread_x
     reached = pts["steps_to_target"].notna()
     ax.scatter(x[reached], pts.loc[reached, "steps_to_target"], color="#1f77b4", s=22)
     ax.scatter(x[~reached], pts.loc[~reached, "steps"], marker="^", facecolors="none",
@@ -146,7 +183,9 @@ def _variance_panel(ax: plt.Axes, pts: pd.DataFrame, d: list[float]) -> None:
         "qk_var_normalised": "model, / (Var q_i Var k_i)"})
     sns.lineplot(data=var, x="d_k", y="value", hue="q, k", marker="o", errorbar=band(pts),
                  seed=SEED, ax=ax)
-    ax.plot(d, d, "k--", lw=1, label="Var = d_k (the seed)")
+    ax.plot(d, d, "k--", lw=1, label="Var = d_k (the identity)")
+    ax.fill_between(d, [(1 - VAR_TOL) * v for v in d], [(1 + VAR_TOL) * v for v in d],
+                    color="grey", alpha=0.3, label=f"d_k ± {VAR_TOL:.0%} (identity check)")
     ax.set(xscale="log", yscale="log", xlabel="d_k", ylabel="Var(q . k)",
            title="dot-product variance")
     log_ticks(ax, d)
@@ -185,7 +224,8 @@ def qk_variance(out_dir: Path, suite: str) -> plt.Figure:
     handles, labels = axes[1].get_legend_handles_labels()  # one legend for panels 2 and 3
     for ax in axes[1:]:
         ax.get_legend().remove()
-    fig.legend(handles, labels, loc="outside right upper", fontsize=8)
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=8,
+               frameon=False)
     titled(fig, "Why 1/sqrt(d_k): the first attention layer of an initialised model", pts)
     return fig
 
@@ -206,7 +246,12 @@ def norm_warmup(out_dir: Path, suite: str) -> plt.Figure:
                     palette=NORM_COLORS)
     g.set_titles("depth {col_name}")
     g.set_axis_labels("training step", METRIC_LABELS["loss"])
+    unigram = pts.get("unigram_bits_per_char", pd.Series(dtype=float)).dropna()
     for depth, ax in g.axes_dict.items():
+        if len(unigram):  # the baseline the warm-up claims are gated on, in nats
+            ax.axhline(float(unigram.iloc[0]) * np.log(2), color="grey", ls=":", lw=1)
+            ax.text(0.98, 0.55, "unigram model (dotted)", transform=ax.transAxes,
+                    ha="right", fontsize=7, color="0.3")
         bad = pts[(pts["n_layers"] == depth) & (pts["status"] == "diverged")]
         if len(bad):
             ax.text(0.5, 0.9, f"diverged: {', '.join(bad['LN'] + ' / ' + bad['warm-up'])}",
@@ -230,6 +275,11 @@ def layer_grad_norms(out_dir: Path, suite: str) -> plt.Figure:
         ax.set_xticks(range(1, int(depth) + 1, max(1, int(depth) // 6)))
         ax.yaxis.set_major_formatter(plain)
         ax.yaxis.set_minor_formatter(plain)
+    for depth, ax in g.axes_dict.items():  # the number the Post-LN depth claim judges
+        mine = pts[pts["n_layers"] == depth].groupby("LN")["grad_norm_last_over_first"].mean()
+        ax.text(0.03, 0.03, "last / first: " + ", ".join(f"{ln} {v:.2f}" for ln, v in
+                                                         mine.items()),
+                transform=ax.transAxes, fontsize=7, color="0.2")
     g.set_titles("depth {col_name}")
     g.set_axis_labels("layer (1 = input side)", "||grad|| of the layer's parameters")
     return titled(g.figure, "Per-layer gradient norm at initialisation (Xiong et al. 2020)",
@@ -237,19 +287,31 @@ def layer_grad_norms(out_dir: Path, suite: str) -> plt.Figure:
 
 
 def grad_distance(out_dir: Path, suite: str) -> plt.Figure:
-    """||dL_t/dx_{t-k}|| vs k per architecture, at init and after training (log scale)."""
+    """log10 ||dL_t/dx_{t-k}|| vs k per architecture, at init and after training (exponential
+    decay is a straight line)."""
     pts = rows(out_dir, suite, "gradient-distance", "grad-distance")
     long = curves_of(out_dir, suite, pts, ["grad_norm_init", "grad_norm_trained"])
     long["when"] = long["metric"].map({"grad_norm_init": "at initialisation",
                                        "grad_norm_trained": "after training"})
     long = long[(long["step"] > 0) & (long["value"] > 0)]  # log axes: k = 0 is the token itself
+    # seeds averaged in log space (as the ledger's log10 ratios are): an interval on the raw
+    # norms would reach below zero where they spread over orders of magnitude
+    long = long.assign(value=np.log10(long["value"]))
     g = sns.relplot(data=long, x="step", y="value", hue="architecture", col="when",
                     col_order=["at initialisation", "after training"], kind="line",
                     errorbar=band(pts), seed=SEED, palette=arch_colors(long["architecture"]),
                     height=3.2, aspect=1.2, hue_order=present(ARCH_ORDER, long["architecture"]))
-    g.set(yscale="log")  # exponential decay is a straight line here
+    for when, column in (("at initialisation", "grad_decay_init"),
+                         ("after training", "grad_decay_trained")):
+        if column in pts and pts[column].notna().any():  # the ratio the ledger judges
+            ratio = pts.groupby("architecture")[column].mean()
+            g.axes_dict[when].text(
+                0.03, 0.03, "log10 far / near: " + ", ".join(
+                    f"{a} {v:.1f}" for a, v in ratio.items()) +
+                f"\n(vanished <= {VANISHED:g}, kept >= {KEPT:g})",
+                transform=g.axes_dict[when].transAxes, fontsize=7, color="0.2")
     g.set_titles("{col_name}")
-    g.set_axis_labels("distance k back from the scored position", "||dL_t / dx_(t-k)||")
+    g.set_axis_labels("distance k back from the scored position", "log10 ||dL_t / dx_(t-k)||")
     return titled(g.figure, "Gradient reaching an input k steps back "
                   f"({pts['task_label'].iloc[0]}, parameter-matched)", pts)
 

@@ -19,6 +19,7 @@ from harness.report.claims import (
     Evidence,
     Missing,
     Stored,
+    scale_facts,
 )
 from harness.report.parallel import projection_table, scaling_table
 from harness.report.stats import Fit, fmt, loglog_fit
@@ -77,7 +78,7 @@ def sequential_ops(stored: Stored) -> Evidence:
         SUPPORTS if ok else CONTRADICTS,
         f"supports if attention's exponent is within {EXP_TOL} of 0 and the LSTM's within "
         f"{EXP_TOL} of 1; else contradicts. Graph depth is structure, not time",
-        _layer_scale(pd.concat([attn, lstm])))
+        _layer_scale(pd.concat([attn, lstm])), facts=scale_facts(pd.concat([attn, lstm])))
 
 
 def _achieved(rows: pd.DataFrame) -> pd.Series:
@@ -101,15 +102,17 @@ def parallel_hardware(stored: Stored) -> Evidence:
     if gpu is None:
         rows = _fit_rows(stored, "fixed-tokens", "lstm")
         attn = _fit_rows(stored, "fixed-tokens", "self-attention")
-        r = loglog_fit(rows["seq_len"], rows["fwd_ms"])
-        a = loglog_fit(attn["seq_len"], attn["fwd_ms"])
+        # the quantity fixed-tokens.png draws: forward + backward time per batch
+        r = loglog_fit(rows["seq_len"], rows["fwdbwd_ms"])
+        a = loglog_fit(attn["seq_len"], attn["fwdbwd_ms"])
         tokens = int(rows["seq_len"].iloc[0] * rows["batch_size"].iloc[0])
-        measured = (f"no GPU results. On this CPU at {tokens} tokens per batch, forward time "
-                    f"~ n^k: LSTM k = {r.text() if r else 'n/a'}, attention k = "
+        measured = (f"no GPU results. On this CPU at {tokens} tokens per batch, forward + "
+                    f"backward time ~ n^k: LSTM k = {r.text() if r else 'n/a'}, attention k = "
                     f"{a.text() if a else 'n/a'} (a flat LSTM means no idle parallel "
                     "hardware here, not that recurrence parallelises)")
         return Evidence("table1, fit=fixed-tokens (CPU); GPU suites under <out>/gpu",
-                        measured, NOT_HERE, rule, _layer_scale(pd.concat([rows, attn])))
+                        measured, NOT_HERE, rule, _layer_scale(pd.concat([rows, attn])),
+                        facts=scale_facts(pd.concat([rows, attn])))
     both = gpu[gpu["mixer"].isin(["self-attention", "lstm"])]  # complexity-gpu rows
     pairs = both.pivot_table(index=["seq_len", "d_model"], columns="mixer",
                              values="fwd_ms", aggfunc="median").dropna()
@@ -125,7 +128,7 @@ def parallel_hardware(stored: Stored) -> Evidence:
         f"GPU layer rows under <out>/gpu at n = {n}, d = {d}",
         f"achieved forward rate: attention {fmt(rate['self-attention'])} GFLOP/s, LSTM "
         f"{fmt(rate['lstm'])} GFLOP/s (ratio {fmt(ratio)}; one timing per point, median of "
-        "its timed calls)", verdict, rule, _layer_scale(at))
+        "its timed calls)", verdict, rule, _layer_scale(at), facts=scale_facts(at))
 
 
 def parallel_threads(stored: Stored) -> Evidence:
@@ -157,7 +160,7 @@ def parallel_threads(stored: Stored) -> Evidence:
         f"threads (no idle core, e.g. a shared machine); else supports if attention's "
         f"efficiency beats the LSTM's by {EFFICIENCY_GAP} at the longest n, contradicts if it "
         "does not beat it, else qualified. The projection is labelled as such and decides "
-        "nothing", _layer_scale(df))
+        "nothing", _layer_scale(df), facts=scale_facts(df))
 
 
 def path_length(stored: Stored) -> Evidence:
@@ -175,7 +178,8 @@ def path_length(stored: Stored) -> Evidence:
         f"(exponent {r.text()})",
         SUPPORTS if ok else CONTRADICTS,
         f"supports if attention's path is the same at every n and the LSTM's exponent is "
-        f"within {EXP_TOL} of 1; else contradicts", _layer_scale(pd.concat([attn, lstm])))
+        f"within {EXP_TOL} of 1; else contradicts", _layer_scale(pd.concat([attn, lstm])),
+        facts=scale_facts(pd.concat([attn, lstm])))
 
 
 def _per_seq(rows: pd.DataFrame, column: str) -> pd.Series:
@@ -204,7 +208,7 @@ def complexity(stored: Stored) -> Evidence:
         f"contradicts if a counted-FLOP exponent is more than {EXP_TOL} from the paper's; "
         f"supports if the measured-time exponents are also within {TIME_TOL}; else qualified "
         "(counted FLOPs follow from shapes and check the code; time is the cost)",
-        _layer_scale(rows))
+        _layer_scale(rows), facts=scale_facts(rows))
 
 
 def cheaper_below_d(stored: Stored) -> Evidence:
@@ -233,7 +237,7 @@ def cheaper_below_d(stored: Stored) -> Evidence:
         "; ".join(parts) + " (one timing per point)", verdict,
         "contradicts if counted-FLOP n* < d for some d; supports if measured-time n* >= d "
         "everywhere too; else qualified (time crosses earlier than d somewhere)",
-        _layer_scale(df[df["runner"] == "layer"]))
+        _layer_scale(df[df["runner"] == "layer"]), facts=scale_facts(df[df["runner"] == "layer"]))
 
 
 def quadratic_memory(stored: Stored) -> Evidence:
@@ -256,7 +260,8 @@ def quadratic_memory(stored: Stored) -> Evidence:
         f"contradicts unless explicit-score memory (within {2 * EXP_TOL}) and FLOPs (within "
         f"{EXP_TOL}) grow as n^2; qualified when a fused kernel's memory grows slower "
         "(the n^2 memory belongs to the formulation, not to attention)",
-        _layer_scale(pd.concat([explicit, fused])))
+        _layer_scale(pd.concat([explicit, fused])),
+        facts=scale_facts(pd.concat([explicit, fused])))
 
 
 def _fixed_tokens_gpu(rows: pd.DataFrame, rule: str) -> Evidence:
@@ -286,7 +291,7 @@ def _fixed_tokens_gpu(rows: pd.DataFrame, rule: str) -> Evidence:
     return Evidence(f"GPU rows under <out>/gpu, fit=fixed-tokens, {tokens} tokens per batch "
                     "(figure gpu/fixed-tokens-gpu/fixed-tokens.png)",
                     "; ".join(parts) + " (one timing per point, median of its timed calls)",
-                    verdict, rule, _layer_scale(rows))
+                    verdict, rule, _layer_scale(rows), facts=scale_facts(rows))
 
 
 CLAIMS = [
@@ -295,8 +300,9 @@ CLAIMS = [
     Claim("parallel-hardware", "Recurrence's sequential nature precludes parallelization "
           "within training examples (measured on parallel hardware: a GPU)", "table1",
           "table1/fixed-tokens.png", parallel_hardware),
-    Claim("parallel-threads", "Recurrence cannot use parallel hardware (CPU threads, and a "
-          "work-span projection to P = 10^5)", "parallel", "", parallel_threads),
+    Claim("parallel-threads", "Recurrence precludes parallelization within training examples "
+          "(CPU threads, and a work-span projection to P = 10^5)", "parallel", "",
+          parallel_threads),
     Claim("path-length", "Maximum path length: O(1) for self-attention, O(n) for recurrence",
           "table1", "table1/path-length.png", path_length),
     Claim("complexity", "Per-layer cost: O(n^2 d) for self-attention, O(n d^2) for recurrence",

@@ -9,17 +9,23 @@ a difference is inside the noise; a verdict resting on such a difference is at m
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
+from scipy import stats
 
+from harness.report import claim_power as power
 from harness.report.claims import (
     CONTRADICTS,
+    IDENTITY,
     QUALIFIED,
     SUPPORTS,
     Claim,
     Evidence,
     Missing,
     Stored,
+    scale_facts,
 )
+from harness.report.gates import Test
 from harness.report.stats import censored_text, fmt, paired, spread
 
 SUITE = "convergence-quick"
@@ -33,6 +39,7 @@ RECALLED = 0.9  # distance-k accuracy counted as recalled
 WARMUP_GAIN = 0.1  # nats/char: a warm-up gain smaller than this does not count
 EXTRAPOLATES = 0.9  # accuracy at 2n, relative to accuracy at n, that counts as extrapolating
 NEAR_EQUAL = 0.02  # accuracies within 2 points count as "nearly identical"
+QK_GROWTH_TOL = 0.15  # the model's own Var(q.k) ~ d_k^slope: slope within 0.15 of 1
 
 
 def study_rows(stored: Stored, study: str, runner: str = "train", **where) -> pd.DataFrame:
@@ -64,6 +71,7 @@ def vanishing_gradients(stored: Stored) -> Evidence:
     grads = study_rows(stored, "gradient-distance", runner="grad-distance")
     k_rows = study_rows(stored, "convergence", task="distance-k")
     far = k_rows[k_rows["k"] == k_rows["k"].max()]
+    near = k_rows[k_rows["k"] == k_rows["k"].min()]
     decay = {m: g["grad_decay_init"] for m, g in grads.groupby("model")}
     acc = {m: g["final_accuracy"] for m, g in far.groupby("model")}
     rnn = [m for m in decay if not m.startswith("transformer")]
@@ -72,6 +80,12 @@ def vanishing_gradients(stored: Stored) -> Evidence:
     short = all(acc[m].max() < RECALLED for m in acc if not m.startswith("transformer"))
     verdict = SUPPORTS if vanish and short else QUALIFIED if vanish or short else CONTRADICTS
     k = int(far["k"].iloc[0])
+    by_far = dict(tuple(far.groupby("model")))
+    attn = [m for m in by_far if m.startswith("transformer")]
+    comps = [power.versus(by_far[m], by_far[attn[0]], "final_accuracy")
+             for m in by_far if m not in attn] if attn else []
+    gates = (power.seeds(by_far, SUITE),
+             power.chance(dict(tuple(near.groupby("model")))), power.agree(comps))
     return Evidence(
         f"gradient-distance (n = {int(grads['seq_len'].iloc[0])}, at init) and convergence "
         f"distance-k at k = {k}",
@@ -81,8 +95,11 @@ def vanishing_gradients(stored: Stored) -> Evidence:
         verdict,
         f"supports if every recurrent model's gradient ratio is <= 10^{VANISHED:g} while the "
         f"Transformer's is >= 10^{KEPT:g}, and the recurrent models stay below "
-        f"{RECALLED:.0%} accuracy at the largest k; qualified if one of the two holds",
-        training_scale(pd.concat([grads, far])))
+        f"{RECALLED:.0%} accuracy at the largest k; qualified if one of the two holds. Gates: "
+        f"every model above chance at k = {int(near['k'].iloc[0])} (it learned the task), 5 "
+        "seeds, the Transformer's lead at the largest k by two agreeing exact tests",
+        training_scale(pd.concat([grads, far])), gates,
+        tuple(t for c in comps for t in c.tests), scale_facts(pd.concat([grads, far])))
 
 
 def qk_variance(stored: Stored) -> Evidence:
@@ -90,11 +107,34 @@ def qk_variance(stored: Stored) -> Evidence:
     ratios = {int(d): g["qk_var_unit"] / d for d, g in init.groupby("d_k")}
     ok = all((r - 1).abs().max() <= VAR_TOL for r in ratios.values())
     return Evidence(
-        "scaling-factor, attn-init: q, k with i.i.d. unit-variance components, one head",
+        "scaling-factor, attn-init: a Monte Carlo check with i.i.d. unit-variance q and k, "
+        "one head (an identity check of the code, not evidence about models)",
         "Var(q.k) / d_k: " + "; ".join(f"d_k={d}: {spread(r)}" for d, r in ratios.items()),
         SUPPORTS if ok else CONTRADICTS,
         f"supports if Var(q.k) / d_k is within {VAR_TOL:.0%} of 1 for every seed and d_k",
-        training_scale(init))
+        training_scale(init), facts=scale_facts(init), kind=IDENTITY)
+
+
+def qk_growth(stored: Stored) -> Evidence:
+    """The model's own q.k variance at initialization against d_k: the empirical side."""
+    init = study_rows(stored, "scaling-factor", runner="attn-init", attn_scale=True)
+    init = init[init["qk_var"] > 0]
+    fit = stats.linregress(np.log(init["d_k"].astype(float)), np.log(init["qk_var"]))
+    d_ks = sorted(int(d) for d in init["d_k"].unique())
+    ok = abs(fit.slope - 1) <= QK_GROWTH_TOL
+    test = Test("t-test of the slope against 1",
+                float(2 * stats.t.sf(abs(fit.slope - 1) / fit.stderr, len(init) - 2)),
+                f"{len(init)} points, {len(d_ks)} d_k values")
+    return Evidence(
+        f"scaling-factor, attn-init: the model's own q, k at initialization, d_k = "
+        f"{', '.join(map(str, d_ks))}",
+        f"Var(q.k) ~ d_k^{fit.slope:.3f} ± {fit.stderr:.3f} (least-squares slope over "
+        f"{len(init)} seed-points, SE); Var(q.k) / d_k: " + "; ".join(
+            f"d_k={d}: {spread(g['qk_var'] / d)}" for d, g in init.groupby("d_k")),
+        SUPPORTS if ok else CONTRADICTS,
+        f"supports if the log-log slope of the model's own Var(q.k) against d_k is within "
+        f"{QK_GROWTH_TOL} of 1 (grows as d_k: what 1/sqrt(d_k) undoes); else contradicts",
+        training_scale(init), tests=(test,), facts=scale_facts(init))
 
 
 def _saturation(on: pd.DataFrame, off: pd.DataFrame, suffix: str,
@@ -128,34 +168,46 @@ def softmax_saturation(stored: Stored) -> Evidence:
         verdict,
         f"saturated = unscaled entropy under {SATURATED:.0%} of uniform and an unscaled "
         "Jacobian under half the scaled one; supports if so for both kinds of q, k, qualified "
-        "if for one, contradicts if for neither", training_scale(top))
+        "if for one, contradicts if for neither", training_scale(top), facts=scale_facts(top))
 
 
 def scale_factor_training(stored: Stored) -> Evidence:
     rows = capped_steps(study_rows(stored, "scaling-factor"))
-    parts, wins = [], []
+    parts, wins, gates = [], [], []
     for d, g in rows.groupby("d_model"):
         on, off = (g[g["attn_scale"].astype(str) == s] for s in ("True", "False"))
-        diff = paired(on, off, "steps_capped")  # unscaled minus scaled: > 0 = scaled faster
+        diff = power.versus(on, off, "steps_capped")  # unscaled minus scaled: > 0 = scaled faster
         wins.append((int(d), diff))
+        arms = {f"d_k={int(d)} scaled": on, f"d_k={int(d)} unscaled": off}
+        gates += [power.seeds(arms, SUITE), power.steps_range(arms, SUITE)]
         steps = [censored_text(g["steps_to_target"], g["steps"]) for g in (on, off)]
         parts.append(f"d_k={int(d)}: steps to 99% scaled {steps[0]}, unscaled {steps[1]}; "
                      f"unscaled minus scaled {diff.text()}")
     largest = wins[-1][1]
-    clear = [w for _, w in wins if not w.inside_noise]
-    if all(w.mean > 0 for w in clear) and len(clear) == len(wins):
+    if all(w.separated and w.diff > 0 for _, w in wins):
         verdict = SUPPORTS
-    elif largest.mean < 0 and not largest.inside_noise:
+    elif largest.diff < 0 and largest.separated:
         verdict = CONTRADICTS
     else:
         verdict = QUALIFIED
     return Evidence(
         "scaling-factor, train: copy with and without 1/sqrt(d_k), one head, d_model = d_k",
         "; ".join(parts), verdict,
-        "paired over seeds, a run that never reached 99% counted as its budget; supports if "
-        "scaled trains faster outside the noise at every d_k, contradicts if unscaled is "
-        "faster outside the noise at the largest d_k, else qualified (mixed, or inside the "
-        "noise)", training_scale(rows))
+        "a run that never reached 99% counted as its budget; supports if scaled trains faster "
+        "by both exact permutation tests over seeds (p < 0.05) at every d_k, contradicts if "
+        "unscaled is so faster at the largest d_k, else qualified (mixed, or not separated). "
+        "Gates: 5 seeds per arm, steps off their ceiling and floor, the two tests agree",
+        training_scale(rows), (*_worst(gates), power.agree([w for _, w in wins])),
+        tuple(t for _, w in wins for t in w.tests), scale_facts(rows))
+
+
+def _worst(gates: list) -> tuple:
+    """One gate per name: the first that failed, else the first."""
+    out = {}
+    for g in gates:
+        if g.name not in out or (out[g.name].passed and not g.passed):
+            out[g.name] = g
+    return tuple(out.values())
 
 
 def heads_cost(stored: Stored) -> Evidence:
@@ -176,32 +228,39 @@ def heads_cost(stored: Stored) -> Evidence:
         verdict,
         f"contradicts if counted FLOPs differ by more than {FLOP_TOL:.0%} across h; supports "
         f"if measured throughput (median over seeds) is also within {SPEED_TOL:.0%}; else "
-        "qualified", training_scale(rows))
+        "qualified", training_scale(rows), facts=scale_facts(rows))
 
 
 def heads_quality(stored: Stored) -> Evidence:
     rows = capped_steps(study_rows(stored, "heads"))
     by_h = dict(tuple(rows.groupby("n_heads")))
+    arms = {f"h={int(h)}": g for h, g in by_h.items()}
     one = by_h[min(by_h)]
     best_h = min(by_h, key=lambda h: by_h[h]["steps_capped"].mean())
-    diff = paired(by_h[best_h], one, "steps_capped")  # h=1 minus best: > 0 = single worse
+    others = {h: power.versus(one, g, "steps_capped") for h, g in by_h.items()
+              if h != min(by_h)}  # h minus h=1: < 0 = more heads faster
     if best_h == min(by_h):
-        others = [paired(one, g, "steps_capped") for h, g in by_h.items() if h != best_h]
-        clear = all(not o.inside_noise and o.mean > 0 for o in others)
+        clear = all(o.separated and o.diff > 0 for o in others.values())
         verdict, note = (CONTRADICTS if clear else QUALIFIED), "h=1 is the fastest"
     else:
-        verdict = QUALIFIED if diff.inside_noise else SUPPORTS
-        note = f"h=1 minus h={int(best_h)}: {diff.text()}"
+        diff = others[best_h]
+        verdict = SUPPORTS if diff.separated else QUALIFIED
+        note = f"h={int(best_h)} minus h=1: {diff.text()}"
+    gates = (power.seeds(arms, SUITE), power.steps_range(arms, SUITE),
+             power.agree(list(others.values())))
     return Evidence(
-        f"heads: steps to 99% on {rows['task'].iloc[0]} n = {int(rows['seq_len'].iloc[0])}",
+        f"heads: steps to 99% on {rows['task'].iloc[0]} n = {int(rows['seq_len'].iloc[0])} "
+        "(a synthetic task: supplementary to the translation rows of Table 3 (A))",
         "steps to 99%: " + "; ".join(
             f"h={int(h)}: {censored_text(g['steps_to_target'], g['steps'])}"
             for h, g in by_h.items()) + f" ({note})",
         verdict,
-        "paired over seeds, a censored run counted as its budget; supports if single-head "
-        "is slower than the best h outside the noise; contradicts if h=1 is fastest, outside "
-        "the noise against every other h; else qualified",
-        training_scale(rows))
+        "a censored run counted as its budget; supports if single-head is slower than the best "
+        "h by both exact permutation tests over seeds (p < 0.05); contradicts if h=1 is fastest "
+        "and so separated from every other h; else qualified. Gates: 5 seeds per h, steps off "
+        "their ceiling and floor, the tests agree",
+        training_scale(rows), gates, tuple(t for o in others.values() for t in o.tests),
+        scale_facts(rows))
 
 
 def _by_ffn(stored: Stored) -> tuple[pd.DataFrame, dict[int, pd.DataFrame]]:
@@ -210,37 +269,48 @@ def _by_ffn(stored: Stored) -> tuple[pd.DataFrame, dict[int, pd.DataFrame]]:
     return rows, {int(r): g for r, g in rows.groupby(ratio)}
 
 
+def _ffn_gates(by_r: dict[int, pd.DataFrame], comps: list) -> tuple:
+    arms = {f"{r}x": g for r, g in by_r.items()}
+    return (power.seeds(arms, SUITE), power.unigram(arms, "final_bits_per_char"),
+            power.agree(comps))
+
+
 def ffn_four(stored: Stored) -> Evidence:
     rows, by_r = _by_ffn(stored)
     if not {1, 4}.issubset(by_r) or max(by_r) <= 4:
         raise Missing(SUITE, "ffn-width needs d_ff/d_model = 1, 4 and a larger ratio")
-    gain_to_4 = paired(by_r[1], by_r[4], "final_bits_per_char")  # negative = better
-    gain_past = paired(by_r[4], by_r[max(by_r)], "final_bits_per_char")
-    small = gain_past.inside_noise or abs(gain_past.mean) < 0.25 * abs(gain_to_4.mean)
+    gain_to_4 = power.versus(by_r[1], by_r[4], "final_bits_per_char")  # negative = better
+    gain_past = power.versus(by_r[4], by_r[max(by_r)], "final_bits_per_char")
+    small = not gain_past.separated or abs(gain_past.diff) < 0.25 * abs(gain_to_4.diff)
     return Evidence(
         "ffn-width: d_ff / d_model = " + ", ".join(map(str, by_r)) + " on the character "
         "corpus", "bits/char: " + "; ".join(
             f"{r}x: {spread(g['final_bits_per_char'])}" for r, g in by_r.items()) +
         f". 1x->4x: {gain_to_4.text()}; 4x->{max(by_r)}x: {gain_past.text()}",
         SUPPORTS if small else QUALIFIED,
-        "d_ff = 4 d_model is a convention; supports it as the knee if the gain past 4x is "
-        "inside the noise or under a quarter of the gain from 1x to 4x, else qualified",
-        training_scale(rows))
+        "d_ff = 4 d_model is a convention; supports it as the knee if the gain past 4x is not "
+        "separated by the exact tests over seeds or is under a quarter of the gain from 1x to "
+        "4x, else qualified. Gates: 5 seeds, every width below the unigram model, tests agree",
+        training_scale(rows), _ffn_gates(by_r, [gain_to_4, gain_past]),
+        (*gain_to_4.tests, *gain_past.tests), scale_facts(rows))
 
 
 def ffn_bigger(stored: Stored) -> Evidence:
     rows, by_r = _by_ffn(stored)
-    steps = [(a, b, paired(by_r[a], by_r[b], "final_bits_per_char"))
+    steps = [(a, b, power.versus(by_r[a], by_r[b], "final_bits_per_char"))
              for a, b in zip(list(by_r), list(by_r)[1:], strict=False)]
-    better = [s.mean < 0 for _, _, s in steps]
-    noisy = [s.inside_noise for _, _, s in steps]
-    verdict = (CONTRADICTS if not any(better) else
-               SUPPORTS if all(better) and not any(noisy) else QUALIFIED)
+    better = [s.diff < 0 for _, _, s in steps]
+    separated = [s.separated for _, _, s in steps]
+    verdict = (CONTRADICTS if not any(better) and any(separated) else
+               SUPPORTS if all(better) and all(separated) else QUALIFIED)
     return Evidence(
-        "ffn-width (the paper's Table 3, rows C: larger d_ff is better)",
+        "ffn-width (a synthetic corpus study: supplementary to the paper's Table 3, rows C)",
         "; ".join(f"{a}x->{b}x bits/char: {s.text()}" for a, b, s in steps), verdict,
-        "supports if each wider FFN lowers bits/char outside the noise; contradicts if none "
-        "lowers it; else qualified", training_scale(rows))
+        "supports if each wider FFN lowers bits/char, separated by both exact tests over "
+        "seeds; contradicts if none lowers it and a step is separated; else qualified. Gates: "
+        "5 seeds, every width below the unigram model, tests agree",
+        training_scale(rows), _ffn_gates(by_r, [s for _, _, s in steps]),
+        tuple(t for _, _, s in steps for t in s.tests), scale_facts(rows))
 
 
 CLAIMS = [
@@ -249,17 +319,19 @@ CLAIMS = [
           vanishing_gradients),
     Claim("qk-variance", "For i.i.d. unit-variance q, k: Var(q.k) = d_k (1/sqrt(d_k) restores "
           "1)", SUITE, f"{SUITE}/qk-variance.png", qk_variance),
-    Claim("softmax-saturation", "Without 1/sqrt(d_k), large dot products push the softmax "
-          "into regions of near-zero gradient", SUITE, f"{SUITE}/qk-variance.png",
+    Claim("qk-growth", "Dot products grow large in magnitude with d_k (the model's own q, k "
+          "at initialization)", SUITE, f"{SUITE}/qk-variance.png", qk_growth),
+    Claim("softmax-saturation", "At initialization, without 1/sqrt(d_k), large dot products "
+          "push the softmax into regions of near-zero gradient", SUITE, f"{SUITE}/qk-variance.png",
           softmax_saturation),
     Claim("scale-factor-training", "The 1/sqrt(d_k) factor keeps early training stable",
           SUITE, f"{SUITE}/scaling-curves.png", scale_factor_training),
     Claim("heads-cost", "Multi-head attention (d_k = d_model/h) costs the same as one full "
           "head", SUITE, f"{SUITE}/heads.png", heads_cost),
-    Claim("table3-heads", "Table 3 (A): single-head attention is worse than the best number "
-          "of heads", SUITE, f"{SUITE}/heads.png", heads_quality),
+    Claim("table3-heads", "Table 3 (A), synthetic task: single-head attention is worse than "
+          "the best number of heads", SUITE, f"{SUITE}/heads.png", heads_quality),
     Claim("ffn-4x", "d_ff = 4 d_model (the standard FFN width)", SUITE,
           f"{SUITE}/ffn-width.png", ffn_four),
-    Claim("table3-ffn", "Table 3 (C): a larger d_ff is better", SUITE,
+    Claim("table3-ffn", "Table 3 (C), character LM: a larger d_ff is better", SUITE,
           f"{SUITE}/ffn-width.png", ffn_bigger),
 ]

@@ -3,8 +3,9 @@
 Each figure reads a suite's stored results (and series.csv for curves) and never retrains. A
 point's `study` column names its study and `runner` what measured it; FIGURES maps figure name
 -> (function, runner, study), which harness.report.figures registers beside the ablation
-figures of harness.report.ablations. Bands are 95% bootstrap CIs over 5 or more seeds, the
-range of the seeds below that (band()); each title states seeds and scale (caption()).
+figures of harness.report.ablations. Each title states seeds and scale (caption()).
+Intervals are the mean's 95% t-interval over 5 or more seeds (the ledger's interval,
+harness.report.stats.t_interval), the range of the seeds below that (band()).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pandas as pd
 import seaborn as sns
 
 from harness.errors import BadInput
+from harness.report.claim_training import RECALLED
 from harness.report.labels import (
     ARCH_ORDER,
     METRIC_LABELS,
@@ -26,25 +28,28 @@ from harness.report.labels import (
     labelled,
     present,
     task_order,
+    title_above,
 )
+from harness.report.stats import t_interval
 from harness.results import load_results, read_series
 
 MIN_CI_SEEDS = 5  # a bootstrap over fewer seeds is not an interval worth the name
 SEED = 0  # seaborn bootstraps its CI: a fixed seed draws the same bands every time
 
 
-def band(pts: pd.DataFrame) -> tuple[str, int]:
-    """seaborn's errorbar: a 95% bootstrap CI over >= MIN_CI_SEEDS seeds, else the range
-    (min to max) of the seeds, so the band shows the seeds' own values."""
-    return ("ci", 95) if pts["seed"].nunique() >= MIN_CI_SEEDS else ("pi", 100)
+def band(pts: pd.DataFrame) -> tuple[str, int] | Callable:
+    """seaborn's errorbar: the mean's 95% t-interval over >= MIN_CI_SEEDS seeds (the interval
+    the claims ledger states), else the range (min to max) of the seeds, so the band shows
+    the seeds' own values."""
+    return t_interval if pts["seed"].nunique() >= MIN_CI_SEEDS else ("pi", 100)
 
 
 def caption(pts: pd.DataFrame) -> str:
     """Seeds, what the band is, and the scale: parameters, steps, device."""
     seeds = int(pts.groupby([c for c in ("study", "model", "task_label") if c in pts])
                 ["seed"].nunique().min())
-    what = ("band: 95% bootstrap CI" if pts["seed"].nunique() >= MIN_CI_SEEDS
-            else "band: min to max of the seeds")
+    what = ("band: the mean's 95% t-interval over seeds" if pts["seed"].nunique() >=
+            MIN_CI_SEEDS else "band: min to max of the seeds")
     parts = [f"{seeds} seed{'s' if seeds != 1 else ''} per configuration; {what}"]
     if "n_params" in pts and pts["n_params"].notna().any():
         lo, hi = pts["n_params"].min(), pts["n_params"].max()
@@ -146,9 +151,7 @@ def length_axes(g: sns.FacetGrid) -> None:
 def titled(fig: plt.Figure, text: str, pts: pd.DataFrame | None = None) -> plt.Figure:
     """The figure with `text` as its title, above seaborn's facet titles, and under it the
     seeds and scale of `pts`."""
-    where = {} if fig.get_layout_engine() is not None else {"y": 1.02 if pts is None else 1.06}
-    fig.suptitle(text if pts is None else f"{text}\n{caption(pts)}", **where)
-    return fig
+    return title_above(fig, text if pts is None else f"{text}\n{caption(pts)}")
 
 
 def _wrap(n: int) -> int:
@@ -171,6 +174,11 @@ def convergence_curves(out_dir: Path, suite: str, metric: str) -> plt.Figure:
                     facet_kws={"sharey": False, "sharex": False})
     g.set_titles("{col_name}")
     g.set_axis_labels("training step", METRIC_LABELS[metric])
+    if metric == "accuracy" and pts["target"].notna().any():
+        for ax in g.axes.flat:
+            ax.axhline(float(pts["target"].dropna().iloc[0]), color="grey", ls="--", lw=1)
+        g.figure.text(0.01, 0.0, f"dashed: the target ({float(pts['target'].dropna().iloc[0]):.0%}"
+                      "), steps to which the study compares", fontsize=8, va="top")
     return titled(g.figure, f"Convergence: {METRIC_LABELS[metric]} (parameter-matched; a seed "
                   "that stopped at the target keeps its last value)", pts)
 
@@ -217,10 +225,21 @@ def accuracy_vs_distance(out_dir: Path, suite: str) -> plt.Figure:
         raise BadInput(f"suite {suite!r} has no distance-k points")
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     style = "seq_len" if pts["seq_len"].nunique() > 1 else None
-    sns.lineplot(data=pts, x="k", y="final_accuracy", hue="architecture", style=style,
-                 hue_order=present(ARCH_ORDER, pts["architecture"]),
+    # markers and intervals only: a line between two measured distances would claim values
+    # at the distances between them; architectures side by side so none hides another
+    hues = present(ARCH_ORDER, pts["architecture"])
+    shift = {a: 1.08 ** (i - (len(hues) - 1) / 2) for i, a in enumerate(hues)}
+    pts = pts.assign(k_shown=pts["k"] * pts["architecture"].map(shift))
+    sns.lineplot(data=pts, x="k_shown", y="final_accuracy", hue="architecture", style=style,
+                 hue_order=hues,
                  palette=arch_colors(pts["architecture"]), marker="o", errorbar=band(pts),
-                 seed=SEED, ax=ax)
+                 err_style="bars", linestyle="", seed=SEED, ax=ax)
+    ax.axhline(RECALLED, color="grey", ls="--", lw=1,
+               label=f"recalled ({RECALLED:.0%}, the ledger's threshold)")
+    if "alphabet_size" in pts and pts["alphabet_size"].notna().any():
+        ax.axhline(1 / float(pts["alphabet_size"].iloc[0]), color="grey", ls=":", lw=1,
+                   label="chance (1 / alphabet)")
+    ax.legend(fontsize=7)
     ax.set(xscale="log", xlabel="distance k (output the token seen k steps earlier)",
            ylabel="final held-out accuracy", ylim=(0, 1.05))
     ax.set_title(f"Recall at distance k (after the same step budget)\n{caption(pts)}",

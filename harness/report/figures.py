@@ -23,6 +23,7 @@ import seaborn as sns  # noqa: E402
 
 from harness.errors import BadInput  # noqa: E402
 from harness.report import ablations, curves, rematch, translation  # noqa: E402
+from harness.report.labels import title_above  # noqa: E402
 from harness.report.tables import crossover_table, sweep_frame  # noqa: E402
 from harness.results import load_results, write_atomic  # noqa: E402
 
@@ -74,10 +75,9 @@ def crossover(df: pd.DataFrame) -> plt.Figure:
             if len(hit):
                 ax.axvline(hit.iloc[0], color="black", ls=style, lw=1)
     g.set_titles(row_template="{row_name}", col_template="d = {col_name}")
-    g.figure.suptitle("Where self-attention stops being cheaper than recurrence: measured n* "
-                      "vs LSTM for the layer (--) and the core (-.); the paper's n = d (:)\n"
-                      + _scale(ok), y=1.06)
-    return g.figure
+    return title_above(g.figure, "Where self-attention stops being cheaper than recurrence: "
+                       "measured n* vs LSTM for the layer (--) and the core (-.); the paper's "
+                       "n = d (:)\n" + _scale(ok))
 
 
 def throughput(df: pd.DataFrame) -> plt.Figure:
@@ -90,7 +90,7 @@ def throughput(df: pd.DataFrame) -> plt.Figure:
         _n_axis(ax)
     g.set_axis_labels("sequence length n", "tokens / s (fwd+bwd)")
     g.set_titles(col_template="d = {col_name}")
-    g.figure.suptitle(f"Training throughput per layer\n{_scale(ok)}", y=1.08)
+    title_above(g.figure, f"Training throughput per layer\n{_scale(ok)}")
     return g.figure
 
 

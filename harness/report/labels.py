@@ -6,8 +6,13 @@ panel of the same configuration read the same.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 import seaborn as sns
+
+if TYPE_CHECKING:
+    import matplotlib.pyplot as plt
 
 ARCH = {"transformer-lm": "Transformer", "transformer": "Transformer", "lstm-lm": "LSTM",
         "lstm": "LSTM", "gru-lm": "GRU", "gru": "GRU"}
@@ -67,3 +72,21 @@ def present(order: list[str], values: pd.Series) -> list[str]:
     (a plugin's architecture): a hue order for seaborn that drops nothing."""
     seen = set(values)
     return [v for v in order if v in seen] + sorted(seen - set(order))
+
+
+def title_above(fig: plt.Figure, text: str, fontsize: float = 10) -> plt.Figure:
+    """`text` as the figure's title, its bottom just above the top of everything drawn (panel
+    titles included), so it never overprints them; saving with bbox_inches="tight" keeps it.
+    A figure with a layout engine that runs at draw time places its own title."""
+    from matplotlib.layout_engine import PlaceHolderLayoutEngine
+
+    engine = fig.get_layout_engine()
+    if engine is not None and not isinstance(engine, PlaceHolderLayoutEngine):
+        fig.suptitle(text, fontsize=fontsize)
+        return fig
+    fig.draw_without_rendering()  # titles settle where drawing puts them
+    renderer = fig.canvas.get_renderer()
+    top = max((ax.get_tightbbox(renderer).y1 for ax in fig.axes if ax.get_visible()),
+              default=fig.bbox.y1)
+    fig.suptitle(text, y=top / fig.bbox.height + 0.01, va="bottom", fontsize=fontsize)
+    return fig

@@ -73,6 +73,18 @@ def spread(values, digits: int = 3, unit: str = "") -> str:
             f"(mean, 95% t-interval over {len(vals)} seeds)")
 
 
+def t_interval(values) -> tuple[float, float]:
+    """The mean's 95% Student-t interval over the values (seeds): the interval `spread`
+    reports, as (low, high), for figures to draw the same interval the ledger states."""
+    vals = np.asarray([v for v in values if pd.notna(v)], float)
+    if len(vals) < 2:
+        mean = float(vals.mean()) if len(vals) else float("nan")
+        return mean, mean
+    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, len(vals) - 1)
+                 * np.std(vals, ddof=1) / np.sqrt(len(vals)))
+    return float(vals.mean()) - half, float(vals.mean()) + half
+
+
 def censored(steps, budget) -> list[str]:
     """Steps to target per seed, "> budget" where the run never reached it."""
     return [str(int(s)) if pd.notna(s) else f"> {int(budget)}" for s, budget

@@ -120,6 +120,10 @@ def _crossing(ns: np.ndarray, ratio: np.ndarray) -> tuple[float | None, str]:
     interpolated between grid points; or None and what the grid shows instead."""
     logr = np.log(ratio)
     logr = np.where(np.isclose(logr, 0.0, atol=1e-9), 0.0, logr)  # equal costs are a crossing
+    signs = np.sign(logr[logr != 0])
+    flips = int((signs[1:] != signs[:-1]).sum())
+    if flips > 1:  # a noisy or non-monotone ratio: no single n* to report
+        return None, f"the ratio crosses 1 {flips} times on this grid: no single n*"
     for i in range(len(ns)):
         if logr[i] == 0 and (i == 0 or logr[i - 1] < 0):
             return float(ns[i]), ""

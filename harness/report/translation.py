@@ -21,6 +21,7 @@ TABLE3_COLUMNS = {"n_layers": "N", "d_model": "d_model", "d_ff": "d_ff", "n_head
                   "pos_encoding": "positions", "n_params": "params", "dev_ppl": "dev PPL",
                   "dev_bleu": "dev BLEU"}
 RUNNERS = ("translate", "source-copy")
+BASELINES = ("source-copy", "constant", "retrieval")  # models that need no training
 
 
 def _rows(df: pd.DataFrame, study_prefix: str) -> pd.DataFrame:
@@ -74,10 +75,12 @@ def table3(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def bleu_curves(out_dir: Path, suite: str) -> plt.Figure:
-    """Dev BLEU (greedy, the first dev sentences) against training FLOPs and seconds."""
+    """Left: dev BLEU (greedy, the first dev sentences) against training FLOPs, one line per
+    run. Right: what the Table 2 verdict uses, test BLEU with beam 4, one dot per seed, the
+    trivial baselines of the same suite (source copy, constant, retrieval) as lines."""
     df = load_results(out_dir, [suite])
-    rows = _rows(df, "table2")
-    rows = rows[rows["runner"] == "translate"]
+    every = _rows(df, "table2")
+    rows = every[every["runner"] == "translate"]
     if rows.empty:
         raise BadInput(f"no finished translation points in suite {suite!r}; run "
                        f"`tvr run translation-quick` first")
@@ -85,24 +88,50 @@ def bleu_curves(out_dir: Path, suite: str) -> plt.Figure:
     series = series[series["point_id"].isin(rows["point_id"])]
     wide = series.pivot_table(index=["point_id", "step"], columns="metric",
                               values="value").reset_index()
-    if not {"dev_bleu_greedy", "train_flops", "train_s"} <= set(wide.columns):
+    if not {"dev_bleu_greedy", "train_flops"} <= set(wide.columns):
         raise BadInput(f"suite {suite!r} has no dev BLEU curves")
     wide = wide.merge(rows[["point_id", "model", "seed"]], on="point_id")
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [3, 2]})
+    models = list(dict.fromkeys(rows["model"]))
+    colors = dict(zip(models, plt.get_cmap("tab10").colors, strict=False))
     for (model, seed), curve in wide.groupby(["model", "seed"], sort=False):
         curve = curve.sort_values("step")
-        label = model if len(rows["seed"].unique()) == 1 else f"{model} s{seed}"
-        axes[0].plot(curve["train_flops"], curve["dev_bleu_greedy"], marker="o", label=label)
-        axes[1].plot(curve["train_s"], curve["dev_bleu_greedy"], marker="o", label=label)
-    axes[0].set_xlabel("training FLOPs (forward + backward, counted)")
-    axes[1].set_xlabel("training seconds (updates only)")
-    axes[0].set_ylabel("dev BLEU (greedy)")
-    axes[0].legend()
-    seeds = rows["seed"].nunique()
-    fig.suptitle(f"Dev BLEU (greedy, first dev verses) against training cost; {seeds} "
-                 f"seed{'s' if seeds > 1 else ''}, one line each")
+        axes[0].plot(curve["train_flops"], curve["dev_bleu_greedy"], marker="o", ms=3,
+                     color=colors[model], label=f"{model} (seed {seed})")
+    axes[0].set(xlabel="training FLOPs (forward + backward, counted)",
+                ylabel="dev BLEU (greedy, first dev verses)", title="during training")
+    axes[0].legend(fontsize=7)
+    done = df[df["status"].eq("ok") & df["model"].isin(BASELINES)] if "model" in df else df
+    _test_panel(axes[1], rows, done, models, colors)
+    seeds = rows.groupby("model")["seed"].nunique().min()
+    fig.suptitle(f"Table 2 in miniature: {seeds} seed{'s' if seeds > 1 else ''} per model; "
+                 f"test set {int(rows['test_sentences'].iloc[0])} verses")
     fig.tight_layout()
     return fig
+
+
+def _test_panel(ax: plt.Axes, rows: pd.DataFrame, baselines: pd.DataFrame,
+                models: list[str], colors: dict) -> None:
+    """Test BLEU (beam 4) per model, a dot per seed and a bar at the mean; baselines."""
+    for i, model in enumerate(models):
+        mine = rows[rows["model"] == model]
+        x = i + (np.arange(len(mine)) - (len(mine) - 1) / 2) * 0.08
+        ax.scatter(x, mine["test_bleu"], color=colors[model], s=25, zorder=3)
+        ax.hlines(mine["test_bleu"].mean(), i - 0.25, i + 0.25, color="black", lw=1.5)
+    styles = dict(zip(BASELINES, ("--", ":", "-."), strict=True))
+    for _, b in baselines.drop_duplicates("model", keep="last").iterrows():
+        ax.axhline(float(b["test_bleu"]), color="grey", ls=styles[b["model"]], lw=1,
+                   label=f"{b['model']} {float(b['test_bleu']):.2f}")
+    missing = [b for b in BASELINES if b not in set(baselines["model"])]
+    if missing:
+        ax.text(0.02, 0.98, f"not measured: {', '.join(missing)}", transform=ax.transAxes,
+                va="top", fontsize=7, color="0.3")
+    ax.set_xticks(range(len(models)), models, rotation=15)
+    top = max([float(rows["test_bleu"].max()), *pd.to_numeric(baselines["test_bleu"])])
+    ax.set(ylabel="test BLEU (beam 4)", ylim=(0, 1.35 * top),  # headroom for the notes
+           title="what the verdict uses (dot: a seed; bar: mean)")
+    if len(baselines):
+        ax.legend(fontsize=7, title="baselines", title_fontsize=7, loc="upper right")
 
 
 # name -> (draw, the runner whose rows it reads, the study it reads)

@@ -97,6 +97,13 @@ class CorpusTask:
     def decode(self, ids: torch.Tensor) -> str:
         return "".join(self.chars[i] for i in ids.tolist())
 
+    def unigram_bits_per_char(self) -> float:
+        """Bits/char of the validation split under the training split's character frequencies
+        (add-one smoothed): the trivial baseline a language model must beat."""
+        counts = torch.bincount(self.train_ids, minlength=self.vocab_size).double() + 1
+        log2p = torch.log2(counts / counts.sum())
+        return float(-log2p[self.val_ids].mean())
+
     @staticmethod
     def _windows(ids: torch.Tensor, starts: torch.Tensor, n: int) -> Batch:
         crop = ids[starts[:, None] + torch.arange(n + 1)]  # (B, n + 1)

@@ -207,6 +207,9 @@ def run_train(point: Point, ctx: Context) -> Result:
                                             "d_model": spec.model["d_model"]}
         if result.status == "ok":
             metrics |= length_metrics(model, spec, device)
+        unigram = getattr(spec.task, "unigram_bits_per_char", None)  # corpus tasks only
+        if unigram is not None:
+            metrics["unigram_bits_per_char"] = unigram()
     out = Result(metrics, history_series(result.history))
     if result.status != "ok":
         out.status = result.status

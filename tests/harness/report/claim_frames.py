@@ -108,12 +108,18 @@ def fixed_token_rows(lstm_k: float, ratio: float, tokens: int = 32768) -> list[d
 
 # ---------------------------------------------------------------- convergence-quick
 
-SEEDS = (0, 1)
+SEEDS = range(5)  # five seeds: an exact permutation test of 5 + 5 can reach p = 0.008
+
+
+def five(value: float | None, step: float = 0.001) -> tuple:
+    """Five seeds' values around `value` (None: five censored runs)."""
+    return (None,) * 5 if value is None else tuple(value + step * i for i in range(5))
 
 
 def train_row(study: str, seed: int, runner: str = "train", **values) -> dict:
     return {"runner": runner, "study": study, "model": "transformer-lm", "seq_len": 8,
-            "d_model": 64, "seed": seed, "n_params": 1000, "steps": 600, **values}
+            "d_model": 64, "seed": seed, "n_params": 1000, "steps": 600, "alphabet_size": 16,
+            **values}
 
 
 def gradient_rows(rnn_decay: float, attn_decay: float, rnn_acc: float) -> list[dict]:
@@ -127,10 +133,12 @@ def gradient_rows(rnn_decay: float, attn_decay: float, rnn_acc: float) -> list[d
 
 
 def attn_init_rows(var_ratio: float = 1.0, jac_off: float = 0.1, jac_off_unit: float = 0.1,
-                   entropy_off: float = 0.5) -> list[dict]:
-    """Init-time q.k statistics; the scaled rows have Jacobian 0.25, entropy 3."""
+                   entropy_off: float = 0.5, own_slope: float = 1.0) -> list[dict]:
+    """Init-time q.k statistics; the scaled rows have Jacobian 0.25, entropy 3; the model's
+    own Var(q.k) grows as d_k^own_slope."""
     return [train_row("scaling-factor", s, "attn-init", d_k=d, d_model=d, attn_scale=scale,
                       qk_var_unit=var_ratio * d, attn_entropy_max=3.2,
+                      qk_var=d ** own_slope * (1 + 0.01 * s),
                       attn_entropy=3.0 if scale else entropy_off,
                       attn_entropy_unit=3.0 if scale else entropy_off,
                       softmax_jacobian_norm=0.25 if scale else jac_off + 0.001 * s,
@@ -151,28 +159,35 @@ def heads_rows(steps: dict[int, tuple], flops=lambda h: 2e5, speed=lambda h: 9e4
             for h, values in steps.items() for s, v in enumerate(values)]
 
 
-def ffn_rows(bits: dict[int, tuple]) -> list[dict]:
-    """{d_ff / d_model: bits per char per seed}."""
-    return [train_row("ffn-width", s, task="corpus", d_ff=r * 64, final_bits_per_char=v)
+def ffn_rows(bits: dict[int, tuple], unigram: float | None = 4.3) -> list[dict]:
+    """{d_ff / d_model: bits per char per seed}; the corpus's unigram bits/char."""
+    return [train_row("ffn-width", s, task="corpus", d_ff=r * 64, final_bits_per_char=v,
+                      unigram_bits_per_char=unigram)
             for r, values in bits.items() for s, v in enumerate(values)]
 
 
 def positional_rows(acc: dict[str, tuple], acc_2n: dict[str, tuple],
-                    tasks=("copy", "reverse"), alphabet: int = 16) -> list[dict]:
-    """{encoding: accuracy per seed} at n and at 2n, the same on every task."""
+                    tasks=("copy", "reverse"), alphabet: int = 16,
+                    steps: dict[str, tuple] | None = None) -> list[dict]:
+    """{encoding: accuracy per seed} at n and at 2n, the same on every task; steps to target
+    per seed (default: 300 where the accuracy reached 99%)."""
+    steps = steps or {}
     return [train_row("positional", s, task=t, pos_encoding=pe, alphabet_size=alphabet,
                       final_accuracy=acc[pe][s], accuracy_2n=acc_2n[pe][s],
-                      steps_to_target=300 if acc[pe][s] >= 0.99 else None)
+                      steps_to_target=steps[pe][s] if pe in steps else
+                      300 if acc[pe][s] >= 0.99 else None)
             for t in tasks for pe in acc for s in range(len(acc[pe]))]
 
 
-def norm_rows(loss: dict[tuple[str, int, int], tuple]) -> list[dict]:
-    """{(norm, depth, warmup): final loss per seed}, plus init-time gradient rows."""
+def norm_rows(loss: dict[tuple[str, int, int], tuple], unigram: float | None = 4.3,
+              ratio=lambda norm, depth: 1.5 if norm == "post" else 0.7) -> list[dict]:
+    """{(norm, depth, warmup): final loss per seed}, plus init-time gradient rows whose
+    last/first layer ratio is ratio(norm, depth) (+0.01 per seed)."""
     rows = [train_row("norm-warmup", s, task="corpus", norm=norm, n_layers=depth,
-                      warmup=w, final_loss=v)
+                      warmup=w, final_loss=v, unigram_bits_per_char=unigram)
             for (norm, depth, w), values in loss.items() for s, v in enumerate(values)]
     rows += [train_row("norm-warmup", s, "layer-grads", norm=norm, n_layers=depth,
-                       grad_norm_last_over_first=1.5 if norm == "post" else 0.7)
+                       grad_norm_last_over_first=ratio(norm, depth) + 0.01 * s)
              for norm in ("post", "pre") for depth in (6, 12) for s in SEEDS]
     return rows
 

@@ -1,25 +1,49 @@
-"""Verdict rules of the training-study claims, on made-up results yielding each verdict."""
+"""Verdict rules of the training-study claims, on made-up results yielding each verdict:
+five seeds per arm that pass every power gate, and rows that fail each gate (then the verdict
+is "inconclusive at this scale" and names the gate)."""
 
 import pytest
 
+from harness.report import claim_depth as depth
 from harness.report import claim_positions as pos
 from harness.report import claim_training as rules
-from harness.report.claims import CONTRADICTS, QUALIFIED, SUPPORTS, Stored
+from harness.report.claims import (
+    CONTRADICTS,
+    IDENTITY,
+    INCONCLUSIVE,
+    QUALIFIED,
+    SUPPORTS,
+    Stored,
+    gated,
+)
 from tests.harness.report.claim_frames import (
     attn_init_rows,
     ffn_rows,
+    five,
     gradient_rows,
     heads_rows,
     norm_rows,
     positional_rows,
     scaling_train_rows,
+    train_row,
     write_suite,
 )
 
 
-def _verdict(tmp_path, rule, rows) -> str:
+def _judge(tmp_path, rule, rows):
     write_suite(tmp_path, "convergence-quick", rows)
-    return rule(Stored(tmp_path)).verdict
+    return gated(rule(Stored(tmp_path)))
+
+
+def _verdict(tmp_path, rule, rows, failed: str | None = None) -> str:
+    """The gated verdict; `failed` names the gate an inconclusive verdict must name."""
+    evidence = _judge(tmp_path, rule, rows)
+    names = [g.name for g in evidence.gates if not g.passed]
+    if evidence.verdict == INCONCLUSIVE:
+        assert failed in names, (names, evidence.gates)
+    else:
+        assert not names, evidence.gates
+    return evidence.verdict
 
 
 @pytest.mark.parametrize("rnn_decay, rnn_acc, verdict", [
@@ -29,9 +53,23 @@ def test_vanishing_gradients(tmp_path, rnn_decay, rnn_acc, verdict):
     assert _verdict(tmp_path, rules.vanishing_gradients, rows) == verdict
 
 
+def test_vanishing_gradients_needs_models_that_learned_the_task(tmp_path):
+    rows = [r | {"final_accuracy": 0.05} if r.get("k") == 1 else r
+            for r in gradient_rows(-5.0, 0.0, 0.3)]  # every model at chance at k = 1
+    assert _verdict(tmp_path, rules.vanishing_gradients, rows, "baselines") == INCONCLUSIVE
+
+
 @pytest.mark.parametrize("ratio, verdict", [(1.02, SUPPORTS), (1.5, CONTRADICTS)])
-def test_qk_variance(tmp_path, ratio, verdict):
-    assert _verdict(tmp_path, rules.qk_variance, attn_init_rows(var_ratio=ratio)) == verdict
+def test_qk_variance_is_an_identity_check(tmp_path, ratio, verdict):
+    evidence = _judge(tmp_path, rules.qk_variance, attn_init_rows(var_ratio=ratio))
+    assert evidence.verdict == verdict and evidence.kind == IDENTITY
+
+
+@pytest.mark.parametrize("slope, verdict", [(1.05, SUPPORTS), (0.5, CONTRADICTS)])
+def test_qk_growth_is_the_models_own(tmp_path, slope, verdict):
+    evidence = _judge(tmp_path, rules.qk_growth, attn_init_rows(own_slope=slope))
+    assert evidence.verdict == verdict and evidence.kind != IDENTITY
+    assert f"d_k^{slope:.3f}"[:8] in evidence.measured
 
 
 @pytest.mark.parametrize("own, unit, verdict", [
@@ -41,17 +79,24 @@ def test_softmax_saturation(tmp_path, own, unit, verdict):
     assert _verdict(tmp_path, rules.softmax_saturation, rows) == verdict
 
 
-@pytest.mark.parametrize("steps, verdict", [
-    ({(16, True): (100, 100), (16, False): (200, 250), (64, True): (100, 150),
-      (64, False): (300, None)}, SUPPORTS),
-    ({(16, True): (300, 350), (16, False): (100, 150), (64, True): (100, 150),
-      (64, False): (300, 300)}, QUALIFIED),  # unscaled faster at d_k = 16 only
-    ({(16, True): (100, 100), (16, False): (200, 250), (64, True): (None, 350),
-      (64, False): (100, 150)}, CONTRADICTS),  # a censored run counts as its budget
+FAST, SLOW = (100, 150, 100, 150, 100), (300, 350, 300, 350, 300)
+
+
+@pytest.mark.parametrize("steps, verdict, failed", [
+    ({(16, True): FAST, (16, False): SLOW, (64, True): FAST, (64, False): five(None)},
+     SUPPORTS, None),
+    ({(16, True): SLOW, (16, False): FAST, (64, True): FAST, (64, False): SLOW},
+     QUALIFIED, None),  # unscaled faster at d_k = 16 only
+    ({(16, True): FAST, (16, False): SLOW, (64, True): five(None), (64, False): FAST},
+     CONTRADICTS, None),  # a censored run counts as its budget
+    ({(16, True): FAST[:2], (16, False): SLOW[:2], (64, True): FAST[:2],
+      (64, False): SLOW[:2]}, INCONCLUSIVE, "seeds"),  # two seeds: min p 0.33
+    ({(16, True): FAST, (16, False): SLOW, (64, True): five(None), (64, False): five(None)},
+     INCONCLUSIVE, "range"),  # both arms never reached the target at d_k = 64
 ])
-def test_scale_factor_training(tmp_path, steps, verdict):
+def test_scale_factor_training(tmp_path, steps, verdict, failed):
     rows = scaling_train_rows(steps)
-    assert _verdict(tmp_path, rules.scale_factor_training, rows) == verdict
+    assert _verdict(tmp_path, rules.scale_factor_training, rows, failed) == verdict
 
 
 @pytest.mark.parametrize("flops, speed, verdict", [
@@ -63,79 +108,128 @@ def test_heads_cost(tmp_path, flops, speed, verdict):
     assert _verdict(tmp_path, rules.heads_cost, rows) == verdict
 
 
-@pytest.mark.parametrize("steps, verdict", [
-    ({1: (400, None), 2: (200, 250), 4: (300, 300)}, SUPPORTS),
-    ({1: (200, 300), 2: (250, 250), 4: (300, 300)}, QUALIFIED),  # inside the noise
-    ({1: (100, 100), 2: (200, 200), 4: (300, 300)}, CONTRADICTS)])
-def test_heads_quality(tmp_path, steps, verdict):
-    assert _verdict(tmp_path, rules.heads_quality, heads_rows(steps)) == verdict
+@pytest.mark.parametrize("steps, verdict, failed", [
+    ({1: SLOW, 2: FAST, 4: SLOW}, SUPPORTS, None),
+    ({1: (200, 300, 250, 200, 300), 2: (250, 250, 300, 200, 250), 4: SLOW}, QUALIFIED, None),
+    ({1: FAST, 2: SLOW, 4: five(400)}, CONTRADICTS, None),
+    ({1: FAST[:3], 2: SLOW[:3], 4: SLOW[:3]}, INCONCLUSIVE, "seeds"),
+    ({1: five(None), 2: five(None), 4: FAST}, INCONCLUSIVE, "range")])
+def test_heads_quality(tmp_path, steps, verdict, failed):
+    assert _verdict(tmp_path, rules.heads_quality, heads_rows(steps), failed) == verdict
 
 
-@pytest.mark.parametrize("past_four, verdict", [((3.17, 3.20), SUPPORTS),
-                                                ((2.90, 2.91), QUALIFIED)])
-def test_ffn_four(tmp_path, past_four, verdict):
-    rows = ffn_rows({1: (3.30, 3.31), 4: (3.18, 3.19), 8: past_four})
-    assert _verdict(tmp_path, rules.ffn_four, rows) == verdict
+@pytest.mark.parametrize("past_four, unigram, verdict, failed", [
+    (five(3.17), 4.3, SUPPORTS, None),
+    (five(2.90), 4.3, QUALIFIED, None),
+    (five(3.17), None, INCONCLUSIVE, "baselines"),  # no unigram model stored
+    (five(3.17), 3.2, INCONCLUSIVE, "baselines")])  # 1x (3.30) worse than the unigram model
+def test_ffn_four(tmp_path, past_four, unigram, verdict, failed):
+    rows = ffn_rows({1: five(3.30), 4: five(3.18), 8: past_four}, unigram)
+    assert _verdict(tmp_path, rules.ffn_four, rows, failed) == verdict
 
 
 @pytest.mark.parametrize("bits, verdict", [
-    ({1: (3.3, 3.3), 2: (3.2, 3.21), 4: (3.1, 3.1)}, SUPPORTS),
-    ({1: (3.3, 3.3), 2: (3.2, 3.21), 4: (3.19, 3.22)}, QUALIFIED),
-    ({1: (3.1, 3.1), 2: (3.2, 3.21), 4: (3.3, 3.3)}, CONTRADICTS)])
+    ({1: five(3.3), 2: five(3.2), 4: five(3.1)}, SUPPORTS),
+    ({1: five(3.3), 2: five(3.2), 4: (3.25, 3.15, 3.2, 3.22, 3.18)}, QUALIFIED),
+    ({1: five(3.1), 2: five(3.2), 4: five(3.3)}, CONTRADICTS)])
 def test_ffn_bigger(tmp_path, bits, verdict):
     assert _verdict(tmp_path, rules.ffn_bigger, ffn_rows(bits)) == verdict
 
 
-SIN = (0.99, 0.995)
+SIN = five(0.90, 0.01)
 
 
-@pytest.mark.parametrize("none, verdict", [
-    ((0.10, 0.11), SUPPORTS),  # near chance (1/16) without positions
-    ((0.60, 0.50), QUALIFIED),  # well above chance: the causal mask leaks order
-    ((0.99, 0.999), CONTRADICTS)])
-def test_order_needs_positions(tmp_path, none, verdict):
-    rows = positional_rows({"sinusoidal": SIN, "none": none}, {"sinusoidal": SIN, "none": none})
-    assert _verdict(tmp_path, pos.order_needs_positions, rows) == verdict
+@pytest.mark.parametrize("none, sin, verdict, failed", [
+    (five(0.10), SIN, SUPPORTS, None),  # near chance (1/16) without positions
+    (five(0.50), SIN, QUALIFIED, None),  # well above chance: the causal mask leaks order
+    ((0.88, 0.93, 0.90, 0.91, 0.89), SIN, CONTRADICTS, None),
+    (five(0.995), five(0.995), INCONCLUSIVE, "range")])  # both at the ceiling
+def test_order_needs_positions(tmp_path, none, sin, verdict, failed):
+    rows = positional_rows({"sinusoidal": sin, "none": none}, {"sinusoidal": sin, "none": none})
+    assert _verdict(tmp_path, pos.order_needs_positions, rows, failed) == verdict
 
 
-@pytest.mark.parametrize("at_2n, verdict", [
-    ({"sinusoidal": (0.95, 0.95), "learned": (0.2, 0.25), "none": (0.1, 0.1)}, SUPPORTS),
-    ({"sinusoidal": (0.5, 0.55), "learned": (0.2, 0.25), "none": (0.1, 0.1)}, QUALIFIED),
-    ({"sinusoidal": (0.1, 0.12), "learned": (0.3, 0.3), "none": (0.3, 0.3)}, CONTRADICTS)])
-def test_extrapolation(tmp_path, at_2n, verdict):
-    acc = {"sinusoidal": SIN, "learned": SIN, "none": (0.5, 0.5)}
-    assert _verdict(tmp_path, pos.extrapolation, positional_rows(acc, at_2n)) == verdict
+@pytest.mark.parametrize("at_2n, tasks, verdict, failed", [
+    ({"sinusoidal": five(0.95), "learned": five(0.2), "none": five(0.1)}, 2, SUPPORTS, None),
+    ({"sinusoidal": five(0.5), "learned": five(0.2), "none": five(0.1)}, 2, QUALIFIED, None),
+    ({"sinusoidal": five(0.1), "learned": five(0.3), "none": five(0.3)}, 2, CONTRADICTS,
+     None),
+    ({"sinusoidal": five(0.1), "learned": five(0.3), "none": five(0.3)}, 1, INCONCLUSIVE,
+     "breadth")])  # one task is an anecdote
+def test_extrapolation(tmp_path, at_2n, tasks, verdict, failed):
+    acc = {"sinusoidal": SIN, "learned": SIN, "none": five(0.5)}
+    rows = positional_rows(acc, at_2n, tasks=("copy", "reverse")[:tasks])
+    assert _verdict(tmp_path, pos.extrapolation, rows, failed) == verdict
 
 
-@pytest.mark.parametrize("learned, verdict", [
-    ((0.985, 0.99), SUPPORTS), ((0.90, 1.0), QUALIFIED), ((0.8, 0.8), CONTRADICTS)])
-def test_learned_vs_sinusoidal(tmp_path, learned, verdict):
-    acc = {"sinusoidal": SIN, "learned": learned}
-    assert _verdict(tmp_path, pos.learned_vs_sinusoidal, positional_rows(acc, acc)) == verdict
+CEIL = five(0.995, 0.0005)
 
 
-def _norm(norm, cold, warm, seeds=2):
+@pytest.mark.parametrize("sin, learned, steps, verdict", [
+    (SIN, (0.91, 0.89, 0.9, 0.92, 0.93), None, SUPPORTS),
+    (SIN, (0.80, 0.99, 0.7, 0.95, 0.85), None, QUALIFIED),  # 4 points lower, not separated
+    (SIN, five(0.7), None, CONTRADICTS),
+    (CEIL, CEIL, {"sinusoidal": FAST, "learned": (150, 100, 150, 100, 100)}, SUPPORTS),
+    (CEIL, CEIL, {"sinusoidal": FAST, "learned": SLOW}, CONTRADICTS),  # judged by steps
+])
+def test_learned_vs_sinusoidal(tmp_path, sin, learned, steps, verdict):
+    acc = {"sinusoidal": sin, "learned": learned}
+    rows = positional_rows(acc, acc, steps=steps)
+    assert _verdict(tmp_path, pos.learned_vs_sinusoidal, rows) == verdict
+
+
+def _norm(norm, cold, warm, seeds=5):
     return {(norm, d, w): loss[:seeds] for d in (6, 12)
             for w, loss in ((0, cold[d]), (50, warm[d]))}
 
 
-@pytest.mark.parametrize("cold, seeds, verdict", [
-    ({6: (3.0, 3.1), 12: (3.0, 3.1)}, 2, SUPPORTS),
-    ({6: (3.0, 3.1), 12: (3.0, 3.1)}, 1, QUALIFIED),  # one seed: the noise is not measured
-    ({6: (2.5, 2.6), 12: (3.0, 3.1)}, 2, QUALIFIED),  # only at the larger depth
-    ({6: (2.5, 2.6), 12: (2.5, 2.6)}, 2, CONTRADICTS)])
-def test_post_ln_warmup(tmp_path, cold, seeds, verdict):
-    rows = norm_rows(_norm("post", cold, {6: (2.5, 2.6), 12: (2.5, 2.6)}, seeds))
-    assert _verdict(tmp_path, pos.post_ln_warmup, rows) == verdict
+WARM = {6: five(2.5, 0.01), 12: five(2.5, 0.01)}
 
 
-@pytest.mark.parametrize("cold, seeds, verdict", [
-    ({6: (2.1, 2.2), 12: (2.1, 2.2)}, 2, SUPPORTS),
-    ({6: (2.1, 2.2), 12: (2.1, 2.2)}, 1, QUALIFIED),
-    ({6: (3.0, 3.0), 12: (3.0, 3.0)}, 2, CONTRADICTS)])
-def test_pre_ln_no_warmup(tmp_path, cold, seeds, verdict):
-    rows = norm_rows(_norm("pre", cold, {6: (2.1, 2.2), 12: (2.1, 2.2)}, seeds))
+@pytest.mark.parametrize("cold, seeds, unigram, verdict, failed", [
+    ({6: five(3.0, 0.01), 12: five(3.0, 0.01)}, 5, 4.3, SUPPORTS, None),
+    ({6: five(2.5, 0.01), 12: five(3.0, 0.01)}, 5, 4.3, QUALIFIED, None),  # one depth
+    ({6: five(2.5, 0.01), 12: five(2.5, 0.01)}, 5, 4.3, CONTRADICTS, None),
+    ({6: five(3.0, 0.01), 12: five(3.0, 0.01)}, 2, 4.3, INCONCLUSIVE, "seeds"),
+    ({6: five(3.0, 0.01), 12: five(3.0, 0.01)}, 5, None, INCONCLUSIVE, "baselines"),
+])
+def test_post_ln_warmup(tmp_path, cold, seeds, unigram, verdict, failed):
+    rows = norm_rows(_norm("post", cold, WARM, seeds), unigram)
+    assert _verdict(tmp_path, pos.post_ln_warmup, rows, failed) == verdict
+
+
+@pytest.mark.parametrize("cold, verdict", [
+    ({6: five(2.5, 0.01), 12: five(2.5, 0.01)}, SUPPORTS),
+    ({6: five(2.5, 0.01), 12: five(3.0, 0.01)}, QUALIFIED),
+    ({6: five(3.0, 0.01), 12: five(3.0, 0.01)}, CONTRADICTS)])
+def test_pre_ln_no_warmup(tmp_path, cold, verdict):
+    rows = norm_rows(_norm("pre", cold, WARM))
     assert _verdict(tmp_path, pos.pre_ln_no_warmup, rows) == verdict
+
+
+@pytest.mark.parametrize("ratio, verdict, failed", [
+    (lambda n, d: d / 8 if n == "post" else 0.7, SUPPORTS, None),  # 0.75 -> 1.5
+    (lambda n, d: 2 - d / 12 if n == "post" else 0.7, CONTRADICTS, None),  # 1.5 -> 1.0
+    (lambda n, d: 1.2 if n == "post" else 0.7, QUALIFIED, None)])  # flat with depth
+def test_post_ln_gradient_scale_against_depth(tmp_path, ratio, verdict, failed):
+    rows = norm_rows(_norm("post", WARM, WARM), ratio=ratio)
+    assert _verdict(tmp_path, depth.post_ln_depth, rows, failed) == verdict
+
+
+@pytest.mark.parametrize("models, decay, verdict, failed", [
+    (("lstm-lm", "rnn-lm"), 2.0, SUPPORTS, None),  # an ungated RNN's gradient grows 100x
+    (("lstm-lm", "rnn-lm"), -3.0, CONTRADICTS, None),
+    (("lstm-lm", "gru-lm"), -3.0, INCONCLUSIVE, "model family")])  # gated cells only
+def test_exploding_gradients(tmp_path, models, decay, verdict, failed):
+    rows = [train_row("gradient-distance", s, "grad-distance", model=m, seq_len=64,
+                      grad_decay_init=decay, grad_decay_trained=decay - 1)
+            for m in ("transformer-lm", *models) for s in range(5)]
+    assert _verdict(tmp_path, depth.exploding_gradients, rows, failed) == verdict
+
+
+def test_residual_connections_say_they_are_not_measured(tmp_path):
+    evidence = depth.residual_connections(Stored(tmp_path))
+    assert evidence.verdict == "not measured" and "residual" in evidence.measured
 
 
 def _identities(tmp_path, attn_err, lstm_err, residual):

@@ -1,51 +1,106 @@
 """The Table 2 claim on made-up translation results: saved hypotheses chosen to yield each
-verdict through sacrebleu's paired bootstrap."""
+verdict through sacrebleu's paired bootstrap and approximate randomization and the exact test
+over seeds, and rows that fail each power gate."""
 
 from __future__ import annotations
 
 import pytest
+from sacrebleu.metrics import BLEU, CHRF
 
-from harness.report.claim_translation import SUITE, table2_bleu_at_cost
-from harness.report.claims import CONTRADICTS, QUALIFIED, SUPPORTS, Stored
+from harness.report import claim_translation
+from harness.report.claim_translation import CLAIMS, SUITE
+from harness.report.claims import (
+    CONTRADICTS,
+    INCONCLUSIVE,
+    QUALIFIED,
+    SUPPORTS,
+    Stored,
+    judge,
+)
 from harness.results import write_lines
 from tests.harness.report.claim_frames import write_suite
 
 REFS = [f"and the lord spake unto moses number {i} saying go thou" for i in range(40)]
-GOOD = REFS
-POOR = ["and he said" for _ in REFS]
 
 
-def _suite(out, transformer, rnn, flops=(1e12, 1e12)):
+def good(seed: int) -> list[str]:
+    """The references with one sentence (a different one per seed) left out: near 100 BLEU,
+    a little different on every seed."""
+    return [("and he said" if i == seed else r) for i, r in enumerate(REFS)]
+
+
+def good_too(seed: int) -> list[str]:
+    """As good as `good`, leaving out other sentences: not separable from it."""
+    return good(seed + 10)
+
+
+def poor(seed: int) -> list[str]:
+    return [f"and he said {'unto' if i == seed else ''}".strip() for i in range(len(REFS))]
+
+
+LOW = {"source-copy": (0.01, 0.1), "constant": (0.02, 0.2), "retrieval": (0.03, 0.3)}
+
+
+def _suite(out, transformer, rnn, flops=(1e12, 1e12), seeds=4, baselines=LOW):
     folder = out / SUITE
     write_lines(folder / "hyp" / "refs.txt", REFS)
-    rows = []
-    for model, hyps, cost in (("transformer", transformer, flops[0]),
+    rows = [{"runner": "source-copy" if b == "source-copy" else "baseline", "model": b,
+             "test_bleu": bleu, "test_chrf": chrf, "dev_bleu": bleu}
+            for b, (bleu, chrf) in baselines.items()]
+    for model, make, cost in (("transformer", transformer, flops[0]),
                               ("lstm-attention", rnn, flops[1])):
-        write_lines(folder / "hyp" / f"{model}.txt", hyps)
-        rows.append({"runner": "translate", "model": model, "train_flops": cost,
-                     "test_hypotheses": f"hyp/{model}.txt", "test_references": "hyp/refs.txt",
-                     "test_sentences": len(REFS), "n_params": 1000, "steps": 10})
+        for seed in range(seeds):
+            hyps = make(seed)
+            name = f"hyp/{model}-{seed}.txt"
+            write_lines(folder / name, hyps)
+            rows.append({"runner": "translate", "model": model, "seed": seed,
+                         "train_flops": cost, "test_hypotheses": name,
+                         "test_references": "hyp/refs.txt", "test_sentences": len(REFS),
+                         "test_bleu": BLEU().corpus_score(hyps, [REFS]).score,
+                         "test_chrf": CHRF().corpus_score(hyps, [REFS]).score,
+                         "n_params": 1000, "steps": 10})
     write_suite(out, SUITE, rows)
 
 
 def test_missing_hypotheses_name_the_suite_to_run(tmp_path):
-    _suite(tmp_path, GOOD, POOR)
+    _suite(tmp_path, good, poor)
     (tmp_path / SUITE / "hyp" / "refs.txt").unlink()
-    from harness.report.claim_translation import CLAIMS
-    from harness.report.claims import judge
-
     evidence = judge(CLAIMS[0], Stored(tmp_path))
     assert evidence.verdict.startswith("not measured") and "hypotheses" in evidence.measured
 
 
 @pytest.mark.parametrize("transformer, rnn, flops, verdict", [
-    (GOOD, POOR, (1e12, 1e12), SUPPORTS),
-    (POOR, GOOD, (1e12, 1e12), CONTRADICTS),
-    (GOOD, GOOD, (1e12, 1e12), QUALIFIED),  # not separated
-    (GOOD, POOR, (3e12, 1e12), QUALIFIED),  # better, but at three times the training
+    (good, poor, (1e12, 3e12), SUPPORTS),  # better at a third of the training
+    (good, poor, (1e12, 1e12), QUALIFIED),  # better at the same cost: the cost part untested
+    (good, good_too, (1e12, 1e12), QUALIFIED),  # not separated
+    (poor, good, (1e12, 1e12), CONTRADICTS),
 ])
-def test_table2_verdicts(tmp_path, transformer, rnn, flops, verdict):
+def test_table2_verdicts_when_every_gate_passes(tmp_path, transformer, rnn, flops, verdict):
     _suite(tmp_path, transformer, rnn, flops)
-    evidence = table2_bleu_at_cost(Stored(tmp_path))
-    assert evidence.verdict == verdict, evidence.measured
-    assert "bootstrap" in evidence.measured and "lstm-attention" in evidence.measured
+    evidence = judge(CLAIMS[0], Stored(tmp_path))
+    assert evidence.verdict == verdict, [g for g in evidence.gates if not g.passed]
+    assert all(g.passed for g in evidence.gates)
+    names = " ".join(t.name for t in evidence.tests)
+    assert "paired bootstrap" in names and "approximate randomization" in names
+    assert "BLEU per seed" in names
+    assert all("10000 resamples" in t.detail for t in evidence.tests if "resamples" in t.detail)
+
+
+@pytest.mark.parametrize("seeds, baselines, failed", [
+    (1, LOW, "seeds"),  # one seed: seed-to-seed variation unmeasured
+    (3, LOW, "seeds"),  # 3 + 3 seeds: an exact permutation test cannot reach p < 0.05
+    (4, {"source-copy": (0.1, 1.0)}, "baselines"),  # constant and retrieval not measured
+    (4, LOW | {"retrieval": (99.0, 99.0)}, "baselines"),  # a model below retrieval
+])
+def test_table2_is_inconclusive_when_a_gate_fails(tmp_path, monkeypatch, seeds, baselines,
+                                                 failed):
+    monkeypatch.setattr(claim_translation, "SAMPLES", 1000)  # the gates, not the tests, decide
+    _suite(tmp_path, poor, good, seeds=seeds, baselines=baselines)
+    evidence = judge(CLAIMS[0], Stored(tmp_path))
+    assert evidence.verdict == INCONCLUSIVE
+    # 3 + 3 seeds cannot separate them by the test over seeds: the rule alone says qualified
+    assert evidence.ungated == (QUALIFIED if seeds == 3 else CONTRADICTS)
+    gate = next(g for g in evidence.gates if g.name == failed and not g.passed)
+    assert gate.remedy  # names what would pass it
+    if "constant" not in baselines:
+        assert "missing: constant, retrieval" in gate.detail

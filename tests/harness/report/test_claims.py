@@ -9,18 +9,76 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import cli
-from harness.report.claims import VERDICTS, all_claims, ledger, render
-from harness.report.stats import censored, loglog_fit, paired, spread
+from harness.report.claims import (
+    CONTRADICTS,
+    DECISIVE,
+    INCONCLUSIVE,
+    SCALE_FIELDS,
+    VERDICTS,
+    all_claims,
+    counts,
+    ledger,
+    render,
+)
+from harness.report.stats import censored, loglog_fit, paired, spread, t_interval
 from tests.harness.report.claim_frames import table1_rows, write_suite
 
 COMMITTED = Path(__file__).resolve().parents[3] / "results"
 
 
-def test_committed_results_give_every_claim_a_verdict():
-    table = ledger(COMMITTED)
+@pytest.fixture(scope="module")
+def committed():
+    return ledger(COMMITTED)
+
+
+def test_committed_results_give_every_claim_a_verdict(committed):
+    table = committed
     assert len(table) == len(all_claims())
     assert table["verdict"].isin(VERDICTS).all(), table[~table["verdict"].isin(VERDICTS)]
     assert (table["rule"] != "").all() and (table["scale"] != "").all()
+
+
+def test_no_decisive_verdict_stands_on_a_failed_gate(committed):
+    for row in committed.itertuples():
+        if row.verdict in DECISIVE:
+            assert all(g["passed"] for g in row.gates), (row.claim, row.gates)
+        if row.verdict == CONTRADICTS and row.gates:
+            assert int(row.seeds) >= 3, row.claim  # never on one seed
+
+
+def test_committed_table2_is_inconclusive_below_its_baselines(committed):
+    row = committed[committed["key"] == "table2-bleu-cost"].iloc[0]
+    assert row["verdict"] == INCONCLUSIVE
+    failed = {g["name"] for g in row["gates"] if not g["passed"]}
+    assert {"baselines", "seeds"} <= failed
+    assert any("missing" in g["detail"] or "not above" in g["detail"]
+               for g in row["gates"] if g["name"] == "baselines")
+
+
+def test_json_rows_carry_gates_tests_and_scale(committed):
+    rows = json.loads(render(committed, "json"))
+    table2 = next(r for r in rows if r["key"] == "table2-bleu-cost")
+    assert set(SCALE_FIELDS) <= set(table2) and table2["seeds"] == 1
+    assert table2["eval_size"] == 100 and table2["device"].startswith("cpu")
+    assert {"name", "passed", "detail", "remedy"} <= set(table2["gates"][0])
+    assert any("approximate randomization" in t["name"] for t in table2["tests"])
+    csv = render(committed, "csv")
+    assert "gates" in csv.splitlines()[0] and "FAIL" in csv
+
+
+def test_markdown_names_the_failed_gates_and_the_rules_own_verdict(committed):
+    text = render(committed, "markdown")
+    assert 'The rule alone would say "' in text and "failed gates: baselines" in text
+    assert "(identity check): supports." in text
+    assert "- gates: " in text and "- tests: " in text
+
+
+def test_identity_checks_are_counted_apart(committed):
+    text = counts(committed)
+    assert "identity checks" in text.split(";")[-1]
+    empirical = text.split(";")[0]
+    n = int(empirical.split()[0])
+    assert n == (committed["kind"] == "empirical").sum()
 
 
 @pytest.mark.parametrize("fmt", ["markdown", "csv", "json"])
@@ -95,4 +153,6 @@ def test_figure_bands_are_named_for_what_they_are():
     assert caption(few).startswith("2 seeds per configuration; band: min to max of the seeds")
     assert "100k parameters, up to 400 steps, cpu (X)" in caption(few)
     many = pd.concat([few.assign(seed=few["seed"] + k) for k in range(0, 6, 2)])
-    assert band(many) == ("ci", 95) and "95% bootstrap CI" in caption(many)
+    assert band(many) is t_interval and "95% t-interval" in caption(many)
+    lo, hi = t_interval([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert spread([1.0, 2.0, 3.0, 4.0, 5.0]).startswith(f"3 ± {hi - 3:.3g}")

@@ -45,6 +45,12 @@ def test_crossing_notes_say_where_the_ratio_lies():
         "no crossing from cheaper to costlier on this grid"
 
 
+def test_a_ratio_that_crosses_more_than_once_gives_no_crossover():
+    ns = pd.Series([32, 64, 128, 256]).to_numpy()
+    star, note = _crossing(ns, pd.Series([0.5, 2.0, 0.5, 2.0]).to_numpy())
+    assert star is None and "crosses 1 3 times" in note
+
+
 def test_flop_exponents_of_the_recurrent_rows_are_exact():
     table = complexity_table(_rows(ds=(32, 64, 128, 256))).set_index("layer")
     assert table.loc["lstm", "flops_n_exp"] == pytest.approx(1.0)

@@ -69,6 +69,19 @@ def test_train_runner_returns_metrics_series_and_restores_threads() -> None:
     assert [s for s, _ in result.series["train_loss"]] == [10, 20]  # no training loss at 0
 
 
+def test_train_runner_records_the_unigram_baseline_of_a_corpus(tmp_path) -> None:
+    text = tmp_path / "t.txt"
+    text.write_text("the lord spake unto moses " * 40, encoding="utf-8")
+    options = TrainOptions(TaskSpec("corpus", None, keywords=(("path", str(text)),)),
+                           steps=2, eval_every=2)
+    point = Point("t", "train", "transformer-lm", 8, 16, 4, config=config(TINY),
+                  options=options, study="test")
+    m = run_train(point, CPU).values
+    assert m["unigram_bits_per_char"] == pytest.approx(
+        train_spec(point).task.unigram_bits_per_char())
+    assert "unigram_bits_per_char" not in run_train(tiny_point(steps=2), CPU).values
+
+
 def test_train_runner_early_stop_records_steps_to_target() -> None:
     m = run_train(tiny_point(target=0.01), CPU).values  # chance accuracy already passes 1%
     assert m["steps_to_target"] == m["steps_run"] == 10

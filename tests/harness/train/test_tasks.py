@@ -268,3 +268,19 @@ def test_corpus_from_path(tmp_path) -> None:
     assert task.chars == ("a", "b", "c") and task.val_ids.numel() == 20
     assert task.decode(task.train_batch(0, 1).tokens[0]) in "abcab" * 3
     assert math.isclose(task.val_ids.numel() / 200, 0.1)
+
+
+def test_corpus_unigram_baseline_by_hand(tmp_path) -> None:
+    """"ab" * 100 and a validation split of the same text: frequencies 1/2 each (add-one
+    smoothing on 180 counted characters keeps them equal), so exactly 1 bit per character."""
+    path = tmp_path / "ab.txt"
+    path.write_text("ab" * 100, encoding="utf-8")
+    task = make_task("corpus", 4, path=str(path), val_fraction=0.1)
+    assert task.unigram_bits_per_char() == pytest.approx(1.0)
+    skew = tmp_path / "skew.txt"
+    skew.write_text("aaab" * 50, encoding="utf-8")
+    task = make_task("corpus", 4, path=str(skew), val_fraction=0.2)
+    counts = torch.bincount(task.train_ids, minlength=2).double() + 1
+    expected = -torch.log2(counts / counts.sum())[task.val_ids].mean()
+    assert task.unigram_bits_per_char() == pytest.approx(float(expected))
+    assert task.unigram_bits_per_char() < 1.0  # skewed text: frequencies help

@@ -1,0 +1,251 @@
+"""The paper's Table 3 judged from translation (suite `translation-table3-quick`): each
+variation against the base model on dev perplexity and dev BLEU (beam 4), by an exact
+permutation test over seeds and sacrebleu's paired bootstrap and approximate randomization
+over the dev sentences, behind the power gates. The synthetic-task rows (claims table3-heads,
+table3-ffn, table3-positions) are supplementary evidence."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from harness.report.claim_training import training_scale
+from harness.report.claim_translation import BASELINES, MIN_SEEDS, sentence_tests
+from harness.report.claims import (
+    CONTRADICTS,
+    QUALIFIED,
+    SUPPORTS,
+    Claim,
+    Evidence,
+    Missing,
+    Stored,
+    scale_facts,
+)
+from harness.report.gates import (
+    ALPHA,
+    Gate,
+    Test,
+    agree_gate,
+    baseline_gate,
+    seed_tests,
+    seeds_gate,
+)
+from harness.results import read_lines
+
+SUITE = "translation-table3-quick"
+FULL_SUITE = "translation-table3"
+NEAR_PPL = 0.02  # dev perplexities within 2% (relative) count as "nearly identical"
+REMEDY = (f"{MIN_SEEDS}+ seeds per variation (`tvr run {SUITE}` runs one; "
+          f"`tvr run {FULL_SUITE}` for the paper's scale)")
+
+
+@dataclass(frozen=True)
+class Versus:
+    """A variation against a reference: dev perplexity and BLEU differences, and tests."""
+    label: str
+    ppl: float  # variation minus reference (lower is better)
+    bleu: float  # variation minus reference (higher is better)
+    ppl_tests: tuple[Test, ...]
+    bleu_tests: tuple[Test, ...]
+
+    def separated(self, which: str) -> bool:
+        tests = self.ppl_tests if which == "ppl" else self.bleu_tests
+        return bool(tests) and all(t.p < ALPHA for t in tests)
+
+    def text(self) -> str:
+        return (f"{self.label}: dev perplexity {self.ppl:+.3g}, dev BLEU {self.bleu:+.3g} "
+                f"against the reference")
+
+
+def _rows(stored: Stored, study: str) -> pd.DataFrame:
+    rows = stored.rows(SUITE, runner="translate", study=study)
+    return rows.drop_duplicates(["point_id", "seed"], keep="last")
+
+
+def _hyps(stored: Stored, rows: pd.DataFrame) -> list[str]:
+    folder = stored.out_dir / SUITE
+    lines = []
+    for f in rows.sort_values("seed")["dev_hypotheses"]:
+        if not (folder / str(f)).is_file():
+            raise Missing(SUITE, f"suite {SUITE} lacks its saved hypotheses ({f})")
+        lines += read_lines(folder / str(f))
+    return lines
+
+
+def versus(stored: Stored, ref: pd.DataFrame, var: pd.DataFrame, label: str) -> Versus:
+    """`var` against `ref` on the seeds both ran (dev hypotheses stacked over seeds)."""
+    common = sorted(set(ref["seed"]) & set(var["seed"]))
+    ref_c, var_c = ref[ref["seed"].isin(common)], var[var["seed"].isin(common)]
+    refs_file = stored.out_dir / SUITE / str(ref["dev_references"].iloc[0])
+    if not refs_file.is_file():
+        raise Missing(SUITE, f"suite {SUITE} lacks its saved references ({refs_file.name})")
+    refs = read_lines(refs_file) * len(common)
+    name, reference = label.split(" vs ")
+    bleu_tests = sentence_tests(_hyps(stored, ref_c), _hyps(stored, var_c), refs, name,
+                                chrf=False, reference=reference)
+    ppl_tests: tuple[Test, ...] = ()
+    if min(len(ref), len(var)) >= 2:
+        ppl_tests = seed_tests(ref["dev_ppl"], var["dev_ppl"], f"{label}, dev ppl per seed")
+        bleu_tests += seed_tests(ref["dev_bleu"], var["dev_bleu"],
+                                 f"{label}, dev BLEU per seed")
+    return Versus(label, float(var["dev_ppl"].mean() - ref["dev_ppl"].mean()),
+                  float(var["dev_bleu"].mean() - ref["dev_bleu"].mean()), ppl_tests,
+                  tuple(bleu_tests))
+
+
+def _label(rows: pd.DataFrame, base: pd.DataFrame, knobs: tuple[str, ...]) -> str:
+    return ", ".join(f"{k}={rows[k].iloc[0]:g}" if isinstance(rows[k].iloc[0], float) else
+                     f"{k}={rows[k].iloc[0]}" for k in knobs
+                     if str(rows[k].iloc[0]) != str(base[k].iloc[0])) or "base"
+
+
+def _gates(stored: Stored, arms: dict[str, pd.DataFrame], pairs: list[Versus]) -> tuple:
+    every = stored.rows(SUITE)
+    found = every[every["model"].isin(BASELINES)].drop_duplicates("model", keep="last")
+    value = dict(zip(found["model"], pd.to_numeric(found["dev_bleu"]), strict=True))
+    bleu = {a: float(g["dev_bleu"].mean()) for a, g in arms.items()}
+    return (baseline_gate(bleu, {b: value.get(b) for b in BASELINES}, "dev BLEU",
+                          f"`tvr run {SUITE}` with its {', '.join(BASELINES)} points"),
+            seeds_gate({a: int(g["seed"].nunique()) for a, g in arms.items()}, REMEDY,
+                       MIN_SEEDS),
+            *_agree(pairs))
+
+
+def _agree(pairs: list[Versus]) -> tuple[Gate, ...]:
+    gates = [agree_gate(p.bleu_tests) for p in pairs]
+    bad = [g for g in gates if not g.passed]
+    return (bad[0],) if bad else tuple(gates[:1])
+
+
+def _split(stored: Stored, study: str, knobs: tuple[str, ...]) -> tuple:
+    base = _rows(stored, "table3-base")
+    rows = _rows(stored, study)
+    present = tuple(k for k in knobs if k in rows and k in base)  # what these rows record
+    if not present:
+        raise Missing(SUITE, f"suite {SUITE}'s {study} rows record none of {knobs}")
+    arms = {_label(g, base, present): g for _, g in rows.groupby(list(present), dropna=False)}
+    return base, arms
+
+
+def _worse(stored: Stored, study: str, knobs: tuple[str, ...], what: str,
+           pick_best: bool = False) -> Evidence:
+    """The claim that each variation (or h=1 against the best setting) is worse than the
+    reference on dev perplexity and BLEU."""
+    base, arms = _split(stored, study, knobs)
+    every = {"base": base, **arms}
+    if pick_best:  # Table 3 (A): the worst-case variation against the best setting
+        worst = "n_heads=1"
+        if worst not in every:
+            raise Missing(SUITE, f"suite {SUITE} has no single-head row")
+        best = min((a for a in every if a != worst), key=lambda a: every[a]["dev_ppl"].mean())
+        pairs = [versus(stored, every[best], every[worst], f"{worst} vs {best}")]
+    else:
+        pairs = [versus(stored, base, g, f"{a} vs base") for a, g in arms.items()]
+    worse = [p.ppl > 0 and p.bleu < 0 and p.separated("ppl") and p.separated("bleu")
+             for p in pairs]
+    better = [p.ppl < 0 and p.bleu > 0 and p.separated("ppl") and p.separated("bleu")
+              for p in pairs]
+    verdict = SUPPORTS if all(worse) else CONTRADICTS if all(better) else QUALIFIED
+    direction = "; ".join(
+        f"{p.text()} ({'the paper' if p.ppl > 0 else 'against the paper'}'s direction on "
+        "perplexity)" for p in pairs)
+    return _evidence(stored, every, pairs, verdict, direction,
+                     f"supports if {what} has higher dev perplexity and lower dev BLEU, each "
+                     f"separated (every test p < {ALPHA:g}); contradicts if lower and higher, "
+                     "so separated; else qualified")
+
+
+def _evidence(stored: Stored, every: dict, pairs: list[Versus], verdict: str,
+              direction: str, rule: str) -> Evidence:
+    rows = pd.concat(every.values())
+    measured = "; ".join(f"{a}: dev perplexity {g['dev_ppl'].mean():.4g}, dev BLEU "
+                         f"{g['dev_bleu'].mean():.3g} ({g['seed'].nunique()} seed"
+                         f"{'s' if g['seed'].nunique() > 1 else ''})"
+                         for a, g in every.items())
+    return Evidence(
+        f"{SUITE}: Table 3's variations of the quick translation Transformer, dev set, beam 4",
+        f"{measured}. {direction}", verdict,
+        rule + f". Gates: every variation above the trivial baselines on dev BLEU, "
+        f"{MIN_SEEDS}+ seeds per variation, the sentence tests and the test over seeds agree",
+        training_scale(rows), _gates(stored, every, pairs),
+        tuple(t for p in pairs for t in (*p.ppl_tests, *p.bleu_tests)),
+        scale_facts(rows, int(rows["dev_sentences"].iloc[0]) if "dev_sentences" in rows
+                    else ""))
+
+
+def heads(stored: Stored) -> Evidence:
+    return _worse(stored, "table3-A", ("n_heads",), "single-head attention (against the "
+                  "best number of heads)", pick_best=True)
+
+
+def key_size(stored: Stored) -> Evidence:
+    return _worse(stored, "table3-B", ("d_k",), "each smaller d_k (against the base)")
+
+
+def bigger(stored: Stored) -> Evidence:
+    """Row C: a variation with more parameters than the base should have lower dev
+    perplexity, one with fewer higher."""
+    base, arms = _split(stored, "table3-C", ("n_layers", "d_model", "d_ff"))
+    pairs, agrees, against = [], [], []
+    for a, g in arms.items():
+        pair = versus(stored, base, g, f"{a} vs base")
+        larger = float(g["n_params"].mean()) > float(base["n_params"].mean())
+        pairs.append(pair)
+        agrees.append((pair.ppl < 0) == larger and pair.separated("ppl"))
+        against.append((pair.ppl > 0) == larger and pair.separated("ppl"))
+    verdict = SUPPORTS if all(agrees) else CONTRADICTS if all(against) else QUALIFIED
+    return _evidence(stored, {"base": base, **arms}, pairs, verdict,
+                     "; ".join(f"{p.text()} ({int(g['n_params'].mean())} parameters, base "
+                               f"{int(base['n_params'].mean())})"
+                               for p, g in zip(pairs, arms.values(), strict=True)),
+                     "supports if every larger variation has lower dev perplexity and every "
+                     "smaller one higher, separated by the test over seeds; contradicts if "
+                     "every one goes the other way, so separated; else qualified")
+
+
+def dropout(stored: Stored) -> Evidence:
+    base, arms = _split(stored, "table3-D", ("dropout", "label_smoothing"))
+    arms = {a: g for a, g in arms.items() if a.startswith("dropout")}
+    if not arms:
+        raise Missing(SUITE, f"suite {SUITE} has no dropout variation")
+    pairs = [versus(stored, base, g, f"{a} vs base") for a, g in arms.items()]
+    off = [p for p, a in zip(pairs, arms, strict=True) if a == "dropout=0"]
+    worse = all(p.ppl > 0 and p.separated("ppl") for p in off)
+    better = all(p.ppl < 0 and p.separated("ppl") for p in off)
+    verdict = SUPPORTS if off and worse else CONTRADICTS if off and better else QUALIFIED
+    return _evidence(stored, {"base": base, **arms}, pairs, verdict,
+                     "; ".join(p.text() for p in pairs) + " (600 updates: over-fitting, what "
+                     "dropout guards against, may not have begun)",
+                     "supports if the model without dropout has higher dev perplexity, "
+                     "separated by the test over seeds; contradicts if lower, so separated; "
+                     "else qualified")
+
+
+def learned_positions(stored: Stored) -> Evidence:
+    base, arms = _split(stored, "table3-E", ("pos_encoding",))
+    pairs = [versus(stored, base, g, f"{a} vs base") for a, g in arms.items()]
+    close = all(abs(p.ppl) <= NEAR_PPL * base["dev_ppl"].mean() for p in pairs)
+    apart = any(p.separated("ppl") or p.separated("bleu") for p in pairs)
+    verdict = (SUPPORTS if close and not apart else CONTRADICTS if apart and not close
+               else QUALIFIED)
+    return _evidence(stored, {"base": base, **arms}, pairs, verdict,
+                     "; ".join(p.text() for p in pairs),
+                     f"supports if learned positions' dev perplexity is within {NEAR_PPL:.0%} "
+                     "of the sinusoids' and no test separates them; contradicts if farther "
+                     "and separated; else qualified")
+
+
+CLAIMS = [
+    Claim("table3-heads-translation", "Table 3 (A), translation: single-head attention is "
+          "worse than the best number of heads", SUITE, "", heads),
+    Claim("table3-key-size", "Table 3 (B), translation: reducing the attention key size d_k "
+          "hurts model quality", SUITE, "", key_size),
+    Claim("table3-bigger", "Table 3 (C), translation: bigger models are better", SUITE, "",
+          bigger),
+    Claim("table3-dropout", "Table 3 (D), translation: dropout is very helpful in avoiding "
+          "over-fitting", SUITE, "", dropout),
+    Claim("table3-positions-translation", "Table 3 (E), translation: learned positional "
+          "embeddings give nearly identical results to sinusoids", SUITE, "",
+          learned_positions),
+]

@@ -1,0 +1,68 @@
+"""Table 3 judged from translation: made-up dev hypotheses and perplexities yielding each
+verdict of row B (smaller d_k hurts), and one seed failing the seeds gate."""
+
+from __future__ import annotations
+
+import pytest
+from sacrebleu.metrics import BLEU
+
+from harness.report import claim_table3, claim_translation
+from harness.report.claim_table3 import SUITE
+from harness.report.claims import CONTRADICTS, INCONCLUSIVE, QUALIFIED, SUPPORTS, Stored, gated
+from harness.results import write_lines
+from tests.harness.report.claim_frames import write_suite
+from tests.harness.report.test_claim_translation import REFS, good, good_too, poor
+
+
+def _suite(out, variant, ppl, seeds=4, base=good, study="table3-B", knob="d_k",
+           values=(24, 8), params=(1000, 1000)):
+    """The base (perplexity 100) and one variation (`knob` = values[1], variant hypotheses,
+    perplexity ppl) of Table 3's row `study`."""
+    write_lines(out / SUITE / "hyp" / "refs.txt", REFS)
+    rows = [{"runner": "baseline", "model": b, "dev_bleu": 0.01 * (i + 1)}
+            for i, b in enumerate(claim_translation.BASELINES)]
+    for name_, value, make, level, n in (("table3-base", values[0], base, 100.0, params[0]),
+                                         (study, values[1], variant, ppl, params[1])):
+        for seed in range(seeds):
+            hyps, name = make(seed), f"hyp/{name_}-{seed}.txt"
+            write_lines(out / SUITE / name, hyps)
+            rows.append({"runner": "translate", "model": "transformer", "study": name_,
+                         "seed": seed, knob: value, "dev_ppl": level + seed,
+                         "dev_bleu": BLEU().corpus_score(hyps, [REFS]).score,
+                         "dev_hypotheses": name, "dev_references": "hyp/refs.txt",
+                         "dev_sentences": len(REFS), "n_params": n, "steps": 10})
+    write_suite(out, SUITE, rows)
+
+
+@pytest.mark.parametrize("variant, ppl, seeds, verdict", [
+    (poor, 120.0, 4, SUPPORTS),  # higher perplexity and lower BLEU, both separated
+    (good_too, 101.0, 4, QUALIFIED),  # not separated
+    (poor, 80.0, 4, QUALIFIED),  # mixed: lower perplexity, lower BLEU
+    (poor, 120.0, 1, INCONCLUSIVE),  # one seed
+])
+def test_key_size(tmp_path, monkeypatch, variant, ppl, seeds, verdict):
+    monkeypatch.setattr(claim_translation, "SAMPLES", 1000)
+    _suite(tmp_path, variant, ppl, seeds)
+    evidence = gated(claim_table3.key_size(Stored(tmp_path)))
+    assert evidence.verdict == verdict, [g for g in evidence.gates if not g.passed]
+    if verdict == INCONCLUSIVE:
+        assert "seeds" in {g.name for g in evidence.gates if not g.passed}
+    assert "d_k=8 vs base" in evidence.measured
+
+
+def test_contradicts_when_the_smaller_d_k_is_better_on_both(tmp_path, monkeypatch):
+    monkeypatch.setattr(claim_translation, "SAMPLES", 1000)
+    _suite(tmp_path, good, 80.0, base=poor)
+    assert gated(claim_table3.key_size(Stored(tmp_path))).verdict == CONTRADICTS
+
+
+@pytest.mark.parametrize("params, ppl, verdict", [
+    ((1000, 2000), 80.0, SUPPORTS),  # larger and lower perplexity
+    ((1000, 2000), 120.0, CONTRADICTS),  # larger and higher
+    ((1000, 500), 120.0, SUPPORTS),  # smaller and higher
+])
+def test_bigger_models(tmp_path, monkeypatch, params, ppl, verdict):
+    monkeypatch.setattr(claim_translation, "SAMPLES", 1000)
+    _suite(tmp_path, good_too, ppl, study="table3-C", knob="d_ff", values=(384, 768),
+           params=params)
+    assert gated(claim_table3.bigger(Stored(tmp_path))).verdict == verdict
