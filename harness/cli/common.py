@@ -104,7 +104,9 @@ def output_folder(out: str) -> Path:
     """The output directory, created if needed; unwritable -> bad input before any work."""
     if not out.strip():
         raise BadInput("--out '': name a folder (default: results)")
-    path = Path(out)
+    from harness.inputs import check_path
+
+    path = check_path(out, "--out")
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".tvr-write-probe"

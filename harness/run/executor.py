@@ -22,6 +22,7 @@ import torch
 
 from experiments.spec import Point
 from harness.errors import BadInput
+from harness.inputs import check_text
 from harness.measure.machine import machine_facts
 from harness.run.runners import CAST_RUNNERS
 from harness.run.store import mask
@@ -142,17 +143,45 @@ def check_address(address: str, option: str = "--ray-address") -> None:
     names where the address came from."""
     if address in ("auto", "local"):
         return
+    check_text(address, option)
     target = address.removeprefix("ray://")
     host, sep, port = target.rpartition(":")
-    if not sep or not host or not port.isdigit():
+    if not sep or not host or not port.isdigit() or not 0 < int(port[:6]) < 65536:
         raise BadInput(f"{option} {address!r}: expected HOST:PORT, ray://HOST:PORT, "
                        "'auto' or 'local'")
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), CONNECT_TIMEOUT_S):
-            pass
+        with socket.create_connection((host.strip("[]"), int(port)), CONNECT_TIMEOUT_S) as s:
+            speaks = _speaks_grpc(s)
     except OSError as e:
         raise BadInput(f"{option} {address}: unreachable ({e.strerror or e}); start the "
                        "cluster (`ray start --head`) or pass its head's address") from None
+    if not speaks:
+        raise BadInput(f"{option} {address}: something listens there but it is not Ray (no "
+                       f"gRPC answer within {CONNECT_TIMEOUT_S:.0f} s); pass the head's GCS "
+                       "port (6379 by default) or its Ray Client port (ray://HOST:10001)")
+
+
+# HTTP/2's client preface and an empty SETTINGS frame (RFC 9113, 3.4 and 6.5).
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def _speaks_grpc(sock: socket.socket) -> bool:
+    """Whether the service on `sock` answers HTTP/2's preface with a SETTINGS frame, as Ray's
+    GCS and Ray Client servers (gRPC) do at once. Hand-written rather than a gRPC channel's
+    readiness: these ten lines need no channel, and neither an HTTP/1 server nor one that
+    never speaks can pass them; ray.init itself would retry such a service for minutes."""
+    sock.settimeout(CONNECT_TIMEOUT_S)
+    try:
+        sock.sendall(_H2_PREFACE)
+        head = b""
+        while len(head) < 9:
+            chunk = sock.recv(9 - len(head))
+            if not chunk:
+                return False
+            head += chunk
+    except OSError:  # a timeout included
+        return False
+    return head[3] == 0x04 and head[5:9] == b"\x00\x00\x00\x00"  # SETTINGS, stream 0
 
 
 class RayExecutor:
@@ -182,7 +211,7 @@ class RayExecutor:
         self.cpus_per_point = cpus_per_point
         self._turn = 0  # round robin of timed points over the nodes
         try:
-            with _masked_entrypoint():
+            with _masked_entrypoint(), _own_signals():
                 ray.init(address=address or None, include_dashboard=False,
                          log_to_driver=False, logging_level="ERROR", configure_logging=True)
         except (ConnectionError, RuntimeError, ValueError) as e:
@@ -339,6 +368,22 @@ def _masked_entrypoint() -> Iterator[None]:
         yield
     finally:
         utils.get_entrypoint_name = original
+
+
+@contextmanager
+def _own_signals() -> Iterator[None]:
+    """ray.init, starting a local instance, makes SIGTERM exit 1 at once: the harness's own
+    handlers come back, so a stop exits 143/130 and marks the parent run KILLED, and the
+    instance is stopped on the way out (close)."""
+    import signal
+
+    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            if handler is not None:
+                signal.signal(s, handler)
 
 
 def _failed(point: Point, message: str, node: str | None = None) -> Measured:
