@@ -13,6 +13,7 @@ import click
 from harness.cli.common import (
     DTYPE_CHOICE,
     Bytes,
+    CheckedPath,
     Seconds,
     complete_suites,
     out_option,
@@ -72,7 +73,7 @@ def check_suite(suite: str) -> None:
 
 @click.command("run", epilog=RUN_EXAMPLES)
 @click.argument("suite", required=False, metavar="SUITE", shell_complete=complete_suites)
-@click.option("--suite-file", type=click.Path(dir_okay=False), default=None, metavar="FILE.toml",
+@click.option("--suite-file", type=CheckedPath(dir_okay=False), default=None, metavar="FILE.toml",
               help="Run the suite declared in this TOML file instead of a named SUITE; its "
                    "results go to <out>/<its name>/.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
@@ -95,7 +96,7 @@ def check_suite(suite: str) -> None:
                    "accept float32 only for now.")
 @click.option("--compile", "compile_", is_flag=True,
               help="Time torch.compile'd modules; compile time goes in column compile_s.")
-@click.option("--corpus", type=click.Path(exists=True, dir_okay=False, readable=True),
+@click.option("--corpus", type=CheckedPath(exists=True, dir_okay=False, readable=True),
               default=None, help="A local UTF-8 text file for the character-level corpus "
                                  "task instead of the King James Bible.")
 @click.option("--parallel", multiple=True, metavar="PATH",
