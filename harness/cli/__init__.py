@@ -35,7 +35,6 @@ class _Group(click.Group):
     """Turns BadInput raised anywhere below a command into exit code 2 and one line."""
 
     def make_context(self, *args, **kwargs) -> click.Context:  # noqa: ANN002, ANN003
-        signals.arm()
         try:
             return super().make_context(*args, **kwargs)
         except KeyboardInterrupt:  # a stop signal while the arguments are read

@@ -24,6 +24,7 @@ from experiments.spec import Point
 from harness.errors import BadInput
 from harness.inputs import check_text
 from harness.measure.machine import machine_facts
+from harness.run import raywatch
 from harness.run.runners import CAST_RUNNERS
 from harness.run.store import mask
 from harness.runner import Context, Result
@@ -210,11 +211,16 @@ class RayExecutor:
 
         self.cpus_per_point = cpus_per_point
         self._turn = 0  # round robin of timed points over the nodes
+        # A Ray instance started here ("local": a new one, never another user's that Ray
+        # would find on this machine) is stopped with the run, whatever ends it.
+        here = address == "local" or not (address or os.environ.get("RAY_ADDRESS"))
+        self._watchdog = raywatch.start() if here else None
         try:
             with _masked_entrypoint(), _own_signals():
-                ray.init(address=address or None, include_dashboard=False,
+                ray.init(address="local" if here else address, include_dashboard=False,
                          log_to_driver=False, logging_level="ERROR", configure_logging=True)
         except (ConnectionError, RuntimeError, ValueError) as e:
+            self._release_watchdog()
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             raise BadInput(f"--ray-address {address or '(local)'}: cannot join the cluster "
                            f"({first})") from None
@@ -349,7 +355,16 @@ class RayExecutor:
     def close(self) -> None:
         import ray
 
-        ray.shutdown()
+        try:
+            ray.shutdown()
+        finally:
+            self._release_watchdog()
+
+    def _release_watchdog(self) -> None:
+        """Ray's own shutdown done (or failed): the watchdog stops whatever it left."""
+        if self._watchdog is not None and self._watchdog.stdin is not None:
+            self._watchdog.stdin.close()
+            self._watchdog = None
 
 
 @contextmanager
@@ -377,6 +392,8 @@ def _own_signals() -> Iterator[None]:
     instance is stopped on the way out (close)."""
     import signal
 
+    from harness.run.signals import arm
+
     old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
@@ -384,6 +401,7 @@ def _own_signals() -> Iterator[None]:
         for s, handler in old.items():
             if handler is not None:
                 signal.signal(s, handler)
+        arm()  # a stop from here on raises, so the Ray instance is shut down with the run
 
 
 def _failed(point: Point, message: str, node: str | None = None) -> Measured:

@@ -8,6 +8,7 @@ remembered here (`exit_code`) rather than read from the exception."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from collections.abc import Iterator
@@ -51,29 +52,31 @@ def _stop(signum: int, _frame: FrameType | None) -> None:
 
 
 def _stop_early(signum: int, _frame: FrameType | None) -> None:
-    """While the command is still importing nothing has started: exit with the signal's
-    code and one line (a KeyboardInterrupt there would print an import's traceback)."""
-    for s in SIGNALS:
-        signal.signal(s, signal.SIG_IGN)
+    """Before the sweep starts nothing is held (no row, no run, no Ray instance): exit at
+    once with the signal's code and one line. Not by raising: an exception thrown into an
+    import half-way (numpy's C module, say) makes a later import fail with a traceback."""
     _received.append(signum)
-    print(f"stopped by {signal.Signals(signum).name} before anything ran", file=sys.stderr,
-          flush=True)
-    raise SystemExit(128 + signum)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass  # a closed or broken pipe: the exit code still says it
+    os.write(2, f"stopped by {signal.Signals(signum).name} before anything ran\n".encode())
+    os._exit(128 + signum)
 
 
 def early() -> None:
-    """From the first instant of the command: a stop exits at once with 143/130."""
-    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started in the background (&)
-        signal.signal(signal.SIGTERM, _stop_early)
-        return
+    """From the first instant of the command until its sweep starts: a stop exits at once
+    with 143/130 (stop_on_signals then takes over, and `arm` after a Ray instance starts)."""
     for s in SIGNALS:
-        signal.signal(s, _stop_early)
+        if signal.getsignal(s) is not signal.SIG_IGN:  # `tvr ... &` in a script ignores ^C
+            signal.signal(s, _stop_early)
 
 
 def arm() -> None:
-    """Once the command starts: a stop raises Stopped where the command is, so that what it
-    holds (the sweep's tracker, a Ray instance) closes on the way out. Only where `early`
-    took the signals: a test calling the command in-process keeps its own handlers."""
+    """Once the command holds something to close (a Ray instance it started): a stop raises
+    Stopped where the command is, so that it closes on the way out. Only where `early` took
+    the signals: a test calling the command in-process keeps its own handlers."""
     for s in SIGNALS:
         if signal.getsignal(s) is _stop_early:
             signal.signal(s, _stop)
