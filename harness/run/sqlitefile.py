@@ -99,7 +99,10 @@ def _open_problem(path: Path) -> str | None:
             (tables and "alembic_version" not in tables):
         return f"{path} is half-built (a first run was stopped while creating it); {REPAIR}"
     if check != "ok":
-        return f"{path} is corrupt ({check.splitlines()[0]}); {REPAIR}"
+        # quick_check lists every damaged page ("*** in database main ***" first): one line
+        found = [x for x in check.splitlines() if not x.startswith("***")]
+        detail = f"{found[0][:120]}, and {len(found) - 1} more" if found else check
+        return f"{path} is corrupt ({detail}); {REPAIR}"
     return None
 
 
