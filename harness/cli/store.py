@@ -29,9 +29,12 @@ def sync_cmd(suite: str, out: str, tracking_uri: str | None) -> None:
     uri = store_uri(out_dir, tracking_uri)
     if uri is None:
         raise BadInput("tracking is off (--tracking-uri none): there is no store to sync to")
-    from harness.run.store import check_reachable
+    from harness.run.store import check_reachable, problem
 
     check_reachable(uri)
+    reason = problem(uri)  # a store sync cannot write to: said before any row is read
+    if reason is not None:
+        raise BadInput(f"tracking URI {mask(uri)}: {mask(reason)}")
     try:
         logged, stored = sync_suite(out_dir, suite, uri)
     except OSError as e:
