@@ -52,16 +52,17 @@ def _stop(signum: int, _frame: FrameType | None) -> None:
 
 
 def _stop_early(signum: int, _frame: FrameType | None) -> None:
-    """Before the sweep starts nothing is held (no row, no run, no Ray instance): exit at
-    once with the signal's code and one line. Not by raising: an exception thrown into an
-    import half-way (numpy's C module, say) makes a later import fail with a traceback."""
+    """Outside a sweep nothing is held that a stop must close (no row half-written: files
+    are replaced whole; no run; no Ray instance): exit at once with the signal's code and one
+    line. Not by raising: an exception thrown into an import half-way (numpy's C module,
+    say) makes a later import fail with a traceback."""
     _received.append(signum)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):
             pass  # a closed or broken pipe: the exit code still says it
-    os.write(2, f"stopped by {signal.Signals(signum).name} before anything ran\n".encode())
+    os.write(2, f"stopped by {signal.Signals(signum).name}\n".encode())
     os._exit(128 + signum)
 
 
