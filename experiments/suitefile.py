@@ -22,7 +22,10 @@ file, the key and the allowed values.
 
 from __future__ import annotations
 
+import math
+import os
 import re
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -61,6 +64,16 @@ TRAIN_KEYS: dict[str, type | tuple[type, ...]] = {
     "eval_every": int, "eval_batches": int, "target": (int, float), "length_gen": bool,
     "match": str}
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+MAX_NAME = 100  # a folder name with room for a variant's suffix (--dtype, --corpus)
+MAX_BYTES = 1 << 20  # a suite file is a few hundred bytes; 1 MiB is a generous bound
+MAX_DEPTH = 8  # tables and lists: a suite file needs 4 levels
+# What one machine can run, per axis: a point beyond these is an error row, never a result.
+BOUNDS = {"n": (1, 1 << 20), "d": (1, 1 << 16), "batch": (1, 1 << 16),
+          "seeds": (0, (1 << 32) - 1), "steps": (1, 10**7), "warmup": (0, 10**7),
+          "eval_every": (1, 10**7), "eval_batches": (1, 10**4),
+          "alphabet_size": (2, 1 << 20)}
+MAX_KNOB = 1 << 20  # any other integer (a config knob, a task keyword)
+MAX_FLOAT = 1e6  # any number that is not an integer (lr, clip, target, dropout, ...)
 
 
 class SuiteFileError(ValueError):
@@ -109,17 +122,19 @@ def load(path: str | Path) -> tuple[str, str, list[Point]]:
     key is unknown, mistyped or names an unknown mixer, model or knob."""
     f = _File(Path(path))
     try:
-        doc = tomllib.loads(f.path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SuiteFileError(f"suite file {f.path}: cannot be read ({exc.strerror})") from None
+        doc = tomllib.loads(_read(f).decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise SuiteFileError(f"suite file {f.path}: not valid TOML ({exc})") from None
+    except RecursionError:
+        raise f.fail("(file)", f"nested deeper than {MAX_DEPTH} levels") from None
+    _check_numbers(f, doc, "", 0)
     f.keys(doc, TOP_KEYS, "")
     if "name" not in doc:
         raise f.fail("name", "missing; it names the results folder")
     name = f.typed(doc["name"], str, "name")
-    if not NAME.fullmatch(name):
-        raise f.fail("name", f"{name!r} is not a folder name (letters, digits, . _ -)")
+    if not NAME.fullmatch(name) or len(name) > MAX_NAME:
+        raise f.fail("name", f"{name[:40]!r}{'...' if len(name) > 40 else ''} is not a "
+                             f"folder name (letters, digits, . _ -; at most {MAX_NAME})")
     if name in suite_names():
         raise f.fail("name", f"{name!r} is already a suite; choose another name (its results "
                              "folder would mix with that suite's)")
@@ -140,6 +155,49 @@ def load(path: str | Path) -> tuple[str, str, list[Point]]:
             raise f.fail(f"config.{subject}", f"unknown mixer or model; valid: "
                                               f"{', '.join(known)}")
     return name, description, list(points.values())
+
+
+def _read(f: _File) -> bytes:
+    """The file's bytes: a regular file of at most MAX_BYTES, opened without blocking (a
+    FIFO would block the read forever, /dev/zero never end it)."""
+    try:
+        fd = os.open(f.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise f.fail("(file)", f"cannot be read ({getattr(exc, 'strerror', None) or exc})") \
+            from None
+    with os.fdopen(fd, "rb") as file:
+        st = os.fstat(fd)
+        real = os.path.realpath(f.path)
+        if not stat.S_ISREG(st.st_mode) or real.startswith(("/proc/", "/sys/", "/dev/")):
+            raise f.fail("(file)", "not a regular file (a FIFO, a device or a folder?)")
+        if st.st_size > MAX_BYTES:
+            raise f.fail("(file)", f"{st.st_size:,} bytes; at most {MAX_BYTES:,}")
+        data = file.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise f.fail("(file)", f"over {MAX_BYTES:,} bytes; at most {MAX_BYTES:,}")
+    return data
+
+
+def _check_numbers(f: _File, value: Any, key: str, depth: int) -> None:
+    """Every number within what a machine can run (BOUNDS by key, else MAX_KNOB for an
+    integer and MAX_FLOAT for a finite number), every table or list at most MAX_DEPTH deep."""
+    if depth > MAX_DEPTH:
+        raise f.fail(key or "(file)", f"nested deeper than {MAX_DEPTH} levels")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_numbers(f, v, f"{key}.{k}" if key else str(k), depth + 1)
+    elif isinstance(value, list):
+        for v in value:
+            _check_numbers(f, v, key, depth + 1)
+    elif isinstance(value, bool):
+        return
+    elif isinstance(value, int):
+        low, high = BOUNDS.get(key.rsplit(".", 1)[-1], (-MAX_KNOB, MAX_KNOB))
+        if not low <= value <= high:
+            raise f.fail(key, f"{value:,} is outside [{low:,}, {high:,}], what one machine "
+                              "can run")
+    elif isinstance(value, float) and not (math.isfinite(value) and abs(value) <= MAX_FLOAT):
+        raise f.fail(key, f"{value!r} is not a finite number within +-{MAX_FLOAT:g}")
 
 
 def _grid(f: _File, suite: str, grid: dict, at: str, defaults: dict) -> list[Point]:

@@ -20,6 +20,7 @@ import pandas as pd
 from filelock import FileLock
 
 from harness.errors import BadInput
+from harness.inputs import check_table
 
 ID_COLUMNS = ["suite", "point_id", "runner", "model", "mixer", "seq_len", "d_model", "batch_size",
               "device", "dtype", "seed", "status", "machine"]
@@ -183,7 +184,7 @@ _INTEGER_COLUMNS = ("seq_len", "d_model", "batch_size", "seed")
 def _check_numbers(path: Path, frame: pd.DataFrame) -> None:
     """BadInput naming the file, line and column of the first size that is not a number."""
     for column in _INTEGER_COLUMNS:
-        if column not in frame or pd.api.types.is_numeric_dtype(frame[column]):
+        if column not in frame:
             continue
         values = pd.to_numeric(frame[column], errors="coerce")
         bad = frame.index[values.isna() & frame[column].notna()]
@@ -191,6 +192,11 @@ def _check_numbers(path: Path, frame: pd.DataFrame) -> None:
             raise BadInput(f"{path}, line {int(bad[0]) + 2}, column {column}: "
                            f"{frame.loc[bad[0], column]!r} is not a number; fix or remove "
                            "that row")
+        huge = frame.index[~values.isna() & ((values.abs() > 2**53) | (values % 1 != 0))]
+        if len(huge):
+            raise BadInput(f"{path}, line {int(huge[0]) + 2}, column {column}: "
+                           f"{frame.loc[huge[0], column]!r} is not a whole number up to 2**53; "
+                           "fix or remove that row")
         frame[column] = values
 
 
@@ -207,6 +213,7 @@ def _parse(path: Path, **read_csv_kwargs: Any) -> pd.DataFrame:
     if not {"point_id", "status"} <= set(frame.columns):
         raise BadInput(f"{path} is not a results file (no point_id/status columns); "
                        "move it aside or fix it")
+    check_table(path, frame, STATUSES)
     return _current_names(frame)
 
 

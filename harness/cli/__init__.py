@@ -10,11 +10,21 @@ command that needs them, so `tvr --help` and shell completion answer at once.
 
 from __future__ import annotations
 
-import click
+import os
+import sys
 
-from harness.cli import report, run, store
-from harness.cli.common import FORMAT_JSON, echo_json
-from harness.errors import BadInput
+from harness.run import signals
+
+# The `tvr` command itself (not a test importing it): a stop signal from the first instant
+# exits with 143/130 and one line, even while click and the rest still import.
+if os.path.basename(sys.argv[0]) in ("tvr", "-m"):
+    signals.early()
+
+import click  # noqa: E402
+
+from harness.cli import report, run, store  # noqa: E402
+from harness.cli.common import FORMAT_JSON, echo_json  # noqa: E402
+from harness.errors import BadInput  # noqa: E402
 
 
 class _BadInputError(click.ClickException):
@@ -24,11 +34,19 @@ class _BadInputError(click.ClickException):
 class _Group(click.Group):
     """Turns BadInput raised anywhere below a command into exit code 2 and one line."""
 
+    def make_context(self, *args, **kwargs) -> click.Context:  # noqa: ANN002, ANN003
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:  # a stop signal while the arguments are read
+            raise signals.stopped_exit() from None
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except BadInput as exc:
             raise _BadInputError(str(exc)) from None
+        except KeyboardInterrupt:  # a stop signal: 143/130 and one line, never "Aborted!"
+            raise signals.stopped_exit() from None
 
 
 def _version() -> str:

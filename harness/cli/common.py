@@ -32,10 +32,25 @@ def complete_stored_suites(ctx: click.Context, _param: click.Parameter,
                   if p.parent.name.startswith(incomplete))
 
 
+class CheckedPath(click.Path):
+    """click.Path, with a NUL byte, a byte that is not UTF-8 or an overlong path refused in
+    one line first (click's own check would raise ValueError from os.stat)."""
+
+    def convert(self, value, param, ctx):  # noqa: ANN001, ANN201
+        from harness.inputs import check_path
+
+        if isinstance(value, str):
+            try:
+                check_path(value, "path")
+            except BadInput as exc:
+                self.fail(str(exc).removeprefix("path "), param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def out_option(func):  # noqa: ANN001, ANN201 -- a click decorator
     """--out: the results folder, completed as a directory."""
     return click.option("--out", default="results", show_default=True, help=OUT_HELP,
-                        type=click.Path(file_okay=False))(func)
+                        type=CheckedPath(file_okay=False))(func)
 
 
 def suite_option(func):  # noqa: ANN001, ANN201 -- a click decorator
@@ -104,7 +119,9 @@ def output_folder(out: str) -> Path:
     """The output directory, created if needed; unwritable -> bad input before any work."""
     if not out.strip():
         raise BadInput("--out '': name a folder (default: results)")
-    path = Path(out)
+    from harness.inputs import check_path
+
+    path = check_path(out, "--out")
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".tvr-write-probe"

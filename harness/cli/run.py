@@ -13,6 +13,7 @@ import click
 from harness.cli.common import (
     DTYPE_CHOICE,
     Bytes,
+    CheckedPath,
     Seconds,
     complete_suites,
     out_option,
@@ -72,7 +73,7 @@ def check_suite(suite: str) -> None:
 
 @click.command("run", epilog=RUN_EXAMPLES)
 @click.argument("suite", required=False, metavar="SUITE", shell_complete=complete_suites)
-@click.option("--suite-file", type=click.Path(dir_okay=False), default=None, metavar="FILE.toml",
+@click.option("--suite-file", type=CheckedPath(dir_okay=False), default=None, metavar="FILE.toml",
               help="Run the suite declared in this TOML file instead of a named SUITE; its "
                    "results go to <out>/<its name>/.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
@@ -95,7 +96,7 @@ def check_suite(suite: str) -> None:
                    "accept float32 only for now.")
 @click.option("--compile", "compile_", is_flag=True,
               help="Time torch.compile'd modules; compile time goes in column compile_s.")
-@click.option("--corpus", type=click.Path(exists=True, dir_okay=False, readable=True),
+@click.option("--corpus", type=CheckedPath(exists=True, dir_okay=False, readable=True),
               default=None, help="A local UTF-8 text file for the character-level corpus "
                                  "task instead of the King James Bible.")
 @click.option("--parallel", multiple=True, metavar="PATH",
@@ -264,15 +265,13 @@ def _sweep(name: str, points: list[Point], dev, out_dir: Path, *args, **kwargs):
 @contextmanager
 def _stopping(csv: Path) -> Iterator[None]:
     """A stop signal (exit 143/130) or a failed write (exit 1) ends the command in one line."""
-    from harness.run.signals import Stopped, stop_on_signals
+    from harness.run.signals import stop_on_signals, stopped_exit
 
     try:
         with stop_on_signals():
             yield
-    except Stopped as stop:
-        click.echo(f"stopped by {stop.name}: the point in flight was dropped, every finished "
-                   f"one is in {csv}; the same command resumes", err=True)
-        raise SystemExit(stop.exit_code) from None
+    except KeyboardInterrupt:  # Stopped, or what Ray's wait made of it
+        raise stopped_exit(csv) from None
     except OSError as e:  # disk full, read-only, removed folder: nothing to measure into
         raise click.ClickException(f"cannot write the results under {csv.parent.parent}: "
                                    f"{e.strerror or e}") from None
@@ -281,10 +280,11 @@ def _stopping(csv: Path) -> Iterator[None]:
 def _check_utf8(path: str) -> None:
     """A corpus must be a regular file of UTF-8 text with something in it: a FIFO would
     block the read forever, and an empty or binary file would give a column of error rows."""
-    if not Path(path).is_file():
-        raise BadInput(f"--corpus {path}: not a regular file")
+    from harness.inputs import read_bounded
+    from harness.train.translation.corpus import MAX_CORPUS_BYTES
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_bounded(path, MAX_CORPUS_BYTES, "--corpus").decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadInput(f"--corpus {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") \
             from None

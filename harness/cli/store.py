@@ -29,9 +29,12 @@ def sync_cmd(suite: str, out: str, tracking_uri: str | None) -> None:
     uri = store_uri(out_dir, tracking_uri)
     if uri is None:
         raise BadInput("tracking is off (--tracking-uri none): there is no store to sync to")
-    from harness.run.store import check_reachable
+    from harness.run.store import check_reachable, problem
 
     check_reachable(uri)
+    reason = problem(uri)  # a store sync cannot write to: said before any row is read
+    if reason is not None:
+        raise BadInput(f"tracking URI {mask(uri)}: {mask(reason)}")
     try:
         logged, stored = sync_suite(out_dir, suite, uri)
     except OSError as e:
@@ -45,24 +48,28 @@ def sync_cmd(suite: str, out: str, tracking_uri: str | None) -> None:
               help="Move a broken store aside (dated backup) and rebuild its runs from the "
                    "results CSVs.")
 def doctor_cmd(out: str, repair: bool) -> None:
-    """Check the MLflow store under --out (the default SQLite file); --repair rebuilds it."""
-    from filelock import FileLock
-
+    """Check the MLflow store under --out (the default SQLite file): what a killed writer left
+    (a hot journal, a WAL) is recovered in place; --repair moves aside only a store that
+    cannot be opened, and rebuilds its runs from the results CSVs."""
+    from harness.run.sqlitefile import leftovers
     from harness.run.store import REPAIR, problem, resolve_tracking_uri, sqlite_path
     from harness.run.sync import move_aside, suites_with_results, sync_suite
 
     out_dir = Path(out)
     uri = resolve_tracking_uri(out_dir, None)
     db = sqlite_path(uri or "")
+    found = leftovers(db) if db is not None else []
     reason = problem(uri) if uri else None
+    for what in found:
+        click.echo(f"found {what}")
     if reason is None:
-        click.echo(f"store {mask(uri or 'none')}: ok")
+        recovered = "; recovered in place, no run lost" if found else ""
+        click.echo(f"store {mask(uri or 'none')}: ok{recovered}")
         return
     click.echo(f"store {mask(uri or '')}: {reason}")
     if not repair or db is None or REPAIR not in reason:
         raise SystemExit(1)  # nothing to repair here: a store in use is not broken
-    with FileLock(db.with_name(f".{db.name}.lock")):  # no first run builds it meanwhile
-        click.echo(f"moved the broken store to {move_aside(db)}")
+    click.echo(f"moved the broken store to {move_aside(db)}")
     for suite in suites_with_results(out_dir):
         try:
             logged, _ = sync_suite(out_dir, suite, uri)

@@ -5,10 +5,10 @@ line)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 from experiments.spec import Point, TranslateOptions
 from harness.errors import BadInput
+from harness.inputs import check_path
 from harness.train.translation.corpus import user_corpus
 
 
@@ -21,7 +21,7 @@ def corpus_choice(points: list[Point], parallel: tuple[str, ...], reverse: bool
     if not any(isinstance(p.options, TranslateOptions) for p in points):
         raise BadInput("--parallel/--reverse: this suite has no translation point "
                        "(try translation-quick)")
-    paths = tuple(str(Path(p).resolve()) for p in parallel)
+    paths = tuple(str(check_path(p, "--parallel").resolve()) for p in parallel)
     variant = ["reverse"] if reverse else []
     if paths:
         variant = [f"parallel-{user_corpus(paths, reverse).name}"]  # validates every line

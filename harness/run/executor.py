@@ -23,6 +23,8 @@ import torch
 from experiments.spec import Point
 from harness.errors import BadInput
 from harness.measure.machine import machine_facts
+from harness.run import raywatch
+from harness.run.rayaddress import check_address
 from harness.run.runners import CAST_RUNNERS
 from harness.run.store import mask
 from harness.runner import Context, Result
@@ -30,7 +32,6 @@ from harness.runner import Context, Result
 # Runners whose numbers are times: their point gets its device to itself (one GPU, or on a
 # CPU node every core of the node), so no other point shares the cores it is timing on.
 TIMED_RUNNERS = CAST_RUNNERS
-CONNECT_TIMEOUT_S = 3.0  # a Ray address that does not answer within this is bad input
 
 
 @dataclass
@@ -136,25 +137,6 @@ class _Board:
         return self.nodes.get(point_id)
 
 
-def check_address(address: str, option: str = "--ray-address") -> None:
-    """BadInput, within CONNECT_TIMEOUT_S, for a HOST:PORT (or ray://HOST:PORT) nothing
-    answers at: ray.init itself waits a minute or more for an unreachable cluster. `option`
-    names where the address came from."""
-    if address in ("auto", "local"):
-        return
-    target = address.removeprefix("ray://")
-    host, sep, port = target.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise BadInput(f"{option} {address!r}: expected HOST:PORT, ray://HOST:PORT, "
-                       "'auto' or 'local'")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), CONNECT_TIMEOUT_S):
-            pass
-    except OSError as e:
-        raise BadInput(f"{option} {address}: unreachable ({e.strerror or e}); start the "
-                       "cluster (`ray start --head`) or pass its head's address") from None
-
-
 class RayExecutor:
     """Points as Ray tasks; rows come back to the driver as tasks finish.
 
@@ -181,11 +163,16 @@ class RayExecutor:
 
         self.cpus_per_point = cpus_per_point
         self._turn = 0  # round robin of timed points over the nodes
+        # A Ray instance started here ("local": a new one, never another user's that Ray
+        # would find on this machine) is stopped with the run, whatever ends it.
+        here = address == "local" or not (address or os.environ.get("RAY_ADDRESS"))
+        self._watchdog = raywatch.start() if here else None
         try:
-            with _masked_entrypoint():
-                ray.init(address=address or None, include_dashboard=False,
+            with _masked_entrypoint(), _own_signals():
+                ray.init(address="local" if here else address, include_dashboard=False,
                          log_to_driver=False, logging_level="ERROR", configure_logging=True)
         except (ConnectionError, RuntimeError, ValueError) as e:
+            self._release_watchdog()
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             raise BadInput(f"--ray-address {address or '(local)'}: cannot join the cluster "
                            f"({first})") from None
@@ -320,7 +307,16 @@ class RayExecutor:
     def close(self) -> None:
         import ray
 
-        ray.shutdown()
+        try:
+            ray.shutdown()
+        finally:
+            self._release_watchdog()
+
+    def _release_watchdog(self) -> None:
+        """Ray's own shutdown done (or failed): the watchdog stops whatever it left."""
+        if self._watchdog is not None and self._watchdog.stdin is not None:
+            self._watchdog.stdin.close()
+            self._watchdog = None
 
 
 @contextmanager
@@ -339,6 +335,25 @@ def _masked_entrypoint() -> Iterator[None]:
         yield
     finally:
         utils.get_entrypoint_name = original
+
+
+@contextmanager
+def _own_signals() -> Iterator[None]:
+    """ray.init, starting a local instance, makes SIGTERM exit 1 at once: the harness's own
+    handlers come back, so a stop exits 143/130 and marks the parent run KILLED, and the
+    instance is stopped on the way out (close)."""
+    import signal
+
+    from harness.run.signals import arm
+
+    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            if handler is not None:
+                signal.signal(s, handler)
+        arm()  # a stop from here on raises, so the Ray instance is shut down with the run
 
 
 def _failed(point: Point, message: str, node: str | None = None) -> Measured:

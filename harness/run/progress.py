@@ -6,10 +6,18 @@ run there unchanged, so the bar degrades to one line per point.
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
+import warnings
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
+
+# Libraries whose own log lines (MLflow's multi-line ERROR blocks, SQLAlchemy's and
+# Alembic's notes, urllib3's retries) go to the suite's errors.log, not the terminal.
+QUIET_LOGGERS = ("mlflow", "alembic", "sqlalchemy", "urllib3")
 
 
 class _Lines:
@@ -46,3 +54,50 @@ def progress_bar(items: Sequence[Any], desc: str, enabled: bool = True) -> Any:
         return _Lines(items, desc, enabled)
     return tqdm(items, desc=desc, unit="pt", file=sys.stderr, disable=not enabled,
                 dynamic_ncols=True)
+
+
+def say(text: str) -> None:
+    """One line on stderr, above a running progress bar (tqdm.write), never glued to it."""
+    line = (str(text).strip().splitlines() or [""])[0]
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        print(line, file=sys.stderr, flush=True)
+        return
+    tqdm.write(line, file=sys.stderr)
+
+
+@contextmanager
+def logs_to(path: Path, tracked: bool = True) -> Iterator[None]:
+    """While a sweep runs: QUIET_LOGGERS write to `path` (created only if one of them
+    speaks), and a Python warning is one line above the bar (its whole text in `path`).
+    With `tracked`, MLflow is imported first: its import replaces its logger's handlers."""
+    if tracked:
+        try:
+            import mlflow  # noqa: F401
+        except ImportError:
+            pass  # the tracker says so in one line
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, delay=True, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+    saved = {}
+    for name in QUIET_LOGGERS:
+        logger = logging.getLogger(name)
+        saved[name] = (logger.handlers[:], logger.propagate)
+        logger.handlers, logger.propagate = [handler], False
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+        handler.handle(logging.LogRecord("warnings", logging.WARNING, str(filename), lineno,
+                                         f"{category.__name__}: {message}", None, None))
+        say(f"warning: {category.__name__}: {message}")
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
+        for name, (handlers, propagate) in saved.items():
+            logger = logging.getLogger(name)
+            logger.handlers, logger.propagate = handlers, propagate
+        handler.close()

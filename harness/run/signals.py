@@ -1,14 +1,22 @@
 """SIGTERM and SIGINT stop a sweep cleanly: the point in flight is dropped (its row never
-half-written), the MLflow parent run is marked KILLED, and the command exits 143 or 130."""
+half-written), the MLflow parent run is marked KILLED, and the command exits 143 or 130.
+
+The same from the first instant of a command (`early`: while Python still imports, a stop
+is a plain exit with the signal's code) and under every executor: Ray's wait turns the
+Stopped raised in its call into a plain KeyboardInterrupt, so the signal that arrived is
+remembered here (`exit_code`) rather than read from the exception."""
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_received: list[int] = []  # the first stop signal of this process, if any
 
 
 class Stopped(KeyboardInterrupt):
@@ -21,17 +29,73 @@ class Stopped(KeyboardInterrupt):
         self.exit_code = 128 + signum  # the shell's convention: 143 SIGTERM, 130 SIGINT
 
 
-@contextmanager
-def stop_on_signals() -> Iterator[None]:
+def received() -> int:
+    """The stop signal this process got (SIGINT for a KeyboardInterrupt of no signal)."""
+    return _received[0] if _received else int(signal.SIGINT)
+
+
+def exit_code() -> int:
+    return 128 + received()
+
+
+def name() -> str:
+    return signal.Signals(received()).name
+
+
+def _stop(signum: int, _frame: FrameType | None) -> None:
     """Turn the first SIGTERM or SIGINT into Stopped; later ones are ignored while the sweep
     cleans up (a second Ctrl-C must not cut the parent run's KILLED mark short)."""
+    for s in SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+    _received.append(signum)
+    raise Stopped(signum)
 
-    def stop(signum: int, _frame: FrameType | None) -> None:
-        for s in SIGNALS:
-            signal.signal(s, signal.SIG_IGN)
-        raise Stopped(signum)
 
-    old = {s: signal.signal(s, stop) for s in SIGNALS}
+def _stop_early(signum: int, _frame: FrameType | None) -> None:
+    """Outside a sweep nothing is held that a stop must close (no row half-written: files
+    are replaced whole; no run; no Ray instance): exit at once with the signal's code and one
+    line. Not by raising: an exception thrown into an import half-way (numpy's C module,
+    say) makes a later import fail with a traceback."""
+    _received.append(signum)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass  # a closed or broken pipe: the exit code still says it
+    os.write(2, f"stopped by {signal.Signals(signum).name}\n".encode())
+    os._exit(128 + signum)
+
+
+def early() -> None:
+    """From the first instant of the command until its sweep starts: a stop exits at once
+    with 143/130 (stop_on_signals then takes over, and `arm` after a Ray instance starts)."""
+    for s in SIGNALS:
+        if signal.getsignal(s) is not signal.SIG_IGN:  # `tvr ... &` in a script ignores ^C
+            signal.signal(s, _stop_early)
+
+
+def arm() -> None:
+    """Once the command holds something to close (a Ray instance it started): a stop raises
+    Stopped where the command is, so that it closes on the way out. Only where `early` took
+    the signals: a test calling the command in-process keeps its own handlers."""
+    for s in SIGNALS:
+        if signal.getsignal(s) is _stop_early:
+            signal.signal(s, _stop)
+
+
+def stopped_exit(csv: object = None) -> SystemExit:
+    """The one line and exit code (143/130) of a command a stop signal ended."""
+    where = (f": the point in flight was dropped, every finished one is in {csv}; the same "
+             "command resumes") if csv is not None else ""
+    print(f"stopped by {name()}{where}", file=sys.stderr, flush=True)
+    return SystemExit(exit_code())
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """Stop signals raise Stopped inside the block (whatever a library such as Ray set in
+    between); the handlers before it come back after."""
+    old = {s: signal.signal(s, _stop) for s in SIGNALS}
     try:
         yield
     finally:

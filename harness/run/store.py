@@ -14,15 +14,13 @@ from __future__ import annotations
 import os
 import re
 import socket
-import sqlite3
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 
 from harness.errors import BadInput
+from harness.inputs import check_path, check_text, is_virtual
 
 DISABLED = "none"
 PROBE_TIMEOUT_S = 3.0
@@ -40,9 +38,19 @@ _ALLOWED = "sqlite:///PATH, postgresql://..., mysql://..., mssql://..., http(s):
            "databricks[://PROFILE], or 'none'"
 
 
-def mask(uri: str) -> str:
-    """The URI with its password, if any, replaced by ***."""
-    return re.sub(r"(://[^/:@]*):[^/]*@", r"\1:***@", uri)
+def mask(text: str) -> str:
+    """`text` (a URI, or a message quoting one) with any password replaced by ***.
+
+    Not a URI parser's reading, which a malformed URI defeats: a password may hold "@", "/"
+    or ":" (raw or percent-encoded). So everything from the colon after the user name (the
+    first run of characters after "://", or from the start, without "/", "@" or blanks)
+    up to the text's last "@" goes, masking too much at worst, never too little."""
+    at = text.rfind("@")
+    for start in (*(m.end() for m in re.finditer("://", text)), 0):
+        user = re.match(r"[^/@:\s'\"]*:", text[start:])
+        if user is not None and start + user.end() <= at:
+            return text[:start + user.end()] + "***" + text[at:]
+    return text
 
 
 def without_credentials(uri: str) -> tuple[str, str | None, str | None]:
@@ -106,6 +114,7 @@ def resolve_tracking_uri(out_dir: Path, uri: str | None) -> str | None:
         sqlite_uri(Path(out_dir) / "mlflow.db")
     if chosen.strip().lower() == DISABLED:
         return None
+    check_text(chosen, "tracking URI")
     scheme = _scheme(chosen)
     if scheme in ("", "file"):
         # MLflow 3 refuses the file store ("maintenance mode") unless explicitly allowed.
@@ -231,6 +240,36 @@ def _check_database(uri: str) -> None:
         package = _DRIVER_PACKAGES.get(module, module or "its DB-API driver")
         raise BadInput(f"tracking URI {shown}: database driver {module or '?'} is not "
                        f"installed; pip install '{package}', or pass --tracking-uri none") from e
+    _connect(url, shown)
+
+
+# The driver's own connect timeout, by database: MLflow's engine would wait for the system's
+# TCP timeout (minutes) on a server that accepts and never answers, and retry on top.
+_TIMEOUT_ARGS = {"postgresql": "connect_timeout", "mysql": "connect_timeout"}
+
+
+def _connect(url, shown: str) -> None:  # noqa: ANN001 -- a sqlalchemy URL
+    """One real connection, bounded by PROBE_TIMEOUT_S: a Unix socket that is not there, a
+    database that does not exist, a wrong password or a silent server is said in seconds."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.exc import SQLAlchemyError
+    from sqlalchemy.pool import NullPool
+
+    key = _TIMEOUT_ARGS.get(url.get_backend_name())
+    if key is None:
+        return
+    engine = create_engine(url, poolclass=NullPool,
+                           connect_args={key: max(1, int(PROBE_TIMEOUT_S))})
+    try:
+        with engine.connect():
+            pass
+    except SQLAlchemyError as e:
+        cause = getattr(e, "orig", None) or e
+        first = (str(cause).strip().splitlines() or [type(cause).__name__])[0][:200]
+        raise BadInput(f"tracking URI {shown}: cannot connect ({mask(first)}); start the "
+                       "database or create it, pass another --tracking-uri, or 'none'") from None
+    finally:
+        engine.dispose()
 
 
 def _check_sqlite(uri: str) -> str:
@@ -238,11 +277,21 @@ def _check_sqlite(uri: str) -> str:
 
     The absolute path keeps `tvr ui` and a later run on the same file whatever their cwd.
     """
+    if not re.match(r"sqlite(\+\w+)?://", uri, re.I):  # else SQLAlchemy makes a file "sqlite:x"
+        raise BadInput(f"tracking URI {uri!r}: write sqlite:///PATH (three slashes: "
+                       "sqlite:///relative.db, sqlite:////absolute.db)")
     path = sqlite_path(uri)
     if path is None:
         raise BadInput(f"tracking URI {uri!r} is an in-memory store: its runs vanish when "
                        "the run ends; use sqlite:///PATH/mlflow.db, or 'none'")
-    path = path.resolve()
+    query = uri.partition("?")[2]
+    if re.search(r"(^|&)(mode=ro|immutable=1)", query):
+        raise BadInput(f"tracking URI {uri!r}: a read-only store cannot record runs; drop "
+                       f"?{query}, or pass --tracking-uri none")
+    path = check_path(path, "tracking URI").resolve()
+    if is_virtual(path):
+        raise BadInput(f"tracking URI {uri!r}: {path} is in a virtual file system (/proc, "
+                       "/sys, /dev), not on a disk")
     existing = path.parent
     while not existing.exists():
         existing = existing.parent
@@ -251,68 +300,13 @@ def _check_sqlite(uri: str) -> str:
     target = path if path.exists() else existing
     if not os.access(target, os.W_OK):
         raise BadInput(f"tracking URI {uri}: {target} is not writable")
-    query = uri.partition("?")[2]
     return sqlite_uri(path) + (f"?{query}" if query else "")
 
 
-# ---------------------------------------------------------------- the SQLite file
-
-SQLITE_MAGIC = b"SQLite format 3\x00"
-LOCKED_WAIT_S = 5.0  # how long a check waits for another writer's lock before saying so
-REPAIR = "`tvr doctor --repair` moves it aside and rebuilds the runs from the results CSVs"
-
-
-def sqlite_problem(path: Path) -> str | None:
-    """Why an existing SQLite store cannot be used (not a file, not SQLite, locked, corrupt,
-    half-built by an interrupted first run), or None; a missing file is no problem."""
-    if not path.exists():
-        return None
-    if not path.is_file():
-        return f"{path} is not a file"
-    with open(path, "rb") as f:
-        head = f.read(len(SQLITE_MAGIC))
-    if head and head != SQLITE_MAGIC:
-        return f"{path} is not an SQLite database; {REPAIR}"
-    try:
-        con = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=LOCKED_WAIT_S)
-        try:
-            tables = {r[0] for r in con.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table'")}
-            check = con.execute("PRAGMA quick_check").fetchone()[0]
-        finally:
-            con.close()
-    except sqlite3.OperationalError as e:
-        if "locked" in str(e):
-            return f"{path} is locked by another process (waited {LOCKED_WAIT_S:.0f} s)"
-        return f"{path} cannot be read ({e}); {REPAIR}"
-    except sqlite3.DatabaseError as e:
-        return f"{path} is corrupt ({e}); {REPAIR}"
-    if any(t.startswith("_alembic_tmp_") for t in tables) or \
-            (tables and "alembic_version" not in tables):
-        return f"{path} is half-built (a first run was stopped while creating it); {REPAIR}"
-    if check != "ok":
-        return f"{path} is corrupt ({check}); {REPAIR}"
-    return None
-
-
-def create_sqlite(path: Path, build: Callable[[str], None]) -> None:
-    """Create the store at `path` if it is missing, never half: `build(uri)` builds the
-    schema in a temporary file, which replaces `path` only once complete, under a file lock
-    so that two first runs build it once. A build interrupted by a kill leaves only the
-    temporary file, which the next creation removes."""
-    from filelock import FileLock
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(path.with_name(f".{path.name}.lock")):
-        if path.exists():
-            return
-        for stale in path.parent.glob(f".{path.name}.*.building*"):
-            stale.unlink(missing_ok=True)  # a killed build's leftovers: no one else builds
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.time_ns()}.building")
-        try:
-            build(sqlite_uri(tmp))
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
-
+# The SQLite file itself (check, recovery, creation) lives in harness.run.sqlitefile.
+from harness.run.sqlitefile import (  # noqa: E402, F401 -- re-exported
+    LOCKED_WAIT_S,
+    REPAIR,
+    create_sqlite,
+    sqlite_problem,
+)

@@ -37,8 +37,9 @@ from harness.results import (
     this_machine,
     write_lines,
 )
+from harness.run.claims import Claims, claim_or_skip, sync_lock
 from harness.run.executor import LocalExecutor, Measured, RayExecutor
-from harness.run.progress import progress_bar
+from harness.run.progress import logs_to, progress_bar
 from harness.run.runners import PREDICTORS, RUNNERS
 from harness.run.tracking import Tracker
 from harness.runner import Context, Result
@@ -67,14 +68,17 @@ class SweepSummary:
     wall_s: float = 0.0
     synced: int = 0  # stored rows logged to MLflow late (written before a kill)
     tracking_off: str | None = None  # why tracking stopped, if it did
+    elsewhere: int = 0  # points another sweep on the same folder was measuring
 
     def line(self) -> str:
         counts = ", ".join(f"{n} {s}" for s, n in sorted(self.statuses.items())) or "nothing run"
         resumed = (f"; {self.resumed} already done on this machine, skipped (--no-resume "
                    "reruns them)") if self.resumed else ""
+        elsewhere = (f"; {self.elsewhere} measured by another sweep on this folder"
+                     if self.elsewhere else "")
         synced = f"; {self.synced} stored rows logged to MLflow late" if self.synced else ""
-        return (f"{self.suite}: {counts}{resumed}{synced} in {self.wall_s:.1f} s -> "
-                f"{self.results}")
+        return (f"{self.suite}: {counts}{resumed}{elsewhere}{synced} in {self.wall_s:.1f} s "
+                f"-> {self.results}")
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -173,25 +177,34 @@ def run_suite(
               "executor": executor.name, **executor.params(), **facts}
     ctx = Context(device, min_run_time, cache_dir=out_dir, machine=machine)
 
-    def measured_meanwhile(point: Point) -> bool:
-        """A sweep beside this one in the same folder may have measured it meanwhile."""
-        if resume and point.point_id in done_points(path, device.type, machine):
-            summary.resumed += 1
-            return True
-        return False
+    claims = Claims(path, device.type, machine)
 
-    with Tracker(tracking_uri, suite, out_dir, params, description, facts) as tracker:
-        summary.synced = _sync_mine(tracker, path, device.type, machine)
+    def measured_meanwhile(point: Point) -> bool:
+        """A sweep beside this one in the same folder may have measured it meanwhile, or
+        be measuring it now (its claim); else this sweep claims it."""
+        skip = claim_or_skip(claims, point.point_id, resume)
+        summary.resumed += skip == "done"
+        summary.elsewhere += skip == "elsewhere"
+        return skip is not None
+
+    with logs_to(path.parent / "errors.log", tracking_uri is not None), \
+            Tracker(tracking_uri, suite, out_dir, params, description, facts) as tracker:
+        summary.synced = _sync_mine(tracker, path, claims)
         bar = progress_bar(todo, suite, enabled=progress)
         # closed on any exit, a stop signal's included: its line ends before the next message
-        with closing(bar), closing(executor.run(todo, ctx, max_memory,
-                                                measured_meanwhile)) as finished:
-            for done in finished:
-                bar.set_postfix_str(done.point.point_id, refresh=False)
-                bar.update(1)
-                # the node's facts (Ray) override the driver's; `machine` stays the driver's
-                _record(done, path, device, facts | done.facts | {"machine": machine}, tracker)
-                summary.statuses[done.result.status] += 1
+        try:
+            with closing(bar), closing(executor.run(todo, ctx, max_memory,
+                                                    measured_meanwhile)) as finished:
+                for done in finished:
+                    bar.set_postfix_str(done.point.point_id, refresh=False)
+                    bar.update(1)
+                    # the node's facts (Ray) override the driver's; `machine` stays the driver's
+                    _record(done, path, device, facts | done.facts | {"machine": machine},
+                            tracker)
+                    claims.release(done.point.point_id)  # written and logged: done
+                    summary.statuses[done.result.status] += 1
+        finally:
+            claims.release_all()  # the points in flight when stopped: free for the next sweep
         summary.wall_s = time.perf_counter() - started
         _finish(tracker, summary, path, outputs)
     return summary
@@ -215,12 +228,15 @@ def _finish(tracker: Tracker, summary: SweepSummary, path: Path,
     summary.tracking_off = None if tracker.error is None else str(tracker.error)
 
 
-def _sync_mine(tracker: Tracker, path: Path, device: str, machine: str) -> int:
-    """Log to MLflow this machine's rows that a killed run wrote but never logged."""
+def _sync_mine(tracker: Tracker, path: Path, claims: Claims) -> int:
+    """Log to MLflow this machine's rows that a killed run wrote but never logged (not those
+    a live sweep beside this one is logging: it holds their claims)."""
     if tracker.error is not None or not tracker.enabled or not path.exists():
         return 0
-    rows = read_results(path)
-    mine = rows[(rows["machine"].astype(str) == machine) & (rows["device"] == device)]
-    series = read_series(path.parent.parent, path.parent.name) \
-        if (path.parent / SERIES_FILE).exists() else None
-    return tracker.sync(mine, series)
+    with sync_lock(path):
+        rows = read_results(path)
+        mine = rows[(rows["machine"].astype(str) == claims.machine)
+                    & (rows["device"] == claims.device)]
+        series = read_series(path.parent.parent, path.parent.name) \
+            if (path.parent / SERIES_FILE).exists() else None
+        return tracker.sync(claims.unclaimed(mine), series)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -22,6 +21,7 @@ import models
 from experiments.spec import CompareOptions, PathOptions, TaskSpec, TrainOptions
 from harness.measure.machine import FACT_KEYS
 from harness.results import ID_COLUMNS, RESULTS_FILE, SERIES_FILE, read_results, read_series
+from harness.run.sqlitefile import move_aside  # noqa: F401 -- `tvr doctor`'s
 from harness.run.store import mask
 
 
@@ -82,14 +82,3 @@ def sync_suite(out_dir: Path, suite: str, uri: str) -> tuple[int, int]:
 
 def suites_with_results(out_dir: Path) -> list[str]:
     return sorted(p.parent.name for p in Path(out_dir).glob(f"*/{RESULTS_FILE}"))
-
-
-def move_aside(db: Path) -> Path:
-    """Rename a broken SQLite store (and its journal files) to a dated backup."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    backup = db.with_name(f"{db.name}.broken-{stamp}")
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        part = db.with_name(db.name + suffix)
-        if part.exists():
-            part.rename(backup.with_name(backup.name + suffix))
-    return backup

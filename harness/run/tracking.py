@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import sys
 import time
 from collections.abc import Mapping
 from importlib.metadata import version
@@ -23,6 +22,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from harness.results import results_path, this_machine
+from harness.run.claims import note_outcome, noted_outcome
 from harness.run.context import (
     context_tags,
     fact_tags,
@@ -31,6 +31,7 @@ from harness.run.context import (
     row_times,
     run_name,
 )
+from harness.run.progress import say
 from harness.run.store import (
     create_sqlite,
     is_remote,
@@ -209,8 +210,9 @@ class Tracker:
         orphans = [r for r in children if r.data.tags.get("mlflow.parentRunId") in dead]
         dropped = {r.info.run_id for r in orphans if "point_id" not in r.data.tags}
         dead |= {r.info.run_id for r in orphans} - dropped
-        for run_id in dead:
-            self._client.set_terminated(run_id, "KILLED")
+        suite_dir = results_path(self.out_dir, self.suite).parent
+        for run_id in dead:  # as the run itself ended, if it said so while the store was down
+            self._client.set_terminated(run_id, noted_outcome(suite_dir, run_id) or "KILLED")
         for run_id in dropped:
             self._client.set_terminated(run_id, "KILLED")
             self._client.delete_run(run_id)
@@ -355,8 +357,8 @@ class Tracker:
             return
         self.error = error or RuntimeError(reason)
         csv = results_path(self.out_dir, self.suite)
-        print(f"warning: tracking off for this run: {mask(reason)}; results go to {csv}; "
-              f"`tvr sync {self.suite}` logs them later", file=sys.stderr, flush=True)
+        say(f"warning: tracking off for this run: {mask(_first_line(reason, 300))}; results "
+            f"go to {csv}; `tvr sync {self.suite}` logs them later")
 
     def logged(self) -> set[tuple[str, str, str]]:
         """(point_id, machine, device) of every point run in this suite's experiment; runs
@@ -430,6 +432,9 @@ class Tracker:
         if self._in_flight is not None:  # the point a signal or a crash dropped: no data
             self._terminate(self._in_flight, "KILLED" if status == "KILLED" else "FAILED")
             self._delete(self._in_flight)
+        if self.error is not None:  # the store may miss this: the next sync closes the run
+            note_outcome(results_path(self.out_dir, self.suite).parent, self.parent_run_id,
+                         status)
         self._terminate(self.parent_run_id, status)
 
 

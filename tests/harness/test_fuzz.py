@@ -4,7 +4,10 @@ with no traceback within a bound, and a run that measures leaves one row per poi
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
+import urllib.parse
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -121,3 +124,170 @@ def test_a_measured_run_leaves_one_row_per_point(tmp_path: Path, monkeypatch) ->
         assert result.exit_code == 0, result.output
     rows = read_results(results_path(tmp_path, "smoke"))
     assert sorted(rows["point_id"]) == sorted(p.point_id for p in points)
+
+
+# ---------------------------------------------------------------- hostile inputs
+# What an independent probe found hanging, printing tracebacks or passwords: FIFOs,
+# devices and /proc files as inputs, deep nesting, huge numbers, NUL and undecodable bytes,
+# malformed URIs with passwords, foreign services where Ray or a database should be.
+
+SECRET = "Q7pa/ss@w0:rd"  # found in no output, raw or percent-encoded
+
+
+def _hostile_files(tmp: Path) -> dict[str, str]:
+    """Input files of every hostile kind, made once per folder."""
+    files = {"fifo": tmp / "h-fifo", "deep": tmp / "h-deep.toml", "huge": tmp / "h-huge.toml",
+             "long-name": tmp / "h-long.toml", "window": tmp / "h-window.toml",
+             "repeats": tmp / "h-repeats.tsv", "inf": tmp / "h-inf.toml"}
+    if not files["fifo"].exists():
+        os.mkfifo(files["fifo"])
+        files["deep"].write_text("a = " + "[" * 3000 + "]" * 3000)
+        grid = '[[grid]]\nmeasure = "path"\nmixers = ["lstm"]\nn = {n}\nd = 8\nbatch = 1\n'
+        files["huge"].write_text('name = "h"\n' + grid.format(n=2**62))
+        files["long-name"].write_text(f'name = "{"n" * 300}"\n' + grid.format(n=8))
+        files["window"].write_text('name = "w"\n' + grid.format(n=8).replace(
+            '"lstm"', '"restricted-attention"') + "config = { window = 99999999999 }\n")
+        files["inf"].write_text('name = "i"\n' + grid.format(n=8) + "config = { dropout = nan }\n")
+        pairs = [f"mawu {i}\tword {i}" for i in range(12)]
+        files["repeats"].write_text("\n".join(pairs + pairs[:4]) + "\n")
+    return {k: str(v) for k, v in files.items()}
+
+
+@st.composite
+def hostile(draw: st.DrawFn, tmp: Path, ports: dict[str, int]) -> tuple[list[str], dict]:
+    """(arguments, environment) of one hostile invocation."""
+    files = _hostile_files(tmp)
+    out = ["--out", str(tmp / "h-out")]
+    kind = draw(st.sampled_from(["suite-file", "parallel", "uri", "ray", "results", "sync"]))
+    env: dict[str, str] = {}
+    if kind == "suite-file":
+        path = draw(st.sampled_from([files["fifo"], "/dev/zero", "/dev/urandom",
+                                     "/proc/self/status", files["deep"], files["huge"],
+                                     files["long-name"], files["window"], files["inf"],
+                                     f"{tmp}/a\0b.toml", "/proc/kmsg", "/dev/stdin"]))
+        dry = draw(st.booleans())
+        args = ["run", "--suite-file", path, *(["--dry-run"] if dry else
+                                                ["--tracking-uri", "none"]), *out]
+    elif kind == "parallel":
+        path = draw(st.sampled_from([files["fifo"], "/dev/zero", "/proc/self/maps",
+                                     files["repeats"], "a\0b", "\udcff.tsv", "x" * 5000]))
+        args = ["run", "translation-tiny", "--parallel", path, "--dry-run"]
+    elif kind in ("uri", "sync"):
+        uri = draw(st.sampled_from([
+            f"http://u:{SECRET}@127.0.0.1:abc", f"http://u:{SECRET}@127.0.0.1:{ports['http']}x",
+            f"http://alice:{SECRET}@[::1:5000", f"postgresql+psycopg://a:{SECRET}@/db",
+            f"sqlite:///{tmp}/a\0b.db", "sqlite:///" + "d/" * 2600 + "x.db",
+            f"sqlite:///{tmp}/\udcff.db", "sqlite:relative.db", "sqlite:///x.db?mode=ro",
+            "sqlite:////proc/mlflow.db", f"ftp://u:{SECRET}@host/x", f"u:{SECRET}@host"]))
+        if kind == "sync":  # a database that does not answer: `tvr run` measures on without
+            uri = draw(st.sampled_from([uri, f"mysql+pymysql://a:{SECRET}@127.0.0.1:"
+                                        f"{ports['silent']}/db", "postgresql+psycopg://a:"
+                                        f"{urllib.parse.quote(SECRET, safe='')}@127.0.0.1:"
+                                        f"{ports['silent']}/db"]))
+        args = ["sync", "smoke", "--tracking-uri", uri, *out] if kind == "sync" else \
+            ["run", "smoke", "--tracking-uri", uri, *out]
+        if kind == "uri" and draw(st.booleans()):
+            args.insert(2, "--dry-run")
+    elif kind == "ray":
+        address = draw(st.sampled_from([f"127.0.0.1:{ports['http']}",
+                                        f"127.0.0.1:{ports['silent']}", "127.0.0.1:99999999",
+                                        f"ray://127.0.0.1:{ports['http']}", "h\0st:1", ":1"]))
+        if "\0" not in address and draw(st.booleans()):  # no NUL in an environment
+            args, env = ["run", "smoke", "--executor", "ray", "--tracking-uri", "none",
+                         *out], {"RAY_ADDRESS": address}
+        else:
+            args = ["run", "smoke", "--executor", "ray", "--ray-address", address,
+                    "--tracking-uri", "none", *out]
+    else:
+        damage = draw(st.sampled_from(["1e309", "extra", "status", "cut", "-inf", "2**62"]))
+        folder = tmp / f"h-res-{damage}"
+        path = folder / "smoke" / "results.csv"
+        if not path.exists():
+            path.parent.mkdir(parents=True)
+            head = "suite,point_id,runner,model,mixer,seq_len,d_model,batch_size,device," \
+                   "dtype,seed,status,machine,message,torch_version,host\n"
+            row = {"1e309": "smoke,p,layer,,lstm,1e309,8,1,cpu,float32,0,ok,m,,,\n",
+                   "extra": "smoke,p,layer,,lstm,8,8,1,cpu,float32,0,ok,m,,,,x,y,z\n",
+                   "status": "smoke,p,layer,,lstm,8,8,1,cpu,float32,0,maybe,m,,,\n",
+                   "cut": "smoke,p,layer,,lstm,8,8,1,cpu,float32,0,ok,m,,,\nsmoke,q,lay",
+                   "-inf": "smoke,p,layer,,lstm,-inf,8,1,cpu,float32,0,ok,m,,,\n",
+                   "2**62": f"smoke,p,layer,,lstm,{2**62},8,1,cpu,float32,0,ok,m,,,\n"}
+            path.write_text(head + row[damage])
+        command = draw(st.sampled_from([["table"], ["report"], ["claims"],
+                                        ["run", "smoke", "--tracking-uri", "none"],
+                                        ["sync", "smoke"], ["plot", "all"]]))
+        args = [*command, "--out", str(folder)]
+    return args, env
+
+
+@pytest.fixture(scope="module")
+def services() -> Iterator[dict[str, int]]:
+    """Something listening that is not Ray nor a database: an HTTP server, a silent one."""
+    import http.server
+    import socket
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            """Not on the test's output."""
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)
+        yield {"http": server.server_address[1], "silent": silent.getsockname()[1]}
+    server.shutdown()
+    server.server_close()
+
+
+def _check(args: list[str], code: int, output: str, seconds: float) -> None:
+    """Exit 0 or 2 within 30 s; an exit 2 says what is wrong in one line; no traceback, no
+    password."""
+    assert seconds < 30, (args, seconds)
+    assert code in (0, 2), (args, code, output)
+    assert "Traceback" not in output and "Aborted" not in output, (args, output)
+    forms = (SECRET, urllib.parse.quote(SECRET, safe=""), "pa/ss@w0")
+    assert not any(f in output for f in forms), (args, output)
+    if code == 2:
+        errors = [x for x in output.strip().splitlines()
+                  if x.strip() and not x.startswith(("Usage: ", "Try '"))]
+        assert len(errors) == 1, (args, output)
+
+
+@settings(max_examples=100, deadline=timedelta(seconds=30), derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_hostile_inputs_exit_0_or_2_in_one_line(data: st.DataObject, playground: Path,
+                                                services: dict[str, int],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("ray")
+    args, env = data.draw(hostile(playground, services))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    t0 = time.monotonic()
+    result = CliRunner().invoke(cli, args)
+    _check(args, result.exit_code, result.output, time.monotonic() - t0)
+    if result.exception is not None:
+        assert isinstance(result.exception, SystemExit), (args, result.exception)
+
+
+def test_hostile_inputs_as_real_processes(playground: Path, services: dict[str, int]) -> None:
+    """A sample of the above as `tvr` processes (each costs the interpreter's start)."""
+    pytest.importorskip("ray")
+    files = _hostile_files(playground)
+    chosen = [
+        (["run", "--suite-file", files["fifo"], "--dry-run"], {}),
+        (["run", "translation-tiny", "--parallel", "/dev/zero", "--dry-run"], {}),
+        (["run", "smoke", "--tracking-uri", f"http://u:{SECRET}@127.0.0.1:abc"], {}),
+        (["run", "smoke", "--executor", "ray", "--tracking-uri", "none"],
+         {"RAY_ADDRESS": f"127.0.0.1:{services['http']}"}),
+    ]
+    for args, env in chosen:
+        t0 = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "harness.cli", *args, "--out",
+                               str(playground / "h-proc")], capture_output=True, text=True,
+                              timeout=60, env={**os.environ, **env})
+        _check(args, done.returncode, done.stdout + done.stderr, time.monotonic() - t0)

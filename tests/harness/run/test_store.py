@@ -143,7 +143,7 @@ def test_sqlite_problems_are_named_in_one_line(tmp_path: Path) -> None:
     Alembic tables), a corrupt one and a locked one each get their own reason, quickly."""
     assert store.sqlite_problem(tmp_path / "missing.db") is None
     (tmp_path / "dir.db").mkdir()
-    assert "is not a file" in store.sqlite_problem(tmp_path / "dir.db")
+    assert "is a folder" in store.sqlite_problem(tmp_path / "dir.db")
     (tmp_path / "text.db").write_text("hello")
     assert "not an SQLite database" in store.sqlite_problem(tmp_path / "text.db")
     _sqlite_with(tmp_path / "half.db", "experiments", "_alembic_tmp_runs")

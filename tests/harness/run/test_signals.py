@@ -1,0 +1,119 @@
+"""A stop signal is the same at every moment of a run: from the first instant (Python still
+importing) to the sweep's end, Ctrl-C exits 130 and SIGTERM 143 with one line, never click's
+"Aborted!" nor a traceback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+
+def tvr(out: Path, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "TVR_MACHINE": "signals", "MLFLOW_DISABLE_TELEMETRY": "true"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return subprocess.Popen([sys.executable, "-m", "harness.cli", *args, "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env)
+
+
+def catches_sigterm(pid: int) -> bool:
+    """Whether the process has a SIGTERM handler: Python sets none of its own, so this is
+    the first line of `tvr` having run (the interpreter's start before it is not ours)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
+    return False
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("after_s", [0.0, 0.4, 1.2, 2.5])
+def test_a_stop_in_the_first_seconds_exits_with_the_signals_code(
+        tmp_path: Path, signum: int, after_s: float) -> None:
+    proc = tvr(tmp_path, "run", "smoke", "--min-run-time", "0.01", "--device", "cpu")
+    deadline = time.monotonic() + 20
+    while not catches_sigterm(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(after_s)
+    proc.send_signal(signum)
+    text, _ = proc.communicate(timeout=60)
+    if proc.returncode == 0:  # cannot be: smoke takes far longer than 2.5 s
+        pytest.fail(text)
+    assert proc.returncode == 128 + signum, text
+    assert "Aborted!" not in text and "Traceback" not in text, text
+    said = [x for x in text.replace("\r", "\n").splitlines() if x.startswith("stopped by")]
+    assert len(said) == 1 and signal.Signals(signum).name in said[0], text
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_a_stopped_ray_sweep_leaves_no_ray_process_of_its_own(tmp_path: Path,
+                                                              signum: int) -> None:
+    """With the Ray instance the sweep started itself: SIGTERM exits 143 with the parent run
+    KILLED, as the local executor does; after either signal (kill -9 included) no process
+    the sweep started is left (Ray's agents outlived a killed driver)."""
+    pytest.importorskip("ray")
+    from mlflow import MlflowClient
+
+    from harness.run.raywatch import descendants
+    from harness.run.store import sqlite_uri
+
+    env_address = os.environ.pop("RAY_ADDRESS", None)
+    try:
+        proc = tvr(tmp_path, "run", "convergence-smoke", "--only", "gru-lm", "--executor",
+                   "ray")
+    finally:
+        if env_address is not None:
+            os.environ["RAY_ADDRESS"] = env_address
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and not _running(tmp_path / "mlflow.db"):
+        assert proc.poll() is None, proc.communicate()[0]
+        time.sleep(0.2)  # stop it once Ray runs and the sweep's parent run is open
+    started = descendants(proc.pid)
+    assert any("raylet" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+               for pid in started if Path(f"/proc/{pid}").exists()), started
+    proc.send_signal(signum)
+    text, _ = proc.communicate(timeout=60)
+    deadline = time.monotonic() + 20
+    left = started
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = {pid: t for pid, t in started.items() if _same(pid, t)}
+    assert not left, [Path(f"/proc/{p}/cmdline").read_text(errors="replace") for p in left]
+    if signum == signal.SIGKILL:
+        return
+    assert proc.returncode == 143 and "Aborted!" not in text and "Traceback" not in text, text
+    client = MlflowClient(sqlite_uri(tmp_path / "mlflow.db"))
+    experiment = client.get_experiment_by_name("convergence-smoke").experiment_id
+    parents = [r.info.status for r in client.search_runs([experiment])
+               if "mlflow.parentRunId" not in r.data.tags]
+    assert parents == ["KILLED"]
+
+
+def _same(pid: int, started: str) -> bool:
+    """Whether `pid` still runs as the process that started at `started` (a live one: a
+    zombie is gone, waiting only for its parent to read its status)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return False
+    return fields[19] == started and fields[0] != "Z"
+
+
+def _running(db: Path) -> bool:
+    """Whether the store holds a RUNNING run (the sweep's parent, opened after ray.init)."""
+    if not db.exists():
+        return False
+    try:
+        con = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=1)
+        try:
+            return bool(con.execute("SELECT 1 FROM runs WHERE status = 'RUNNING'").fetchall())
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return False  # not built yet
