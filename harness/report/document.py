@@ -20,7 +20,7 @@ from harness.report.study_tables import STUDY_RUNNERS, study_tables
 from harness.report.table1 import is_table1, table1
 from harness.report.translation import RUNNERS as TRANSLATION_RUNNERS
 from harness.report.translation import table2, table3
-from harness.results import RESULTS_FILE, SERIES_FILE, load_results, this_machine, write_atomic
+from harness.results import RESULTS_FILE, SERIES_FILE, load_results, machine_note, write_atomic
 
 
 def _machine(df: pd.DataFrame, every: pd.DataFrame) -> str:
@@ -29,9 +29,7 @@ def _machine(df: pd.DataFrame, every: pd.DataFrame) -> str:
     first = df.iloc[0]
     name = str(first.get("machine", ""))
     suite = str(first.get("suite", "SUITE"))
-    whose = ("this machine" if name == this_machine() else
-             f"the reference: this machine has no rows here yet, `tvr run {suite}` measures "
-             "them")
+    whose = machine_note(every, name, suite)
     cols = [c for c in ("device", "device_name", "threads", "torch_version") if c in df]
     text = f"Measured on `{name}` ({whose}): " + ", ".join(f"{c} {first[c]}" for c in cols)
     if "measured_at" in df and df["measured_at"].notna().any():

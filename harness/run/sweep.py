@@ -25,7 +25,7 @@ import torch
 
 from experiments.spec import Point
 from harness.errors import BadInput
-from harness.measure.machine import environment_report
+from harness.measure.machine import BUSY_SHARE, Occupancy, environment_report, usable_cpus
 from harness.results import (
     SERIES_FILE,
     append_row,
@@ -38,7 +38,8 @@ from harness.results import (
     write_lines,
 )
 from harness.run.executor import LocalExecutor, Measured, RayExecutor
-from harness.run.progress import progress_bar
+from harness.run.progress import label, progress_bar
+from harness.run.runners import CAST_RUNNERS as TIMED_RUNNERS
 from harness.run.runners import PREDICTORS, RUNNERS
 from harness.run.tracking import Tracker
 from harness.runner import Context, Result
@@ -67,6 +68,8 @@ class SweepSummary:
     wall_s: float = 0.0
     synced: int = 0  # stored rows logged to MLflow late (written before a kill)
     tracking_off: str | None = None  # why tracking stopped, if it did
+    timed: int = 0  # points whose numbers are times
+    busy: list[tuple[float, float]] = field(default_factory=list)  # (load, CPU share) each
 
     def line(self) -> str:
         counts = ", ".join(f"{n} {s}" for s, n in sorted(self.statuses.items())) or "nothing run"
@@ -75,6 +78,18 @@ class SweepSummary:
         synced = f"; {self.synced} stored rows logged to MLflow late" if self.synced else ""
         return (f"{self.suite}: {counts}{resumed}{synced} in {self.wall_s:.1f} s -> "
                 f"{self.results}")
+
+    def busy_warning(self) -> str | None:
+        """One line when any timed point ran on a busy machine (column `busy`), else None."""
+        if not self.busy:
+            return None
+        load = max(load for load, _ in self.busy)
+        share = min(share for _, share in self.busy)
+        return (f"warning: {len(self.busy)} of {self.timed} timed points ran on a busy machine "
+                f"(load average up to {load:g} on {usable_cpus()} usable CPUs, CPU share down "
+                f"to {share:g}; busy: load above the CPUs or share below {BUSY_SHARE}): "
+                "flagged in column `busy`, their times do not compare; rerun on an idle "
+                f"machine with `tvr run {self.suite} --no-resume`")
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -96,8 +111,12 @@ def run_point(point: Point, ctx: Context, max_memory: int | None
                     f"predicted {predicted['predicted_bytes']:,} bytes > "
                     f"--max-memory {max_memory:,}")), None
         started = time.perf_counter()
-        result = RUNNERS[point.runner](point, ctx)
-        result.values = predicted | result.values | {"wall_s": time.perf_counter() - started}
+        with Occupancy() as occupancy:
+            result = RUNNERS[point.runner](point, ctx)
+        # a time measured beside other work says little: the row says how busy it was
+        busy = occupancy.values() if point.runner in TIMED_RUNNERS else {}
+        result.values = predicted | result.values | busy | {
+            "wall_s": time.perf_counter() - started}
         return result, None
     except Exception as exc:  # a failed point is a row, never a crashed sweep
         status = "oom" if _is_oom(exc) else "error"
@@ -187,14 +206,23 @@ def run_suite(
         with closing(bar), closing(executor.run(todo, ctx, max_memory,
                                                 measured_meanwhile)) as finished:
             for done in finished:
-                bar.set_postfix_str(done.point.point_id, refresh=False)
+                bar.set_postfix_str(label(done.point), refresh=False)
                 bar.update(1)
                 # the node's facts (Ray) override the driver's; `machine` stays the driver's
                 _record(done, path, device, facts | done.facts | {"machine": machine}, tracker)
                 summary.statuses[done.result.status] += 1
+                _count_busy(summary, done.result.values)
         summary.wall_s = time.perf_counter() - started
         _finish(tracker, summary, path, outputs)
     return summary
+
+
+def _count_busy(summary: SweepSummary, values: dict[str, Any]) -> None:
+    if "busy" not in values:
+        return
+    summary.timed += 1
+    if values["busy"]:
+        summary.busy.append((values["load_avg"], values["cpu_share"]))
 
 
 def _finish(tracker: Tracker, summary: SweepSummary, path: Path,
