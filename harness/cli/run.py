@@ -182,7 +182,8 @@ def run_cmd(suite: str | None, suite_file: str | None, device: str, out: str,
         dev = where.resolve_device(device)
         summary = _sweep(name, points, dev, out_dir, uri, resume, max_memory, min_run_time,
                          description=_describe(description, name),
-                         outputs=lambda: _outputs(out_dir, name), executor=where)
+                         outputs=lambda: _outputs(out_dir, name), executor=where,
+                         headline=lambda: headline_of(out_dir, name))
     finally:
         where.close()
         _restore_threads(threads_before)
@@ -248,6 +249,19 @@ def _outputs(out_dir: Path, name: str) -> list[Path]:
         click.echo(f"warning: the tables and figures of {name} were not attached to MLflow: "
                    f"{type(e).__name__}: {e}".splitlines()[0], err=True)
         return []
+
+
+def headline_of(out_dir: Path, name: str) -> tuple[dict[str, float], dict[str, str]]:
+    """The suite's headline numbers and verdicts for its parent run; like the outputs, a
+    report that fails here costs a warning, not the run."""
+    from harness.report.headline import headline
+
+    try:
+        return headline(out_dir, name)
+    except Exception as e:  # noqa: BLE001 -- said on stderr; `tvr report` shows it again
+        click.echo(f"warning: the headline numbers of {name} were not logged to MLflow: "
+                   f"{type(e).__name__}: {e}".splitlines()[0], err=True)
+        return {}, {}
 
 
 def _print_links(uri: str, name: str, out: str) -> None:

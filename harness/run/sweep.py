@@ -37,6 +37,7 @@ from harness.results import (
     this_machine,
     write_lines,
 )
+from harness.run.context import code_facts, run_names
 from harness.run.executor import LocalExecutor, Measured, RayExecutor
 from harness.run.progress import label, progress_bar
 from harness.run.runners import CAST_RUNNERS as TIMED_RUNNERS
@@ -171,13 +172,14 @@ def run_suite(
     description: str = "",
     outputs: Callable[[], Iterable[Path]] | None = None,
     executor: LocalExecutor | RayExecutor | None = None,
+    headline: Callable[[], tuple[dict[str, float], dict[str, str]]] | None = None,
 ) -> SweepSummary:
     """Measure every point not already done on this device of this machine; one results row
     and one MLflow child run each. The executor (default: this process, one point after
     another) decides where points run; rows are written here, as each point finishes. The
     parent run gets the summary metrics, the results files, this machine's environment
-    report and `outputs()` (tables, figures) as artifacts; `description` is the
-    experiment's note."""
+    report and `outputs()` (tables, figures) as artifacts, `headline()`'s metrics and tags
+    (n*, exponents, verdicts); `description` is the experiment's note."""
     executor = executor or LocalExecutor()
     path = results_path(out_dir, suite)
     summary = SweepSummary(suite, path)
@@ -185,7 +187,7 @@ def run_suite(
     done = done_points(path, device.type, machine) if resume else set()
     todo = [p for p in points if p.point_id not in done]
     summary.resumed = len(points) - len(todo)
-    facts = {"machine": machine, **executor.facts(device)}
+    facts = {"machine": machine, **executor.facts(device), **code_facts()}
     started = time.perf_counter()
     params = {"suite": suite, "device": str(device), "points": len(points),
               "min_run_time": min_run_time, "max_memory": max_memory,
@@ -200,6 +202,8 @@ def run_suite(
         return False
 
     with Tracker(tracking_uri, suite, out_dir, params, description, facts) as tracker:
+        tracker.names = run_names([{**p.fields(), **p.columns(), "point_id": p.point_id}
+                                   for p in points])
         summary.synced = _sync_mine(tracker, path, device.type, machine)
         bar = progress_bar(todo, suite, enabled=progress)
         # closed on any exit, a stop signal's included: its line ends before the next message
@@ -213,7 +217,7 @@ def run_suite(
                 summary.statuses[done.result.status] += 1
                 _count_busy(summary, done.result.values)
         summary.wall_s = time.perf_counter() - started
-        _finish(tracker, summary, path, outputs)
+        _finish(tracker, summary, path, outputs, headline)
     return summary
 
 
@@ -226,11 +230,14 @@ def _count_busy(summary: SweepSummary, values: dict[str, Any]) -> None:
 
 
 def _finish(tracker: Tracker, summary: SweepSummary, path: Path,
-            outputs: Callable[[], Iterable[Path]] | None) -> None:
+            outputs: Callable[[], Iterable[Path]] | None,
+            headline: Callable[[], tuple[dict[str, float], dict[str, str]]] | None) -> None:
     """The parent run's summary metrics and artifacts; a failed store is noted in summary."""
     if tracker.enabled and tracker.error is None:
+        numbers, tags = headline() if headline is not None and path.exists() else ({}, {})
         tracker.log_summary({**{f"points_{s}": n for s, n in summary.statuses.items()},
-                             "points_resumed": summary.resumed, "wall_s": summary.wall_s})
+                             "points_resumed": summary.resumed, "wall_s": summary.wall_s,
+                             **numbers}, tags)
         files = [path, path.parent / SERIES_FILE, path.parent / "errors.log",
                  *(outputs() if outputs is not None and path.exists() else ())]
         for file in files:

@@ -51,6 +51,7 @@ def test_a_sweep_under_load_flags_its_rows_busy_and_warns_once(tmp_path, two_bus
     rows = read_results(results_path(tmp_path, "smoke"))
     assert rows["busy"].astype(str).eq("True").all(), rows[["load_avg", "cpu_share", "busy"]]
     assert (rows["threads"] == 1).all()  # the reference's threads by default
+    assert rows["git_commit"].astype(str).str.fullmatch("[0-9a-f]{40}").all()  # its code
     warnings = [line for line in result.stderr.splitlines() if "busy machine" in line]
     assert len(warnings) == 1 and warnings[0].startswith("warning: 6 of 6 timed points")
 
