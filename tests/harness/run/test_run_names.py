@@ -3,7 +3,6 @@ source, the measuring commit on synced runs, a store built from the committed CS
 re-sync that adds nothing."""
 
 import shutil
-from collections import Counter
 from pathlib import Path
 
 import pytest
