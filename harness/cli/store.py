@@ -77,10 +77,9 @@ def doctor_cmd(out: str, repair: bool) -> None:
         click.echo(f"store {mask(uri or '')}: missing (nothing tracked here yet); "
                    f"{'building it' if repair else '`tvr doctor --repair` or `tvr ui` builds it'}"
                    " from the results CSVs")
-        if not repair:
-            raise SystemExit(1)
-        build_store(out_dir, uri or "")
-        return
+        if repair:
+            build_store(out_dir, uri or "")
+        return  # missing is not broken: exit 0
     reason = problem(uri) if uri else None
     if reason is None:
         click.echo(f"store {mask(uri or 'none')}: ok")
