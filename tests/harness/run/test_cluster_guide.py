@@ -38,6 +38,9 @@ def _tvr(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 # ---------------------------------------------------------------- Ray Client
 
 
+CHANNEL_TIMEOUT = "RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S"
+
+
 @pytest.fixture(scope="module")
 def ray_client_port() -> Iterator[int]:
     """A one-node Ray head with a client server on a free loopback port."""
@@ -47,10 +50,28 @@ def ray_client_port() -> Iterator[int]:
     from ray.cluster_utils import Cluster
 
     port = _free_port()
+    # The client server gives a driver's own server process 30 s to answer: too short on a
+    # shared, loaded machine (the processes Cluster starts read it from the environment)
+    before = os.environ.get(CHANNEL_TIMEOUT)
+    os.environ[CHANNEL_TIMEOUT] = "180"
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 2, "ray_client_server_port": port, "include_dashboard": False})
-    yield port
-    cluster.shutdown()
+    try:
+        deadline = time.monotonic() + 120  # the client server starts after the head answers
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "Ray's client server did not listen"
+                time.sleep(0.5)
+        yield port
+    finally:
+        cluster.shutdown()
+        if before is None:
+            del os.environ[CHANNEL_TIMEOUT]
+        else:
+            os.environ[CHANNEL_TIMEOUT] = before
 
 
 def test_a_driver_runs_smoke_through_ray_client(ray_client_port: int, tmp_path: Path) -> None:
