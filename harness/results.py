@@ -383,7 +383,7 @@ def machine_note(every: pd.DataFrame, shown: str, suite: str) -> str:
     if mine:
         return (f"the reference: this machine's rows cover {mine} of its {counts[shown]} "
                 f"points; `tvr run {suite}` completes them, --machine picks one")
-    return f"the reference; `tvr run {suite}` measures this machine"
+    return f"the reference: this machine has no rows here yet, `tvr run {suite}` measures them"
 
 
 def load_results(out_dir: Path, suites: list[str] | None = None,
