@@ -211,7 +211,7 @@ def _set_threads(threads: int | None, points: list[Point], executor: str) -> int
     if threads is not None and executor != "local":
         raise BadInput("--threads applies to --executor local; a Ray task runs with the CPUs "
                        "it reserves (--cpus-per-point for training points)")
-    if threads is None and any(p.runner in CAST_RUNNERS for p in points):
+    if threads is None and executor == "local" and any(p.runner in CAST_RUNNERS for p in points):
         threads = REFERENCE_THREADS
     if threads is None:
         return None
