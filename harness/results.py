@@ -12,7 +12,9 @@ import secrets
 import socket
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -332,17 +334,63 @@ def done_points(path: Path, device: str, machine: str) -> set[str]:
     return set(frame.loc[done, "point_id"].astype(str))
 
 
+_chosen_machine: ContextVar[str | None] = ContextVar("chosen_machine", default=None)
+
+
+@contextmanager
+def machine_choice(name: str | None) -> Iterator[None]:
+    """Within this block, reports show machine `name` (`--machine NAME`) in every suite
+    where it has rows; None keeps the default choice (see one_machine)."""
+    token = _chosen_machine.set(name)
+    try:
+        yield
+    finally:
+        _chosen_machine.reset(token)
+
+
+def covered(frame: pd.DataFrame) -> pd.Series:
+    """Points each machine measured ok (every row counts where none is ok), most first."""
+    ok = frame[frame["status"] == "ok"] if (frame["status"] == "ok").any() else frame
+    counts = ok.groupby(ok["machine"].astype(str))["point_id"].nunique()
+    return counts.sort_values(ascending=False, kind="stable")
+
+
+def pick_machine(frame: pd.DataFrame, machine: str | None = None) -> str:
+    """The machine whose rows a report of this suite shows: `machine` (or --machine) where it
+    has rows; else this machine if its rows cover the suite as well as any other's; else the
+    machine that measured the most points (the reference committed with the code,
+    typically): a partial set of this machine's rows never hides a complete reference."""
+    names = frame["machine"].astype(str)
+    wanted = machine or _chosen_machine.get()
+    if wanted and (names == wanted).any():
+        return wanted
+    counts = covered(frame)
+    mine = this_machine()
+    if mine in counts and counts[mine] >= counts.iloc[0]:
+        return mine
+    return str(counts.index[0])
+
+
 def one_machine(frame: pd.DataFrame, machine: str | None = None) -> pd.DataFrame:
-    """The rows of one machine: `machine` (default: this one) where it has rows, else the
-    machine with the most rows (the reference committed with the code, typically), so tables
-    never mix two machines' timings."""
+    """The rows of one machine (pick_machine), so tables never mix two machines' timings."""
     if frame.empty or "machine" not in frame:
         return frame
-    names = frame["machine"].astype(str)
-    wanted = machine or this_machine()
-    if not (names == wanted).any():
-        wanted = names.value_counts().index[0]
-    return frame[names == wanted]
+    return frame[frame["machine"].astype(str) == pick_machine(frame, machine)]
+
+
+def machine_note(every: pd.DataFrame, shown: str, suite: str) -> str:
+    """Whose rows a suite's table shows, in words: this machine's, or the reference's and
+    why (this machine's rows cover fewer of the suite's points)."""
+    if shown == this_machine():
+        return "this machine"
+    if shown == _chosen_machine.get():
+        return "chosen with --machine"
+    counts = covered(every) if "machine" in every and len(every) else pd.Series(dtype=int)
+    mine = counts.get(this_machine(), 0)
+    if mine:
+        return (f"the reference: this machine's rows cover {mine} of its {counts[shown]} "
+                f"points; `tvr run {suite}` completes them, --machine picks one")
+    return f"the reference: this machine has no rows here yet, `tvr run {suite}` measures them"
 
 
 def load_results(out_dir: Path, suites: list[str] | None = None,

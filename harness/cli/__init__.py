@@ -11,7 +11,9 @@ command that needs them, so `tvr --help` and shell completion answer at once.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import textwrap
 
 from harness.run import signals
 
@@ -153,10 +155,11 @@ def _origin(source: str) -> str:
     return "" if source == BUILTIN else f"  [from {source}]"
 
 
-@cli.command("suites", epilog="Example: tvr suites --format json")
+@cli.command("suites", epilog="Example: tvr suites --long")
 @FORMAT_JSON
-def suites_cmd(fmt: str) -> None:
-    """List the suites with their point counts."""
+@click.option("--long", "long_", is_flag=True, help="Each suite's full description.")
+def suites_cmd(fmt: str, long_: bool) -> None:
+    """List the suites with their point counts, one line each (--long: full descriptions)."""
     import experiments
 
     rows = [{"name": name, "points": len(experiments.points(name)),
@@ -167,8 +170,14 @@ def suites_cmd(fmt: str) -> None:
         return
     width = max(len(r["name"]) for r in rows)
     for r in rows:
-        click.echo(f"{r['name']:<{width}} {r['points']:>4} points  {r['description']}"
-                   f"{_origin(r['from'])}")
+        head = f"{r['name']:<{width}} {r['points']:>4} points  "
+        if long_:
+            click.echo(f"{head}{_origin(r['from']).strip()}".rstrip() + "\n"
+                       f"{textwrap.indent(textwrap.fill(r['description'], 88), '    ')}\n")
+            continue
+        room = max(20, shutil.get_terminal_size((100, 24)).columns - len(head) - 1)
+        click.echo(head + textwrap.shorten(r["description"], room, placeholder="...")
+                   + _origin(r["from"]))
 
 
 for command in (run.run_cmd, run.bench_cmd, report.table_cmd, report.plot_cmd,

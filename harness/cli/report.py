@@ -17,6 +17,29 @@ def _load(out: str, suite: str):
     return load_results(Path(out), [suite])
 
 
+def machine_option(func):  # noqa: ANN001, ANN201 -- a click decorator
+    """--machine: whose rows the tables and figures show."""
+    return click.option(
+        "--machine", default=None, metavar="NAME",
+        help="Show this machine's rows (a name in the `machine` column; `tvr compare` lists "
+             "them) [default per suite: this machine once its rows cover the suite, else "
+             "the machine with the most points, the reference].")(func)
+
+
+def _check_machine(out: str, suites: list[str] | None, machine: str | None) -> None:
+    """--machine NAME must have rows in the suites asked for (any suite, for all of them)."""
+    if machine is None:
+        return
+    from harness.results import load_results
+
+    every = load_results(Path(out), suites, machine="all")
+    names = set(every["machine"].astype(str)) if "machine" in every else set()
+    if machine not in names:
+        where = f"suite {suites[0]}" if suites else out
+        raise BadInput(f"--machine {machine}: no rows of that machine in {where}; machines "
+                       f"there: {', '.join(sorted(names)) or 'none'}")
+
+
 @click.command("table", epilog="""\b
 Examples:
   tvr table                          # Table 1 (after `tvr run table1`)
@@ -29,15 +52,22 @@ Examples:
 @click.option("--suite", default=None, metavar="SUITE", shell_complete=complete_stored_suites,
               help="Suite whose results to use [default: table1, or quick with --crossover].")
 @click.option("--crossover", is_flag=True, help="The n-versus-d crossover table instead.")
-def table_cmd(fmt: str, out: str, suite: str | None, crossover: bool) -> None:
+@machine_option
+def table_cmd(fmt: str, out: str, suite: str | None, crossover: bool,
+              machine: str | None) -> None:
     """Table 1 of the paper beside what was measured (from `tvr run table1`); with --suite
     a layer sweep's fitted exponents; with --crossover where attention stops being cheaper."""
     from harness.report import tables
     from harness.report.table1 import is_table1, table1
-    from harness.results import this_machine
+    from harness.results import load_results, machine_choice, machine_note
 
     suite = suite or ("quick" if crossover else "table1")
-    df = _load(out, suite)
+    _check_machine(out, [suite], machine)
+    with machine_choice(machine):
+        df = _load(out, suite)
+        every = load_results(Path(out), [suite], machine="all")
+        name = str(df["machine"].iloc[0]) if "machine" in df and len(df) else ""
+        whose = machine_note(every, name, suite) if name else ""
     notes: list[str] = []
     if crossover:
         table = tables.crossover_table(df)
@@ -46,18 +76,16 @@ def table_cmd(fmt: str, out: str, suite: str | None, crossover: bool) -> None:
     else:
         table = tables.complexity_table(df)
     if fmt == "json":
-        machine = str(df["machine"].iloc[0]) if "machine" in df and len(df) else ""
-        echo_json({"suite": suite, "machine": machine, "notes": notes,
+        echo_json({"suite": suite, "machine": name, "whose": whose, "notes": notes,
                    "rows": json.loads(table.to_json(orient="records"))})
         return
     click.echo(tables.render(table, fmt), nl=False)
     if fmt == "markdown" and notes:
         click.echo("\n" + "\n".join(f"- {n}" for n in notes))
-    if fmt == "markdown" and "machine" in df and len(df):
-        name = str(df["machine"].iloc[0])
-        whose = "this machine" if name == this_machine() else \
-            f"the reference; `tvr run {suite}` measures this machine"
+    if name and fmt == "markdown":
         click.echo(f"\nMeasured on `{name}` ({whose}).")
+    elif name:  # csv and latex stay clean on stdout
+        click.echo(f"measured on `{name}` ({whose})", err=True)
 
 
 def _complete_figures(ctx: click.Context, _param: click.Parameter,
@@ -76,16 +104,21 @@ Examples:
 @out_option
 @click.option("--suite", default="quick", show_default=True, metavar="SUITE",
               shell_complete=complete_stored_suites, help="Suite whose results to use.")
-def plot_cmd(name: str, out: str, suite: str) -> None:
+@machine_option
+def plot_cmd(name: str, out: str, suite: str, machine: str | None) -> None:
     """Draw figure NAME (or all that suit SUITE's results) into <out>/<suite>/NAME.png.
     Figures read stored results only; nothing is re-measured or retrained."""
     from harness.report import figures as plots
+    from harness.results import machine_choice
 
     valid = ["all", *plots.FIGURES]
     if name not in valid:
         raise BadInput(f"unknown figure {name!r}; valid: {', '.join(valid)}")
     skipped: list[str] = []
-    for path in plots.draw(Path(out), suite, None if name == "all" else name, skipped):
+    _check_machine(out, [suite], machine)
+    with machine_choice(machine):
+        paths = plots.draw(Path(out), suite, None if name == "all" else name, skipped)
+    for path in paths:
         click.echo(str(path))
     for reason in skipped:
         click.echo(f"skipped {reason}", err=True)
@@ -94,15 +127,21 @@ def plot_cmd(name: str, out: str, suite: str) -> None:
 @click.command("report", epilog="Example: tvr report --out results")
 @out_option
 @suite_option
-def report_cmd(out: str, suite: str | None) -> None:
+@machine_option
+def report_cmd(out: str, suite: str | None, machine: str | None) -> None:
     """Write <out>/REPORT.md: the claims ledger and every suite's tables and figures, with
     the machine they ran on; then the generated blocks of the README.md beside <out>."""
     from harness.report import document as report
     from harness.report.readme import update_readme
+    from harness.results import machine_choice
 
-    click.echo(str(report.write_report(Path(out), suite)))
+    _check_machine(out, [suite] if suite else None, machine)
+    with machine_choice(machine):
+        click.echo(str(report.write_report(Path(out), suite)))
     readme = Path(out).resolve().parent / "README.md"
-    if suite is None and readme.is_file() and update_readme(readme, Path(out)):
+    # README's blocks show the default choice: a report of one chosen machine leaves them
+    if suite is None and machine is None and readme.is_file() and \
+            update_readme(readme, Path(out)):
         click.echo(str(readme))
 
 
@@ -113,13 +152,17 @@ Examples:
 @click.option("--format", "fmt", type=click.Choice(["markdown", "csv", "json"]),
               default="markdown", show_default=True)
 @out_option
-def claims_cmd(fmt: str, out: str) -> None:
+@machine_option
+def claims_cmd(fmt: str, out: str, machine: str | None) -> None:
     """The claims ledger: each claim of the paper, the points that test it, the measured
     numbers with their uncertainty, a verdict and the rule that chose it. Reads stored
     results only; a claim without them names the suite to run."""
     from harness.report.claims import ledger, render
+    from harness.results import machine_choice
 
-    click.echo(render(ledger(Path(out)), fmt), nl=False)
+    _check_machine(out, None, machine)
+    with machine_choice(machine):
+        click.echo(render(ledger(Path(out)), fmt), nl=False)
 
 
 @click.command("compare", epilog="""\b
@@ -132,16 +175,39 @@ Examples:
 @out_option
 @suite_option
 @click.option("--points", "per_point", is_flag=True, help="One line per point and metric.")
+@click.option("--any-conditions", is_flag=True,
+              help="Also compare points measured under different threads, dtype or device, "
+                   "or on a busy machine (by default only like with like).")
 def compare_cmd(a: str | None, b: str | None, out: str, suite: str | None,
-                per_point: bool) -> None:
+                per_point: bool, any_conditions: bool) -> None:
     """Machine B against machine A on the points both measured: B/A per metric (time
     depends on the machine; counted FLOPs and bytes should not). A and B are machine names
     in --out, or results folders (their machine with the most rows). Defaults: A = the
-    machine with the most rows other than this one (the reference), B = this machine."""
+    machine with the most rows other than this one (the reference), B = this machine, on
+    the suites both have. Every difference in threads, dtype, device and busy flags is
+    named; only points measured alike are compared unless --any-conditions."""
+    from harness.report.machines import differences, machine_ratios, summary
+    from harness.report.markdown import markdown_table
+
+    label_a, rows_a, label_b, rows_b = _compare_sides(a, b, out, suite)
+    for line in differences(rows_a, rows_b):
+        click.echo(f"differs: {line}")
+    ratios = machine_ratios(rows_a, rows_b, like_only=not any_conditions)
+    if ratios.empty:
+        alike = "" if any_conditions else \
+            " measured alike (--any-conditions compares the others too)"
+        raise BadInput(f"machines {label_a} and {label_b} have no ok point in common{alike}")
+    click.echo(f"B/A with A = {label_a}, B = {label_b}"
+               f"{'' if any_conditions else ', like with like'}\n")
+    table = ratios if per_point else summary(ratios)
+    click.echo(markdown_table(table.round(4)))
+
+
+def _compare_sides(a: str | None, b: str | None, out: str, suite: str | None):  # noqa: ANN202
+    """(label A, rows A, label B, rows B) of `tvr compare`; with no arguments this machine
+    (B) against the reference (A) on the suites both have, or one line saying what to run."""
     import pandas as pd
 
-    from harness.report.machines import machine_ratios, summary
-    from harness.report.markdown import markdown_table
     from harness.results import load_results, this_machine
 
     suites = [suite] if suite else None
@@ -165,11 +231,20 @@ def compare_cmd(a: str | None, b: str | None, out: str, suite: str | None,
 
     mine = this_machine()
     others = names[names != mine].value_counts()
+    if a is None and b is None:
+        if not (names == mine).any():
+            ref = f" with the reference `{others.index[0]}`" if len(others) else ""
+            raise BadInput(f"this machine (`{mine}`) has no rows under {out}: run "
+                           f"`tvr run {suite or 'quick'}`, then `tvr compare` compares it{ref}")
+        if not len(others):
+            raise BadInput(f"only this machine (`{mine}`) has rows under {out}: nothing to "
+                           "compare it with")
+        shared = set(every.loc[names == mine, "suite"]) & \
+            set(every.loc[names == others.index[0], "suite"])
+        every, names = every[every["suite"].isin(shared)], names[every["suite"].isin(shared)]
+        if every.empty:
+            raise BadInput(f"this machine and the reference `{others.index[0]}` share no "
+                           f"suite: run `tvr run quick`, then `tvr compare`")
     label_b, rows_b = side(b, mine)
     label_a, rows_a = side(a, others.index[0] if len(others) else mine)
-    ratios = machine_ratios(rows_a, rows_b)
-    if ratios.empty:
-        raise BadInput(f"machines {label_a} and {label_b} have no ok point in common")
-    click.echo(f"B/A with A = {label_a}, B = {label_b}\n")
-    table = ratios if per_point else summary(ratios)
-    click.echo(markdown_table(table.round(4)))
+    return label_a, rows_a, label_b, rows_b

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from experiments.spec import Point
 
 STATUSES = ("ok", "oom", "diverged", "error", "skipped")  # harness.results.STATUSES
+# Threads of the reference rows committed in results/ (column `threads`): a timed suite
+# runs with as many by default, so this machine's rows compare with them.
+REFERENCE_THREADS = 1
 
 RUN_EXAMPLES = """\b
 Examples:
@@ -35,6 +38,7 @@ Examples:
   tvr run table1 --device cuda --max-memory 60GiB
   tvr run convergence-quick --only lstm --only transformer
   tvr run quick --fail-on error,oom  # exit 1 if any point failed (for CI)
+  tvr run quick --threads 2          # timed points on 2 threads (default 1, as the reference)
   tvr run quick --dry-run            # list the points, measure nothing
   tvr run --suite-file my-suite.toml # a suite declared in a file
 """
@@ -115,6 +119,11 @@ def check_suite(suite: str) -> None:
 @click.option("--ray-address", default=None, metavar="ADDR",
               help="The Ray cluster to join (HOST:PORT, ray://HOST:PORT, auto); default "
                    "$RAY_ADDRESS, else a Ray instance started on this machine.")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help=f"CPU threads for torch (--executor local). Default for a suite with timed "
+                   f"points: {REFERENCE_THREADS}, the threads the committed reference was "
+                   "measured with, so that rows compare; otherwise torch's choice. Every row "
+                   "records its threads.")
 @click.option("--cpus-per-point", type=click.IntRange(min=1), default=None,
               help="With --executor ray: CPUs (and torch threads) a training point reserves "
                    "(default 1); a timed point reserves its node's every CPU, or one GPU.")
@@ -123,7 +132,7 @@ def run_cmd(suite: str | None, suite_file: str | None, device: str, out: str,
             min_run_time: float, dtype: str | None, compile_: bool, corpus: str | None,
             parallel: tuple[str, ...], reverse: bool, only: tuple[str, ...],
             fail_on: tuple[str, ...], executor: str, ray_address: str | None,
-            cpus_per_point: int | None) -> None:
+            threads: int | None, cpus_per_point: int | None) -> None:
     """Measure every point of SUITE (`tvr suites` lists them) or of --suite-file; one
     results row and one MLflow run per point."""
 
@@ -162,6 +171,7 @@ def run_cmd(suite: str | None, suite_file: str | None, device: str, out: str,
         return
     out_dir = output_folder(out)
     uri = store_uri(out_dir, tracking_uri)
+    threads_before = _set_threads(threads, points, executor)
     if uri is not None:
         from harness.run.store import check_reachable
 
@@ -173,10 +183,14 @@ def run_cmd(suite: str | None, suite_file: str | None, device: str, out: str,
         dev = where.resolve_device(device)
         summary = _sweep(name, points, dev, out_dir, uri, resume, max_memory, min_run_time,
                          description=_describe(description, name),
-                         outputs=lambda: _outputs(out_dir, name), executor=where)
+                         outputs=lambda: _outputs(out_dir, name), executor=where,
+                         headline=lambda: headline_of(out_dir, name))
     finally:
         where.close()
+        _restore_threads(threads_before)
     click.echo(summary.line())
+    if summary.busy_warning():
+        click.echo(summary.busy_warning(), err=True)
     if variant:
         click.echo(f"tables and figures: tvr table --suite {name}; tvr plot all --suite {name}")
     if uri and summary.tracking_off is None:
@@ -187,6 +201,34 @@ def run_cmd(suite: str | None, suite_file: str | None, device: str, out: str,
         click.echo(f"failing: {counts} (--fail-on {','.join(fail_on)}); see "
                    f"{summary.results.parent / 'errors.log'}", err=True)
         raise SystemExit(1)
+
+
+def _set_threads(threads: int | None, points: list[Point], executor: str) -> int | None:
+    """torch's threads for this process's points: --threads, else the reference's for a
+    suite with timed points (a Ray task sets its own: the CPUs it reserved); returns the
+    threads before, to restore, or None if unchanged."""
+    from harness.run.runners import CAST_RUNNERS
+
+    if threads is not None and executor != "local":
+        raise BadInput("--threads applies to --executor local; a Ray task runs with the CPUs "
+                       "it reserves (--cpus-per-point for training points)")
+    if threads is None and executor == "local" and any(p.runner in CAST_RUNNERS for p in points):
+        threads = REFERENCE_THREADS
+    if threads is None:
+        return None
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)  # recorded in every row (machine facts: threads)
+    return before
+
+
+def _restore_threads(before: int | None) -> None:
+    """The process's threads as before the sweep (a caller in the same process, a test)."""
+    if before is not None:
+        import torch
+
+        torch.set_num_threads(before)
 
 
 def _describe(description: str, name: str) -> str:
@@ -208,6 +250,19 @@ def _outputs(out_dir: Path, name: str) -> list[Path]:
         click.echo(f"warning: the tables and figures of {name} were not attached to MLflow: "
                    f"{type(e).__name__}: {e}".splitlines()[0], err=True)
         return []
+
+
+def headline_of(out_dir: Path, name: str) -> tuple[dict[str, float], dict[str, str]]:
+    """The suite's headline numbers and verdicts for its parent run; like the outputs, a
+    report that fails here costs a warning, not the run."""
+    from harness.report.headline import headline
+
+    try:
+        return headline(out_dir, name)
+    except Exception as e:  # noqa: BLE001 -- said on stderr; `tvr report` shows it again
+        click.echo(f"warning: the headline numbers of {name} were not logged to MLflow: "
+                   f"{type(e).__name__}: {e}".splitlines()[0], err=True)
+        return {}, {}
 
 
 def _print_links(uri: str, name: str, out: str) -> None:

@@ -36,10 +36,29 @@ def sync_cmd(suite: str, out: str, tracking_uri: str | None) -> None:
     if reason is not None:
         raise BadInput(f"tracking URI {mask(uri)}: {mask(reason)}")
     try:
-        logged, stored = sync_suite(out_dir, suite, uri)
+        logged, stored = sync_suite(out_dir, suite, uri, _headline(out_dir, suite))
     except OSError as e:
         raise click.ClickException(str(e)) from None
     click.echo(f"{suite}: {logged} rows logged to {mask(uri)}, {stored - logged} were there")
+
+
+def _headline(out_dir: Path, suite: str) -> tuple[dict[str, float], dict[str, str]]:
+    from harness.cli.run import headline_of
+
+    return headline_of(out_dir, suite)
+
+
+def build_store(out_dir: Path, uri: str) -> None:
+    """Log every suite's stored rows (the reference committed with the code, on a fresh
+    clone) to the store, saying so suite by suite."""
+    from harness.run.sync import suites_with_results, sync_suite
+
+    for suite in suites_with_results(out_dir):
+        try:
+            logged, _ = sync_suite(out_dir, suite, uri, _headline(out_dir, suite))
+        except OSError as e:
+            raise click.ClickException(f"{suite}: {e}") from None
+        click.echo(f"{suite}: {logged} rows logged")
 
 
 @click.command("doctor", epilog="Example: tvr doctor --repair")
@@ -53,11 +72,18 @@ def doctor_cmd(out: str, repair: bool) -> None:
     cannot be opened, and rebuilds its runs from the results CSVs."""
     from harness.run.sqlitefile import leftovers
     from harness.run.store import REPAIR, problem, resolve_tracking_uri, sqlite_path
-    from harness.run.sync import move_aside, suites_with_results, sync_suite
+    from harness.run.sync import move_aside
 
     out_dir = Path(out)
     uri = resolve_tracking_uri(out_dir, None)
     db = sqlite_path(uri or "")
+    if db is not None and not db.exists():
+        click.echo(f"store {mask(uri or '')}: missing (nothing tracked here yet); "
+                   f"{'building it' if repair else '`tvr doctor --repair` or `tvr ui` builds it'}"
+                   " from the results CSVs")
+        if repair:
+            build_store(out_dir, uri or "")
+        return  # missing is not broken: exit 0
     found = leftovers(db) if db is not None else []
     reason = problem(uri) if uri else None
     for what in found:
@@ -69,13 +95,8 @@ def doctor_cmd(out: str, repair: bool) -> None:
     click.echo(f"store {mask(uri or '')}: {reason}")
     if not repair or db is None or REPAIR not in reason:
         raise SystemExit(1)  # nothing to repair here: a store in use is not broken
-    click.echo(f"moved the broken store to {move_aside(db)}")
-    for suite in suites_with_results(out_dir):
-        try:
-            logged, _ = sync_suite(out_dir, suite, uri)
-        except OSError as e:
-            raise click.ClickException(f"{suite}: {e}") from None
-        click.echo(f"{suite}: {logged} rows logged")
+    click.echo(f"moved the broken store to {move_aside(db)}")  # under the store's lock
+    build_store(out_dir, uri or "")
 
 
 @click.command("ui", epilog="""\b
@@ -87,11 +108,17 @@ Example: tvr ui --port 5001""")
 @click.option("--tracking-uri", default=None, help="As for `tvr run`.")
 def ui_cmd(port: int, out: str, tracking_uri: str | None) -> None:
     """Browse the runs: start the MLflow UI on 127.0.0.1 with the same store."""
-    from harness.run.store import resolve_tracking_uri
+    from harness.run.store import resolve_tracking_uri, sqlite_path
     from harness.run.ui import serve_ui
 
     out_dir = Path(out)  # only read: a missing folder is serve_ui's "no store" message
     uri = resolve_tracking_uri(out_dir, tracking_uri)
     if uri is None:
         raise BadInput("--tracking-uri none: there is no store to browse")
+    db = sqlite_path(uri)
+    if db is not None and not db.exists() and any(out_dir.glob("*/results.csv")):
+        # a fresh clone: the committed results become runs, once
+        click.echo(f"no MLflow store at {db} yet: building it from the results CSVs "
+                   "(once; `tvr sync SUITE` adds later rows)")
+        build_store(out_dir, uri)
     raise SystemExit(serve_ui(uri, out_dir, port))

@@ -3,13 +3,14 @@ measurement, and the full report (`environment_report`) stored once per run."""
 
 from __future__ import annotations
 
-import os
 import functools
+import os
 import platform
 import re
 import shutil
 import socket
 import subprocess
+import time
 
 import torch
 
@@ -49,7 +50,7 @@ def _physical_cores() -> int:
     return len(cores) or (os.cpu_count() or 0)
 
 
-def _usable_cpus() -> int:
+def usable_cpus() -> int:
     """CPUs this process may run on (taskset, cgroups' cpusets): what a timing could use."""
     try:
         return len(os.sched_getaffinity(0))
@@ -112,7 +113,7 @@ def machine_facts(device: torch.device) -> dict[str, str | int | bool]:
         facts["tf32_cudnn"] = torch.backends.cudnn.allow_tf32
     facts["cpu_count"] = os.cpu_count() or 0
     facts["physical_cores"] = _physical_cores()
-    facts["usable_cpus"] = _usable_cpus()
+    facts["usable_cpus"] = usable_cpus()
     facts.update(build_facts())
     return facts
 
@@ -125,3 +126,52 @@ def environment_report() -> str:
 
     return "\n\n".join([get_pretty_env_info(), torch.__config__.show(),
                         torch.__config__.parallel_info()])
+
+
+# ---------------------------------------------------------------- how busy the machine was
+
+# A point's process got less than this share of the CPU time its threads could have used,
+# over the point's wall time: something else ran on its cores (an idle machine gives 0.95+
+# with one thread; two busy loops beside it on two cores give about 0.67).
+BUSY_SHARE = 0.8
+
+
+def load_average() -> float:
+    """The 1-minute load average (runnable and waiting processes), NaN where the OS has none."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):  # not Unix
+        return float("nan")
+
+
+def is_busy(load_avg: float, cpu_share: float, usable_cpus: int) -> bool:
+    """Whether a point was measured on a busy machine: the load average above the CPUs this
+    process may use, or the process's share of its threads' CPU time below BUSY_SHARE. A
+    missing quantity (NaN) flags nothing."""
+    return bool(load_avg > usable_cpus or cpu_share < BUSY_SHARE)
+
+
+class Occupancy:
+    """The load average and the CPU time this process got against wall time over a stretch
+    of work (a point): `with Occupancy() as o: ...; o.values()`."""
+
+    def __enter__(self) -> Occupancy:
+        self.threads = torch.get_num_threads()
+        self.load_start = load_average()
+        self.cpu_start, self.wall_start = time.process_time(), time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cpu_s = time.process_time() - self.cpu_start
+        self.wall_s = time.perf_counter() - self.wall_start
+        self.load_end = load_average()
+
+    def values(self) -> dict[str, float | bool]:
+        """load_avg (the larger of start and end), cpu_share (process CPU seconds over wall
+        seconds times the threads it could run, capped by the usable CPUs) and busy."""
+        usable = usable_cpus() or 1
+        load = max(self.load_start, self.load_end)
+        share = self.cpu_s / (self.wall_s * max(1, min(self.threads, usable))) \
+            if self.wall_s > 0 else float("nan")
+        return {"load_avg": round(load, 2), "cpu_share": round(share, 3),
+                "busy": is_busy(load, share, usable)}

@@ -185,6 +185,9 @@ def suite_section(out_dir: Path, name: str, prefix: str = "") -> tuple[list[str]
     figure files under <out>/<suite>/ (`tvr run` attaches them to the suite's MLflow run)."""
     df = load_results(out_dir, [name])
     every = load_results(out_dir, [name], machine="all")
+    if df.empty:  # a results file with its header only (a sweep stopped before any row)
+        return [f"## Suite `{name}`", "", f"No rows yet: `tvr run {name}` measures them.",
+                ""], []
     counts = ", ".join(f"{n} {s}" for s, n in df["status"].value_counts().items())
     parts = [f"## Suite `{prefix}{name}`", "", f"{len(df)} points ({counts}). {_machine(df, every)}.", ""]
     for applies, section in SECTIONS:

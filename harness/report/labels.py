@@ -43,11 +43,13 @@ def task_label(df: pd.DataFrame) -> pd.Series:
     """"copy n=8", "distance-k k=4 n=16", "sort n=8 seq2seq": one panel per such label."""
     label = df["task"].astype(str)
     if "k" in df:
-        k = df["k"].map(lambda v: "" if pd.isna(v) else f" k={int(v)}")
+        # .astype(str): mapping no rows gives a float column, which text cannot be added to
+        k = df["k"].map(lambda v: "" if pd.isna(v) else f" k={int(v)}").astype(str)
         label = label + k
     label = label + " n=" + df["seq_len"].astype(int).astype(str)
     if "framing" in df:
-        label = label + df["framing"].map(lambda f: " seq2seq" if f == "seq2seq" else "")
+        label = label + df["framing"].map(
+            lambda f: " seq2seq" if f == "seq2seq" else "").astype(str)
     return label
 
 

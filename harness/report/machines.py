@@ -9,13 +9,67 @@ import pandas as pd
 # a difference in code or library rather than in hardware.
 METRICS = ("fwd_ms", "fwdbwd_ms", "ours_ms", "ratio", "train_s", "flops_fwd", "saved_bytes",
            "seq_ops", "path_length", "final_loss")
+# What a time depends on besides the machine: a point measured under different conditions
+# on A and B is not a like-for-like comparison. `busy`: measured beside other work.
+CONDITIONS = ("threads", "dtype", "device", "busy")
+KEY = ["suite", "point_id"]
 
 
-def machine_ratios(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-    """One row per point both measured ok on the same device: each metric on A, on B, B/A."""
-    key = ["suite", "point_id", "device"]
-    ok_a, ok_b = (f[f["status"] == "ok"] for f in (a, b))
-    both = ok_a.merge(ok_b, on=key, suffixes=("_a", "_b"))
+def _condition(frame: pd.DataFrame, name: str) -> pd.Series:
+    """A condition column as text; a row from before `busy` was recorded counts as idle."""
+    if name not in frame:
+        return pd.Series("False" if name == "busy" else "", index=frame.index)
+    values = frame[name].astype(str).where(frame[name].notna(), "")
+    if name == "busy":
+        return values.replace({"": "False", "1": "True", "0": "False", "1.0": "True",
+                               "0.0": "False"})
+    return values.str.removesuffix(".0")  # 1.0 threads is 1
+
+
+def _pairs(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """The points both measured ok, one row each, with A's and B's conditions."""
+    ok_a, ok_b = (f[f["status"] == "ok"].copy() for f in (a, b))
+    for frame in (ok_a, ok_b):
+        for name in CONDITIONS:
+            frame[f"cond_{name}"] = _condition(frame, name)
+    both = ok_a.merge(ok_b, on=KEY, suffixes=("_a", "_b"))
+    # a point both measured on the same device pairs those rows, not its CPU row with a CUDA one
+    same = both["cond_device_a"] == both["cond_device_b"]
+    has_same = same.groupby([both[k] for k in KEY]).transform("any") if len(both) else same
+    return both[same | ~has_same]
+
+
+def differences(a: pd.DataFrame, b: pd.DataFrame) -> list[str]:
+    """One line per condition (threads, dtype, device, busy) that differs between A and B on
+    the points both measured: `threads: A 1, B 2 on 18 points`."""
+    both = _pairs(a, b)
+    lines = []
+    for name in CONDITIONS:
+        va, vb = both[f"cond_{name}_a"], both[f"cond_{name}_b"]
+        differ = va != vb
+        if name == "busy":  # busy on either side is a difference from an idle measurement
+            differ = (va == "True") | (vb == "True")
+        if differ.any():
+            pairs = (va[differ] + " -> " + vb[differ]).value_counts()
+            said = ", ".join(f"A {p.split(' -> ')[0] or '?'}, B {p.split(' -> ')[1] or '?'} "
+                             f"on {n} points" for p, n in pairs.items())
+            lines.append(f"{name}: {said}")
+    return lines
+
+
+def machine_ratios(a: pd.DataFrame, b: pd.DataFrame, like_only: bool = True) -> pd.DataFrame:
+    """One row per point both measured ok: each metric on A, on B, B/A. With like_only, only
+    the points measured under the same threads, dtype and device on both, and busy on
+    neither."""
+    both = _pairs(a, b)
+    if like_only and len(both):
+        same = pd.Series(True, index=both.index)
+        for name in CONDITIONS:
+            same &= both[f"cond_{name}_a"] == both[f"cond_{name}_b"]
+        same &= both["cond_busy_a"] != "True"
+        both = both[same]
+    key = [*KEY, "device"]
+    both = both.assign(device=both["cond_device_a"]) if len(both) else both.assign(device="")
     rows = []
     for metric in METRICS:
         if f"{metric}_a" not in both or f"{metric}_b" not in both:

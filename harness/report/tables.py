@@ -6,6 +6,8 @@ the measured log-log exponents, with the range each fit used.
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 import pandas as pd
 
@@ -180,12 +182,27 @@ def crossover_table(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def latex_table(table: pd.DataFrame, floatfmt: str = ".4g") -> str:
+    """A LaTeX tabular with the Markdown's numbers (`floatfmt`, integers as integers) and every
+    text cell and header escaped (underscores, %, &...)."""
+
+    def number(value: object) -> str:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return str(value)
+        if isinstance(value, numbers.Integral):
+            return str(value)
+        return format(float(value), floatfmt)  # as tabulate formats the Markdown's
+
+    styler = table.style.hide(axis="index").format(number, na_rep="", escape="latex")
+    return styler.format_index(escape="latex", axis=1).to_latex() + "\n"
+
+
 def render(table: pd.DataFrame, fmt: str, floatfmt: str = ".4g") -> str:
     """Markdown (default), CSV or LaTeX text for a table."""
     if fmt == "csv":
         return table.to_csv(index=False)
     if fmt == "latex":
-        return table.style.hide(axis="index").format(precision=3, na_rep="").to_latex() + "\n"
+        return latex_table(table, floatfmt)
     if fmt == "markdown":
         return markdown_table(table, floatfmt) + "\n"
     raise BadInput(f"unknown format {fmt!r}; valid: {', '.join(FORMATS)}")

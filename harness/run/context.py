@@ -8,6 +8,7 @@ import functools
 import getpass
 import hashlib
 import math
+import re
 import subprocess
 import sys
 import time
@@ -65,6 +66,77 @@ def _describe(params: Mapping[str, Any]) -> str:
     return " ".join(parts)
 
 
+# A point's own fields: what names it besides its config columns (which its id lists)
+_FIELDS = ("batch_size", "dtype", "seed", "compile", "runner")
+_IN_EVERY_NAME = ("suite", "mixer", "model", "seq_len", "d_model", "fit", "study")
+
+
+def _shown(value: Any) -> str:
+    """A value as a name shows it: 256.0 read back from a CSV is 256."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
+def _config(row: Mapping[str, Any]) -> dict[str, str]:
+    """What tells a point apart: its fields and the config columns its id lists (`-k=4`;
+    the row's value where it has that column, else the id's, up to a `-`)."""
+    listed = dict(re.findall(r"-([A-Za-z_]\w*)=([^-]*)", str(row.get("point_id", ""))))
+    config = {k: _shown(row[k]) if k in row else v for k, v in listed.items()}
+    config |= {k: _shown(row[k]) for k in _FIELDS if k in row}
+    return {k: v for k, v in config.items() if k not in _IN_EVERY_NAME}
+
+
+def _subject(row: Mapping[str, Any]) -> str:
+    return _shown(row.get("mixer")) or _shown(row.get("model")) or _shown(row.get("runner"))
+
+
+def _telling(members: list[Mapping[str, Any]], configs: dict[str, dict[str, str]]
+             ) -> list[str]:
+    """The config keys a name needs: each key whose value differs between points that agree
+    on subject, n, d and the keys taken before it (so batch_size, set by n, is left out;
+    the point's own fields come last)."""
+    keys = sorted({k for c in configs.values() for k in c}, key=lambda k: (k in _FIELDS, k))
+    taken: list[str] = []
+    for key in keys:
+        values: dict[tuple[str, ...], set[str]] = {}
+        for row in members:
+            config = configs[str(row["point_id"])]
+            base = (_subject(row), _shown(row.get("seq_len")),
+                    _shown(row.get("d_model")), *(config.get(k, "") for k in taken))
+            values.setdefault(base, set()).add(config.get(key, ""))
+        if any(len(v) > 1 for v in values.values()):
+            taken.append(key)
+    return taken
+
+
+def run_names(rows: list[Mapping[str, Any]]) -> dict[str, str]:
+    """point_id -> a short run name, unique within its study (or Table 1 fit): the subject,
+    n and d, then each field that tells points of the same study apart (`k=3`, `heads=4`,
+    `seed=1`), then the study. Two points alike in all of these (a bug in the suite) get a
+    hash of their id."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        group = _shown(row.get("study")) or _shown(row.get("fit"))
+        groups.setdefault(group, []).append(row)
+    names: dict[str, str] = {}
+    for group, members in groups.items():
+        configs = {str(r["point_id"]): _config(r) for r in members}
+        telling = _telling(members, configs)
+        for row in members:
+            point_id, config = str(row["point_id"]), configs[str(row["point_id"])]
+            subject = _subject(row) or point_id
+            parts = [str(subject), f"n={_shown(row.get('seq_len'))}",
+                     f"d={_shown(row.get('d_model'))}"]
+            parts += [f"{k}={config[k]}" for k in telling if config.get(k, "") != ""]
+            names[point_id] = " ".join(parts + ([f"[{group}]"] if group else []))
+    seen: dict[str, int] = {}
+    for name in names.values():
+        seen[name] = seen.get(name, 0) + 1
+    return {p: n if seen[n] == 1 else f"{n} #{hashlib.sha1(p.encode()).hexdigest()[:6]}"
+            for p, n in names.items()}
+
+
 @functools.cache
 def _git(*args: str) -> str:
     """A git command's output in the checkout this code runs from; "" outside one (an
@@ -78,18 +150,43 @@ def _git(*args: str) -> str:
     return done.stdout.strip()
 
 
-def context_tags() -> dict[str, str]:
-    """MLflow's own context tags (the UI shows source, user and commit in its columns) for a
-    run started by this command line; a password in a URI argument is masked."""
-    tags = {"mlflow.source.type": "LOCAL",
-            "mlflow.source.name": mask(" ".join(["tvr", *sys.argv[1:]]))[:500],
-            "mlflow.user": _user()}
+def code_facts() -> dict[str, str]:
+    """The git commit of the code measuring a row and whether it had uncommitted changes
+    (the commit alone does not say what ran then); empty outside a checkout."""
     commit = _git("rev-parse", "HEAD")
-    if commit:
-        tags["mlflow.source.git.commit"] = commit
-        # measured with uncommitted changes: the commit alone does not say what ran
-        tags["git_dirty"] = str(bool(_git("status", "--porcelain", "--untracked-files=no")))
+    if not commit:
+        return {}
+    return {"git_commit": commit,
+            "git_dirty": str(bool(_git("status", "--porcelain", "--untracked-files=no")))}
+
+
+def source_name(suite: str) -> str:
+    """The Source column of the runs table: the command that measured them. MLflow's UI
+    shows the last `/`-separated part of a local source, so no path may appear in it."""
+    return f"tvr run {suite}"
+
+
+def context_tags(suite: str = "") -> dict[str, str]:
+    """MLflow's own context tags (the UI shows source, user and commit in its columns) for a
+    run of `suite` started by this command; the full command line (a password in a URI
+    masked) is a tag of its own."""
+    tags = {"mlflow.source.type": "LOCAL",
+            "mlflow.source.name": source_name(suite) if suite else "tvr",
+            "command": mask(" ".join(["tvr", *sys.argv[1:]]))[:500],
+            "mlflow.user": _user()}
+    code = code_facts()
+    if code:
+        tags["mlflow.source.git.commit"] = code["git_commit"]
+        tags["git_dirty"] = code["git_dirty"]
     return tags
+
+
+def row_tags(row: Mapping[str, Any]) -> dict[str, str]:
+    """A stored row's source tags: the commit that measured it, or "unknown" for a row from
+    before rows named one (never the commit of the code syncing it)."""
+    commit = _shown(row.get("git_commit"))
+    return {"mlflow.source.git.commit": commit or "unknown",
+            "git_dirty": _shown(row.get("git_dirty")) or "unknown"}
 
 
 def _user() -> str:

@@ -173,7 +173,9 @@ class RayExecutor:
                          log_to_driver=False, logging_level="ERROR", configure_logging=True)
         except (ConnectionError, RuntimeError, ValueError) as e:
             self._release_watchdog()
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            lines = [x.strip() for x in str(e).splitlines() if x.strip()] or [type(e).__name__]
+            # Ray Client's "Initialization failure from server:" says why on the next line
+            first = " ".join(lines[:2]) if lines[0].endswith(":") else lines[0]
             raise BadInput(f"--ray-address {address or '(local)'}: cannot join the cluster "
                            f"({first})") from None
         self._remote = ray.remote(max_retries=0)(_measure)

@@ -46,6 +46,11 @@ class _Lines:
         """Nothing to tear down: every line is already complete."""
 
 
+def label(point: Any) -> str:
+    """A point in a few words for the bar: `lstm n=64 d=32` (the full id is in its row)."""
+    return f"{point.subject} n={point.seq_len} d={point.d_model}"
+
+
 def progress_bar(items: Sequence[Any], desc: str, enabled: bool = True) -> Any:
     """tqdm over items (points done, current point, ETA), or _Lines without tqdm."""
     try:

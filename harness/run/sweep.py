@@ -25,7 +25,7 @@ import torch
 
 from experiments.spec import Point
 from harness.errors import BadInput
-from harness.measure.machine import environment_report
+from harness.measure.machine import BUSY_SHARE, Occupancy, environment_report, usable_cpus
 from harness.results import (
     SERIES_FILE,
     append_row,
@@ -38,8 +38,10 @@ from harness.results import (
     write_lines,
 )
 from harness.run.claims import Claims, claim_or_skip, sync_lock
+from harness.run.context import code_facts, run_names
 from harness.run.executor import LocalExecutor, Measured, RayExecutor
-from harness.run.progress import logs_to, progress_bar
+from harness.run.progress import label, logs_to, progress_bar
+from harness.run.runners import CAST_RUNNERS as TIMED_RUNNERS
 from harness.run.runners import PREDICTORS, RUNNERS
 from harness.run.tracking import Tracker
 from harness.runner import Context, Result
@@ -69,6 +71,8 @@ class SweepSummary:
     synced: int = 0  # stored rows logged to MLflow late (written before a kill)
     tracking_off: str | None = None  # why tracking stopped, if it did
     elsewhere: int = 0  # points another sweep on the same folder was measuring
+    timed: int = 0  # points whose numbers are times
+    busy: list[tuple[float, float]] = field(default_factory=list)  # (load, CPU share) each
 
     def line(self) -> str:
         counts = ", ".join(f"{n} {s}" for s, n in sorted(self.statuses.items())) or "nothing run"
@@ -79,6 +83,18 @@ class SweepSummary:
         synced = f"; {self.synced} stored rows logged to MLflow late" if self.synced else ""
         return (f"{self.suite}: {counts}{resumed}{elsewhere}{synced} in {self.wall_s:.1f} s "
                 f"-> {self.results}")
+
+    def busy_warning(self) -> str | None:
+        """One line when any timed point ran on a busy machine (column `busy`), else None."""
+        if not self.busy:
+            return None
+        load = max(load for load, _ in self.busy)
+        share = min(share for _, share in self.busy)
+        return (f"warning: {len(self.busy)} of {self.timed} timed points ran on a busy machine "
+                f"(load average up to {load:g} on {usable_cpus()} usable CPUs, CPU share down "
+                f"to {share:g}; busy: load above the CPUs or share below {BUSY_SHARE}): "
+                "flagged in column `busy`, their times do not compare; rerun on an idle "
+                f"machine with `tvr run {self.suite} --no-resume`")
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -100,8 +116,12 @@ def run_point(point: Point, ctx: Context, max_memory: int | None
                     f"predicted {predicted['predicted_bytes']:,} bytes > "
                     f"--max-memory {max_memory:,}")), None
         started = time.perf_counter()
-        result = RUNNERS[point.runner](point, ctx)
-        result.values = predicted | result.values | {"wall_s": time.perf_counter() - started}
+        with Occupancy() as occupancy:
+            result = RUNNERS[point.runner](point, ctx)
+        # a time measured beside other work says little: the row says how busy it was
+        busy = occupancy.values() if point.runner in TIMED_RUNNERS else {}
+        result.values = predicted | result.values | busy | {
+            "wall_s": time.perf_counter() - started}
         return result, None
     except Exception as exc:  # a failed point is a row, never a crashed sweep
         status = "oom" if _is_oom(exc) else "error"
@@ -156,13 +176,14 @@ def run_suite(
     description: str = "",
     outputs: Callable[[], Iterable[Path]] | None = None,
     executor: LocalExecutor | RayExecutor | None = None,
+    headline: Callable[[], tuple[dict[str, float], dict[str, str]]] | None = None,
 ) -> SweepSummary:
     """Measure every point not already done on this device of this machine; one results row
     and one MLflow child run each. The executor (default: this process, one point after
     another) decides where points run; rows are written here, as each point finishes. The
     parent run gets the summary metrics, the results files, this machine's environment
-    report and `outputs()` (tables, figures) as artifacts; `description` is the
-    experiment's note."""
+    report and `outputs()` (tables, figures) as artifacts, `headline()`'s metrics and tags
+    (n*, exponents, verdicts); `description` is the experiment's note."""
     executor = executor or LocalExecutor()
     path = results_path(out_dir, suite)
     summary = SweepSummary(suite, path)
@@ -170,7 +191,7 @@ def run_suite(
     done = done_points(path, device.type, machine) if resume else set()
     todo = [p for p in points if p.point_id not in done]
     summary.resumed = len(points) - len(todo)
-    facts = {"machine": machine, **executor.facts(device)}
+    facts = {"machine": machine, **executor.facts(device), **code_facts()}
     started = time.perf_counter()
     params = {"suite": suite, "device": str(device), "points": len(points),
               "min_run_time": min_run_time, "max_memory": max_memory,
@@ -189,6 +210,8 @@ def run_suite(
 
     with logs_to(path.parent / "errors.log", tracking_uri is not None), \
             Tracker(tracking_uri, suite, out_dir, params, description, facts) as tracker:
+        tracker.names = run_names([{**p.fields(), **p.columns(), "point_id": p.point_id}
+                                   for p in points])
         summary.synced = _sync_mine(tracker, path, claims)
         bar = progress_bar(todo, suite, enabled=progress)
         # closed on any exit, a stop signal's included: its line ends before the next message
@@ -196,26 +219,38 @@ def run_suite(
             with closing(bar), closing(executor.run(todo, ctx, max_memory,
                                                     measured_meanwhile)) as finished:
                 for done in finished:
-                    bar.set_postfix_str(done.point.point_id, refresh=False)
+                    bar.set_postfix_str(label(done.point), refresh=False)
                     bar.update(1)
                     # the node's facts (Ray) override the driver's; `machine` stays the driver's
                     _record(done, path, device, facts | done.facts | {"machine": machine},
                             tracker)
                     claims.release(done.point.point_id)  # written and logged: done
                     summary.statuses[done.result.status] += 1
+                    _count_busy(summary, done.result.values)
         finally:
             claims.release_all()  # the points in flight when stopped: free for the next sweep
         summary.wall_s = time.perf_counter() - started
-        _finish(tracker, summary, path, outputs)
+        _finish(tracker, summary, path, outputs, headline)
     return summary
 
 
+def _count_busy(summary: SweepSummary, values: dict[str, Any]) -> None:
+    if "busy" not in values:
+        return
+    summary.timed += 1
+    if values["busy"]:
+        summary.busy.append((values["load_avg"], values["cpu_share"]))
+
+
 def _finish(tracker: Tracker, summary: SweepSummary, path: Path,
-            outputs: Callable[[], Iterable[Path]] | None) -> None:
+            outputs: Callable[[], Iterable[Path]] | None,
+            headline: Callable[[], tuple[dict[str, float], dict[str, str]]] | None) -> None:
     """The parent run's summary metrics and artifacts; a failed store is noted in summary."""
     if tracker.enabled and tracker.error is None:
+        numbers, tags = headline() if headline is not None and path.exists() else ({}, {})
         tracker.log_summary({**{f"points_{s}": n for s, n in summary.statuses.items()},
-                             "points_resumed": summary.resumed, "wall_s": summary.wall_s})
+                             "points_resumed": summary.resumed, "wall_s": summary.wall_s,
+                             **numbers}, tags)
         files = [path, path.parent / SERIES_FILE, path.parent / "errors.log",
                  *(outputs() if outputs is not None and path.exists() else ())]
         for file in files:

@@ -64,7 +64,9 @@ def row_series(series: pd.DataFrame | None, point_id: str, machine: str
             for name, g in mine.groupby("metric")}
 
 
-def sync_suite(out_dir: Path, suite: str, uri: str) -> tuple[int, int]:
+def sync_suite(out_dir: Path, suite: str, uri: str,
+               headline: tuple[dict[str, float], dict[str, str]] | None = None
+               ) -> tuple[int, int]:
     """Log every row of `suite` the store lacks, under a parent run "sync-<time>";
     returns (rows logged, rows stored)."""
     from harness.run.tracking import Tracker
@@ -74,6 +76,10 @@ def sync_suite(out_dir: Path, suite: str, uri: str) -> tuple[int, int]:
     series = read_series(out_dir, suite) if (path.parent / SERIES_FILE).exists() else None
     with Tracker(uri, suite, out_dir, {"suite": suite, "synced_from": str(path)}) as tracker:
         logged = tracker.sync(rows, series)
+        if not logged:
+            tracker.discard()  # nothing added: no empty parent run
+        elif headline:  # n*, exponents and verdicts on the parent run, as a live sweep's
+            tracker.log_summary(*headline)
         if tracker.error is not None:
             first = str(tracker.error).strip().splitlines()[0] if str(tracker.error) else ""
             raise OSError(f"the store failed: {mask(first)}")

@@ -28,8 +28,10 @@ from harness.run.context import (
     fact_tags,
     flatten,
     metrics_batch,
+    row_tags,
     row_times,
     run_name,
+    run_names,
 )
 from harness.run.progress import say
 from harness.run.store import (
@@ -145,7 +147,8 @@ class Tracker:
         self.out_dir = Path(out_dir)
         self.params = dict(params or {})
         self.description = description  # the experiment's note in the UI
-        self.tags = {**context_tags(), **fact_tags(facts or {})}  # on every run
+        self.tags = {**context_tags(suite), **fact_tags(facts or {})}  # on every run
+        self.names: dict[str, str] = {}  # point_id -> run name (run_names over the suite)
         self._in_flight: str | None = None  # the point run started and not yet ended
         self.experiment_id: str | None = None
         self.parent_run_id: str | None = None
@@ -271,19 +274,21 @@ class Tracker:
             tags=[RunTag(k, v[:MAX_TAG_VAL_LENGTH]) for k, v in (tags or {}).items()])
 
     def start_point(self, point_id: str, params: Mapping[str, Any], machine: str = "",
-                    device: str = "", started_ms: int | None = None) -> str | None:
+                    device: str = "", started_ms: int | None = None,
+                    tags: Mapping[str, str] | None = None) -> str | None:
         """Open the point's nested run as the point starts (so the run lasts what the point
         did); returns its id, None when not tracking. log_point ends it and tags its point id
         last: a run without one (a point dropped by a kill) never counts as logged."""
         if self._client is None or self.error is not None:
             return None
         assert self.parent_run_id is not None and self.experiment_id is not None
-        tags = {**self.tags, "mlflow.parentRunId": self.parent_run_id, "suite": self.suite,
-                "machine": machine, "device": device}
+        tags = {**self.tags, **(tags or {}), "mlflow.parentRunId": self.parent_run_id,
+                "suite": self.suite, "machine": machine, "device": device,
+                NOTE_TAG: point_id}  # the run's description: the point's full id
+        name = self.names.get(point_id) or run_name(flatten(params), point_id)
         try:
             run = self._client.create_run(self.experiment_id, start_time=started_ms,
-                                          run_name=run_name(flatten(params), point_id),
-                                          tags=tags)
+                                          run_name=name, tags=tags)
         except self._errors as e:
             self._give_up(e)
             return None
@@ -294,7 +299,8 @@ class Tracker:
                   metrics: Mapping[str, Any], status: str, message: str = "",
                   series: Mapping[str, list[tuple[int, float]]] | None = None,
                   machine: str = "", device: str = "", run_id: str | None = None,
-                  started_ms: int | None = None, ended_ms: int | None = None) -> None:
+                  started_ms: int | None = None, ended_ms: int | None = None,
+                  tags: Mapping[str, str] | None = None) -> None:
         """Record one point in its nested run (`run_id` from start_point, else a new one
         started at `started_ms`), ended at `ended_ms` (default now): FINISHED when status is
         "ok", FAILED otherwise.
@@ -309,7 +315,8 @@ class Tracker:
         if self.error is not None:
             return
         try:
-            run_id = run_id or self.start_point(point_id, params, machine, device, started_ms)
+            run_id = run_id or self.start_point(point_id, params, machine, device, started_ms,
+                                                tags)
             if run_id is None:
                 return
             self._log_batch(run_id, params=flatten(params), metrics=batch,
@@ -325,12 +332,15 @@ class Tracker:
             self._terminate(run_id, "FAILED")
             raise
 
-    def log_summary(self, metrics: Mapping[str, float]) -> None:
-        """The parent run's summary metrics (points per status, wall time)."""
+    def log_summary(self, metrics: Mapping[str, float],
+                    tags: Mapping[str, str] | None = None) -> None:
+        """The parent run's summary metrics (points per status, wall time, headline numbers)
+        and tags (claim verdicts)."""
         if self._client is None or self.error is not None or self.parent_run_id is None:
             return
         try:
-            self._log_batch(self.parent_run_id, metrics=metrics_batch(metrics, None))
+            self._log_batch(self.parent_run_id, metrics=metrics_batch(metrics, None),
+                            tags=tags)
         except self._errors as e:
             self._give_up(e)
 
@@ -386,7 +396,9 @@ class Tracker:
             self._give_up(e)
             return 0
         count = 0
-        for row in rows.to_dict("records"):
+        records = rows.to_dict("records")
+        self.names = run_names(records) | self.names  # a live sweep's names stand
+        for row in records:
             point, machine = str(row["point_id"]), str(row.get("machine") or "")
             device = str(row.get("device") or "")
             if {(point, machine, device), (point, "*", "*")} & seen:
@@ -395,9 +407,19 @@ class Tracker:
             started, ended = row_times(row)
             self.log_point(point, params, metrics, str(row["status"]),
                            str(row.get("message") or ""), row_series(series, point, machine),
-                           machine=machine, device=device, started_ms=started, ended_ms=ended)
+                           machine=machine, device=device, started_ms=started, ended_ms=ended,
+                           tags=row_tags(row))  # the commit that measured it, not today's
             count += self.error is None
         return count
+
+    def discard(self) -> None:
+        """Delete this invocation's parent run (a sync that found nothing to add): a re-sync
+        leaves the runs table as it was."""
+        if self._client is None or self.parent_run_id is None or self.error is not None:
+            return
+        self._terminate(self.parent_run_id, "FINISHED")
+        self._delete(self.parent_run_id)
+        self.parent_run_id = None
 
     def _delete(self, run_id: str) -> None:
         """Delete a run (MLflow keeps it recoverable); a store failure here is logged only."""

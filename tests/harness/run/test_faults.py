@@ -72,7 +72,9 @@ def test_kill_9_at_a_random_moment_loses_nothing_written(tmp_path: Path, seed: i
     proc.wait()
     before = assert_intact(tmp_path)
     code, text = finish(tvr(tmp_path, "run", SUITE, *FAST))
-    assert code == 0 and "Traceback" not in text and "warning" not in text, text
+    assert code == 0 and "Traceback" not in text, text
+    # no warning but the busy machine's (a shared CI machine may be busy; that is no fault)
+    assert not [x for x in text.splitlines() if "warning" in x and "busy machine" not in x], text
     assert f"{len(before)} already done" in text or not before
     assert assert_intact(tmp_path) == POINTS
     runs = children(tmp_path)

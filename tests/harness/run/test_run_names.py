@@ -1,0 +1,80 @@
+"""MLflow that shows the reference: short run names unique within a study, the command as
+source, the measuring commit on synced runs, a store built from the committed CSVs, and a
+re-sync that adds nothing."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from mlflow import MlflowClient
+
+import experiments
+from harness.cli import cli
+from harness.results import read_results
+from harness.run.context import run_names
+from harness.run.sync import sync_suite
+
+REFERENCE = Path(__file__).resolve().parents[3] / "results"
+
+
+@pytest.mark.parametrize("suite", sorted(p.parent.name for p in REFERENCE.glob("*/results.csv")))
+def test_committed_rows_get_short_names_unique_within_their_study(suite: str) -> None:
+    rows = read_results(REFERENCE / suite / "results.csv").to_dict("records")
+    names = run_names(rows)
+    assert len(set(names.values())) == len(rows)
+    assert max(len(n) for n in names.values()) <= 100
+    assert not any("#" in n or "nan" in n for n in names.values()), names
+
+
+def test_distance_k_points_are_told_apart_by_k() -> None:
+    rows = read_results(REFERENCE / "convergence-quick" / "results.csv")
+    rows = rows[rows["task"] == "distance-k"].to_dict("records")
+    names = run_names(rows).values()
+    assert any(" k=1 " in n for n in names) and any(" k=12 " in n for n in names)
+
+
+def test_a_plain_sweep_is_named_by_subject_and_sizes_only() -> None:
+    points = experiments.points("smoke")
+    names = run_names([{**p.fields(), **p.columns(), "point_id": p.point_id}
+                       for p in points])
+    assert sorted(names.values()) == sorted(f"{p.subject} n={p.seq_len} d={p.d_model}"
+                                            for p in points)
+
+
+def _runs(uri: str, suite: str):  # noqa: ANN202
+    client = MlflowClient(uri)
+    return client.search_runs([client.get_experiment_by_name(suite).experiment_id])
+
+
+def test_sync_uses_the_rows_commit_and_a_resync_adds_nothing(tmp_path: Path) -> None:
+    shutil.copytree(REFERENCE / "identities", tmp_path / "identities")
+    path = tmp_path / "identities" / "results.csv"
+    text = path.read_text().splitlines()
+    head, rows = text[0], text[1:]
+    path.write_text("\n".join([head + ",git_commit,git_dirty", *(r + ",abc123,False"
+                                                                 for r in rows)]) + "\n")
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    assert sync_suite(tmp_path, "identities", uri) == (6, 6)
+    assert sync_suite(tmp_path, "identities", uri) == (0, 6)
+    runs = _runs(uri, "identities")
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1 and len(children) == 6  # the empty re-sync left no parent
+    assert {r.data.tags["mlflow.source.git.commit"] for r in children} == {"abc123"}
+    assert {r.data.tags["mlflow.source.name"] for r in runs} == {"tvr run identities"}
+
+
+def test_doctor_reports_a_missing_store_and_builds_it_from_the_csvs(tmp_path: Path) -> None:
+    shutil.copytree(REFERENCE / "quick", tmp_path / "quick")
+    missing = CliRunner().invoke(cli, ["doctor", "--out", str(tmp_path)])
+    assert missing.exit_code == 0 and "missing (nothing tracked here yet)" in missing.output
+    assert not (tmp_path / "mlflow.db").exists()
+    built = CliRunner().invoke(cli, ["doctor", "--repair", "--out", str(tmp_path)])
+    assert built.exit_code == 0 and "quick: 72 rows logged" in built.output
+    runs = _runs(f"sqlite:///{tmp_path}/mlflow.db", "quick")
+    parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+    assert parent.data.metrics["n_star.layer-vs-lstm.d128.n_star_flops"] == 256
+    assert any(k.startswith("verdict: ") for k in parent.data.tags)
+    assert {r.data.tags["mlflow.source.git.commit"] for r in runs if r != parent} \
+        == {"unknown"}  # the reference's rows name no commit: not today's
