@@ -174,8 +174,9 @@ class RayExecutor:
         except (ConnectionError, RuntimeError, ValueError) as e:
             self._release_watchdog()
             lines = [x.strip() for x in str(e).splitlines() if x.strip()] or [type(e).__name__]
-            # Ray Client's "Initialization failure from server:" says why on the next line
-            first = " ".join(lines[:2]) if lines[0].endswith(":") else lines[0]
+            # Ray Client's "Initialization failure from server:" says why below (a traceback's
+            # last line)
+            first = f"{lines[0]} {lines[-1]}" if lines[0].endswith(":") else lines[0]
             raise BadInput(f"--ray-address {address or '(local)'}: cannot join the cluster "
                            f"({first})") from None
         self._remote = ray.remote(max_retries=0)(_measure)

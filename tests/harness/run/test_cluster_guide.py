@@ -75,9 +75,15 @@ def ray_client_port() -> Iterator[int]:
 
 
 def test_a_driver_runs_smoke_through_ray_client(ray_client_port: int, tmp_path: Path) -> None:
-    done = _tvr("run", "smoke", "--executor", "ray", "--ray-address",
-                f"ray://127.0.0.1:{ray_client_port}", "--tracking-uri", "none",
-                "--out", str(tmp_path), *FAST)
+    args = ["run", "smoke", "--executor", "ray", "--ray-address",
+            f"ray://127.0.0.1:{ray_client_port}", "--tracking-uri", "none",
+            "--out", str(tmp_path), *FAST]
+    done = _tvr(*args)
+    if "Initialization failure from server" in done.stderr:
+        # Seen on a loaded shared machine: the client server's process for this driver
+        # exited at start (Ray gives those fixed ports, 23000-24000, per machine); a second
+        # driver gets a new one. Twice is a failure.
+        done = _tvr(*args)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = read_results(results_path(tmp_path, "smoke"))
     assert len(rows) == 6 and (rows["status"] == "ok").all()
