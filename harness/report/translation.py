@@ -20,7 +20,7 @@ TABLE3_COLUMNS = {"n_layers": "N", "d_model": "d_model", "d_ff": "d_ff", "n_head
                   "d_k": "d_k", "d_v": "d_v", "dropout": "P_drop", "label_smoothing": "eps_ls",
                   "pos_encoding": "positions", "n_params": "params", "dev_ppl": "dev PPL",
                   "dev_bleu": "dev BLEU"}
-RUNNERS = ("translate", "source-copy")
+RUNNERS = ("translate", "source-copy", "constant", "retrieval")
 
 
 def _rows(df: pd.DataFrame, study_prefix: str) -> pd.DataFrame:

@@ -152,6 +152,7 @@ def run_suite(
     description: str = "",
     outputs: Callable[[], Iterable[Path]] | None = None,
     executor: LocalExecutor | RayExecutor | None = None,
+    keep_checkpoints: bool = False,
 ) -> SweepSummary:
     """Measure every point not already done on this device of this machine; one results row
     and one MLflow child run each. The executor (default: this process, one point after
@@ -171,7 +172,8 @@ def run_suite(
     params = {"suite": suite, "device": str(device), "points": len(points),
               "min_run_time": min_run_time, "max_memory": max_memory,
               "executor": executor.name, **executor.params(), **facts}
-    ctx = Context(device, min_run_time, cache_dir=out_dir, machine=machine)
+    ctx = Context(device, min_run_time, cache_dir=out_dir, machine=machine,
+                  keep_checkpoints=keep_checkpoints)
 
     def measured_meanwhile(point: Point) -> bool:
         """A sweep beside this one in the same folder may have measured it meanwhile."""
