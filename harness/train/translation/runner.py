@@ -26,6 +26,7 @@ from torch import nn
 
 import models
 from experiments.spec import Config, Point, TranslateOptions, config
+from harness.measure.compare import peak_rate
 from harness.runner import Context, Result
 from harness.train.loop import count_params, matched_config, param_count
 from harness.train.points import tiny_threads
@@ -250,6 +251,7 @@ def _train_and_score(point: Point, opts: TranslateOptions, ctx: Context, model: 
         "train_pairs": sum(b.shape[0] for b in train_data), "train_pairs_too_long": too_long,
         "train_tokens": stream.tokens_seen(log.steps), "resumed_from_step": log.resumed_from,
         **convergence(log, opts), **{f"corpus_{k}": v for k, v in corpus.stats.items()}}
+    values |= throughput(values["train_tokens"], log, device)
     if log.diverged_at is not None:
         _remove(ckpt, ctx)
         return Result(values, log.series, "diverged",
@@ -277,6 +279,18 @@ def retrieval_bleu(corpus: corpora.Corpus, pairs: tuple[tuple[str, str], ...]) -
         _INDEX[corpus.name] = TfIdf([s for s, _ in corpus.train])
     nearest = _INDEX[corpus.name].nearest([s for s, _ in pairs])
     return float(score([corpus.train[i][1] for i in nearest], [t for _, t in pairs])["bleu"])
+
+
+def throughput(tokens: int, log: TrainLog, device: torch.device) -> dict[str, float]:
+    """Target subwords and counted FLOPs per second of update time, and the MFU: that FLOP
+    rate over this machine's peak matmul rate at the point's thread count (measured once
+    per process, beside whatever else the machine runs)."""
+    if log.seconds <= 0:
+        return {}
+    peak = peak_rate(device, torch.get_num_threads())
+    rate = log.flops / log.seconds
+    return {"train_tokens_per_s": tokens / log.seconds, "train_flops_per_s": rate,
+            "peak_flops_per_s": peak, "mfu": rate / peak}
 
 
 def convergence(log: TrainLog, opts: TranslateOptions) -> dict[str, Any]:
