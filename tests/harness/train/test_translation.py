@@ -272,3 +272,32 @@ def test_table3_lays_out_the_variations_like_the_paper() -> None:
     assert (keys["h"] == base["h"]).all() and (keys["d_v"] == base["d_v"]).all()
     assert (keys["d_model"] == base["d_model"]).all()
     assert set(table.loc[table["variation"] == "D", "eps_ls"]) == {0.0, 0.1, 0.2}
+
+
+def test_table2_puts_baselines_first_and_summarises_seeds() -> None:
+    """Rows of translation-cpu as stored (made-up numbers): one table row per model, the
+    three baselines first, means and the test BLEU's standard deviation over seeds, the
+    seeds that reached the target and converged, throughput derived from the totals."""
+    from experiments.translation import translation_cpu
+    from harness.report.translation import table2
+
+    rows = []
+    for i, p in enumerate(translation_cpu()[::-1]):
+        trained = p.runner == "translate"
+        rows.append(p.fields() | p.columns() | {
+            "status": "ok", "point_id": p.point_id, "device": "cpu", "test_bleu": 10.0 + i,
+            "train_flops": 1e12 if trained else 0, "train_s": 100.0 if trained else 0.0,
+            "train_tokens": 5e5 if trained else None, "converged": int(i % 2) if trained
+            else None, "flops_to_bleu": 5e11 if trained and i % 3 else None})
+    table = table2(pd.DataFrame(rows)).set_index("model")
+    assert list(table.index[:3]) == ["source-copy", "constant", "retrieval"]
+    assert len(table) == 7 and (table.loc["transformer", "seeds"] == 3)
+    lstm = [r for r in rows if r["model"] == "lstm"]
+    bleu = pd.Series([r["test_bleu"] for r in lstm])
+    assert table.loc["lstm", "test_bleu"] == bleu.mean()
+    assert table.loc["lstm", "test_bleu_sd"] == pytest.approx(bleu.std())
+    assert table.loc["lstm", "converged"] == sum(r["converged"] for r in lstm)
+    assert table.loc["lstm", "reached"] == sum(r["flops_to_bleu"] is not None for r in lstm)
+    assert table.loc["lstm", "train_tokens_per_s"] == 5e3
+    assert table.loc["lstm", "train_flops_per_s"] == 1e10
+    assert pd.isna(table.loc["retrieval", "converged"])

@@ -146,3 +146,15 @@ def test_early_stopping_ends_on_the_best_weights() -> None:
     log = train(model, TrainStream(data, 0), plan, torch.device("cpu"), 0, evaluate)
     assert (log.best, log.best_step, log.stopped_early, log.steps) == (3.0, 20, True, 50)
     assert torch.equal(model.w.detach(), seen[2]) and not math.isinf(log.best)
+
+
+def test_throughput_is_rates_over_update_seconds_and_mfu_over_the_peak() -> None:
+    from harness.measure.compare import peak_rate
+    from harness.train.translation.runner import throughput
+
+    log = TrainLog(flops=4_000_000_000, seconds=2.0)
+    out = throughput(10_000, log, torch.device("cpu"))
+    peak = peak_rate(torch.device("cpu"), torch.get_num_threads())  # cached: the same one
+    assert out == {"train_tokens_per_s": 5_000.0, "train_flops_per_s": 2e9,
+                   "peak_flops_per_s": peak, "mfu": 2e9 / peak}
+    assert 1e8 < peak < 1e14 and throughput(1, TrainLog(), torch.device("cpu")) == {}
