@@ -62,7 +62,7 @@ def translation_tiny() -> list[Point]:
 
 
 QUICK = dict(steps=600, bpe=2000, max_tokens=24, eval_every=150, eval_sentences=48,
-             final_sentences=100, eval_max_words=16, speed_sentences=8, target_bleu=1.0,
+             final_sentences=100, eval_max_words=16, speed_sentences=8, target_from="retrieval",
              peak_lr=3e-3, warmup=0.1)
 
 
@@ -131,18 +131,19 @@ def translation_cpu() -> list[Point]:
 
 
 FULL = dict(steps=20000, bpe=8000, max_tokens=96, eval_every=1000, eval_sentences=300,
-            final_sentences=0, speed_sentences=64, target_bleu=10.0)
+            final_sentences=0, speed_sentences=64, target_from="retrieval", patience=5)
 
 
 def translation() -> list[Point]:
     """Table 2 in full: Transformer (2+2 layers, d_model=256, d_ff=1024) against the
     attentional LSTM and GRU and the plain LSTM and GRU, parameter-matched, 20k updates of
-    64 pairs, 3 seeds, whole dev and test sets. For a GPU or a cluster. Expected, not
-    measured: an update counts ~90 GFLOP (at 40 subwords a side), so on a CPU at the
-    ~30 GFLOP/s translation-quick's Transformer trained at on one idle Xeon thread (2.0e12
-    counted FLOPs in 63 s), ~17 h per point (~270 h for 16); on one GPU, assuming
-    launch-bound updates of 20-50 ms (no GPU was available to measure), ~10-20 min per
-    point plus decoding, ~3-6 h in all."""
+    64 full-length pairs, 3 seeds, early stopping on dev, whole dev and test sets, and the
+    three baselines. For a GPU or a cluster. Expected (an estimate from a measured rate):
+    an update of 64 full-length pairs at d_model 256 counts ~6.8e10 FLOPs (4,000-subword
+    vocabulary) and took 2.1 s on one core of the 2-core reference machine while other jobs
+    ran (~32 GFLOP/s), so ~12 h per point on one core, ~190 h for the 15 trained points; on
+    one GPU, assuming launch-bound updates of 20-50 ms (not measured: no GPU here), ~10-20
+    min per point plus decoding, ~3-6 h in all."""
     models_ = ("transformer", "lstm-attention", "gru-attention", "lstm", "gru")
     return table2("translation", models_, 256, 64, range(3), arch={"d_ff": 1024}, **FULL)
 
@@ -177,7 +178,7 @@ def translation_table3() -> list[Point]:
     d_ff=1024, h=4, so d_k = d_v = 64) on the dev set: (A) heads at fixed d_model, (B)
     smaller query/key size d_k (16, 32) at fixed h and d_v = 64, (C) N, d_model, d_ff, (D)
     dropout and label smoothing, (E) learned positions; 20k updates, one seed. Expected,
-    not measured (as for `translation`): ~17 h per point on a CPU, ~4.5 h for the 18 points
+    not measured (as for `translation`): ~12 h per point on a CPU, ~4.5 h for the 18 points
     on one GPU."""
     return _table3("translation-table3", TABLE3, 256, 1024, 64, FULL | {"final_sentences": 0})
 
