@@ -11,7 +11,6 @@ large matmul, whose rate is this machine's peak for MFU, under the same noise.
 from __future__ import annotations
 
 import functools
-
 import statistics
 from collections.abc import Callable
 from typing import Any

@@ -76,6 +76,29 @@ def _with_rates(rows: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
+def recipes(df: pd.DataFrame) -> pd.DataFrame:
+    """A recipe sweep laid out: per model and (peak_lr, dropout), the dev BLEU (beam, the
+    sweep's dev set), dev perplexity, the best curve step and whether the curve had
+    flattened; `chosen` marks each model's highest dev BLEU, the recipe a suite taking
+    this sweep's recipes trains with (the first point id on a tie). Empty unless some model
+    has more than one recipe."""
+    rows = _rows(df, "table2")
+    keys = ["model", "peak_lr", "dropout"]
+    if rows.empty or not set(keys) <= set(rows) or "dev_bleu" not in rows:
+        return pd.DataFrame()
+    rows = rows[rows["runner"] == "translate"].copy()
+    if rows.empty or rows.groupby("model")[["peak_lr", "dropout"]].nunique().max().max() < 2:
+        return pd.DataFrame()
+    rows["dev_bleu"] = pd.to_numeric(rows["dev_bleu"], errors="coerce")
+    rows["peak_lr"] = pd.to_numeric(rows["peak_lr"]).fillna(1e-3)  # the options' default
+    rows = rows.sort_values(["model", "dev_bleu", "point_id"], ascending=[True, False, True],
+                            kind="stable")
+    rows["chosen"] = ~rows.duplicated("model")
+    cols = [*keys, *(c for c in ("dev_bleu", "dev_ppl", "best_step", "steps_run", "converged",
+                                 "chosen") if c in rows)]
+    return rows[cols].sort_values(keys, kind="stable").reset_index(drop=True)
+
+
 def table3(df: pd.DataFrame) -> pd.DataFrame:
     """The variations of the base model, laid out as the paper's Table 3: one row each,
     its variation letter first, then what it sets and what it gets on dev."""

@@ -301,3 +301,23 @@ def test_table2_puts_baselines_first_and_summarises_seeds() -> None:
     assert table.loc["lstm", "train_tokens_per_s"] == 5e3
     assert table.loc["lstm", "train_flops_per_s"] == 1e10
     assert pd.isna(table.loc["retrieval", "converged"])
+
+
+def test_the_recipe_table_marks_what_the_suite_takes(tmp_path) -> None:
+    """The report's `chosen` rows are the rows recipe.resolve hands translation-cpu."""
+    from experiments.translation import translation_cpu_recipes
+    from harness.report.translation import recipes
+
+    pts = translation_cpu_recipes()
+    rows = pd.DataFrame([p.fields() | p.columns() | {
+        "status": "ok", "point_id": p.point_id, "dev_bleu": float((i * 7) % 5),
+        "peak_lr": p.options.peak_lr} for i, p in enumerate(pts)])
+    table = recipes(rows)
+    assert len(table) == len(pts) and table["chosen"].sum() == 4
+    results_path(tmp_path, "sweep").parent.mkdir(parents=True)
+    rows.to_csv(results_path(tmp_path, "sweep"), index=False)
+    for model, chosen in table[table["chosen"]].set_index("model").iterrows():
+        got = recipe.resolve(tmp_path, "sweep", model)
+        assert (got["peak_lr"], got["dropout"]) == (chosen["peak_lr"], chosen["dropout"])
+        best = rows.loc[rows["model"] == model, "dev_bleu"].max()
+        assert got["recipe_dev_bleu"] == chosen["dev_bleu"] == best
