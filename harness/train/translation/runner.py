@@ -47,7 +47,7 @@ from harness.train.translation.train import Plan, TrainLog, perplexity, to_reach
 from models.decoding import beam_search, greedy
 
 DECODE_BATCH = 32  # sentences per decoding batch
-FLAT_WINDOW, FLAT_BLEU = 3, 0.5  # the dev curve has flattened: see convergence()
+FLAT_WINDOW, FLAT_BLEU, FLAT_FRACTION = 3, 0.5, 0.05  # a flattened dev curve: convergence()
 SAMPLE_SEED = 0  # the draw of a subsampled dev/test set (the same for every point)
 
 
@@ -295,11 +295,13 @@ def throughput(tokens: int, log: TrainLog, device: torch.device) -> dict[str, fl
 
 def convergence(log: TrainLog, opts: TranslateOptions) -> dict[str, Any]:
     """Whether the dev curve had flattened: early stopping ended the run, or the best value
-    of its last FLAT_WINDOW evaluations beat the best before them by less than FLAT_BLEU."""
+    of its last FLAT_WINDOW evaluations beat the best before them by less than FLAT_BLEU
+    and by less than FLAT_FRACTION of that best (a curve still near zero, where every gain
+    is small in BLEU, has not flattened)."""
     curve = [v for _, v in log.series.get("dev_bleu_greedy", [])]
-    gain = (max(curve[-FLAT_WINDOW:]) - max(curve[:-FLAT_WINDOW])
-            if len(curve) > FLAT_WINDOW else float("nan"))
-    flat = log.stopped_early or (gain == gain and gain < FLAT_BLEU)
+    before = max(curve[:-FLAT_WINDOW]) if len(curve) > FLAT_WINDOW else float("nan")
+    gain = max(curve[-FLAT_WINDOW:]) - before if len(curve) > FLAT_WINDOW else float("nan")
+    flat = log.stopped_early or (gain < FLAT_BLEU and gain < FLAT_FRACTION * before)
     return {"best_step": log.best_step, "best_dev_bleu_greedy": log.best,
             "stopped_early": int(log.stopped_early), "dev_curve_gain_last": gain,
             "converged": int(flat)}

@@ -158,3 +158,16 @@ def test_throughput_is_rates_over_update_seconds_and_mfu_over_the_peak() -> None
     assert out == {"train_tokens_per_s": 5_000.0, "train_flops_per_s": 2e9,
                    "peak_flops_per_s": peak, "mfu": 2e9 / peak}
     assert 1e8 < peak < 1e14 and throughput(1, TrainLog(), torch.device("cpu")) == {}
+
+
+@pytest.mark.parametrize(("curve", "flat"), [
+    ([0.0, 8.0, 9.8, 10.0, 10.1, 10.2], True),  # +0.4 on 9.8: flattened
+    ([0.0, 0.04, 0.07, 0.18, 0.31], False),  # small in BLEU, but still near zero and rising
+    ([0.0, 8.0, 9.0, 10.0, 11.0], False),  # +2 BLEU over the last three evaluations
+    ([0.0, 1.0], False)])  # too short to say
+def test_a_dev_curve_has_flattened_only_when_its_last_gains_are_small(curve, flat) -> None:
+    from experiments.spec import TranslateOptions
+    from harness.train.translation.runner import convergence
+
+    log = TrainLog(series={"dev_bleu_greedy": [(i * 100, v) for i, v in enumerate(curve)]})
+    assert convergence(log, TranslateOptions())["converged"] == int(flat)
