@@ -99,7 +99,8 @@ def translation_cpu_recipes() -> list[Point]:
     peak learning rate x dropout on a grid (CPU_LRS x CPU_DROPOUTS), one seed, CPU_SWEEP_STEPS
     updates of 64 full-length pairs with early stopping on the dev curve (greedy BLEU on 200
     dev verses, PATIENCE evaluations without a new best), scored by beam search on the whole
-    dev set (test not decoded). `translation-cpu` takes each model's best row.
+    dev set (test not decoded). `translation-cpu` takes each model's row of lowest dev
+    perplexity (harness.train.translation.recipe says why not BLEU).
     Expected (an estimate from measured rates): an update of 64 pairs took 0.41 s
     (Transformer), 0.68 s (attentional LSTM), 1.04 s (attentional GRU), 0.48 s (LSTM) on one
     core of the 2-core reference machine (counted 2.0-2.1e10 FLOPs each), so ~4.2e3
@@ -115,8 +116,8 @@ def translation_cpu_recipes() -> list[Point]:
 def translation_cpu() -> list[Point]:
     """Table 2 on a CPU: the Transformer (2+2 layers, d_model 128, d_ff 512, h 4), the
     attentional LSTM and GRU and the plain LSTM matched to its parameters, 3 seeds each,
-    each with its recipe (peak learning rate, dropout) taken at run time from the best dev
-    row of `translation-cpu-recipes` (run that first, into the same --out), CPU_STEPS
+    each with its recipe (peak learning rate, dropout) taken at run time from the lowest dev
+    perplexity row of `translation-cpu-recipes` (run that first, into the same --out), CPU_STEPS
     updates of 64 full-length pairs (a cap keeping >= 99% of training pairs) with early
     stopping on the dev curve; beam search on the whole dev and test sets; and the three
     baselines (source copy, best constant sentence, retrieval) on the same sentences. The

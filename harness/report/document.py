@@ -102,9 +102,10 @@ def translation_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str
     t2, t3, sweep = table2(df), table3(df), recipes(df)
     if not sweep.empty:
         lines += ["### Recipe sweep: peak learning rate and dropout per model (dev set)", "",
-                  "One seed per recipe; dev BLEU by beam search on the dev set; `chosen`: "
-                  "the model's highest dev BLEU, the recipe a suite naming this sweep "
-                  "trains with.", "", _save_table(out_dir, suite, "recipes", sweep)]
+                  "One seed per recipe; dev perplexity per subword, dev BLEU by beam search "
+                  "on the dev set; `chosen`: the model's lowest dev perplexity, the recipe "
+                  "a suite naming this sweep trains with.", "",
+                  _save_table(out_dir, suite, "recipes", sweep)]
     if not t2.empty:
         lines += ["### Table 2 in miniature: BLEU against training cost", "",
                   "Means over seeds; BLEU and chrF by sacrebleu (signatures in results.csv) "

@@ -77,24 +77,23 @@ def _with_rates(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def recipes(df: pd.DataFrame) -> pd.DataFrame:
-    """A recipe sweep laid out: per model and (peak_lr, dropout), the dev BLEU (beam, the
-    sweep's dev set), dev perplexity, the best curve step and whether the curve had
-    flattened; `chosen` marks each model's highest dev BLEU, the recipe a suite taking
+    """A recipe sweep laid out: per model and (peak_lr, dropout), the dev perplexity and
+    BLEU (beam, the sweep's dev set), the best curve step and whether the curve had
+    flattened; `chosen` marks each model's lowest dev perplexity, the recipe a suite taking
     this sweep's recipes trains with (the first point id on a tie). Empty unless some model
     has more than one recipe."""
     rows = _rows(df, "table2")
     keys = ["model", "peak_lr", "dropout"]
-    if rows.empty or not set(keys) <= set(rows) or "dev_bleu" not in rows:
+    if rows.empty or not set(keys) <= set(rows) or "dev_ppl" not in rows:
         return pd.DataFrame()
     rows = rows[rows["runner"] == "translate"].copy()
+    rows["peak_lr"] = pd.to_numeric(rows["peak_lr"]).fillna(1e-3)  # the options' default
     if rows.empty or rows.groupby("model")[["peak_lr", "dropout"]].nunique().max().max() < 2:
         return pd.DataFrame()
-    rows["dev_bleu"] = pd.to_numeric(rows["dev_bleu"], errors="coerce")
-    rows["peak_lr"] = pd.to_numeric(rows["peak_lr"]).fillna(1e-3)  # the options' default
-    rows = rows.sort_values(["model", "dev_bleu", "point_id"], ascending=[True, False, True],
-                            kind="stable")
+    rows["dev_ppl"] = pd.to_numeric(rows["dev_ppl"], errors="coerce")
+    rows = rows.sort_values(["model", "dev_ppl", "point_id"], kind="stable")
     rows["chosen"] = ~rows.duplicated("model")
-    cols = [*keys, *(c for c in ("dev_bleu", "dev_ppl", "best_step", "steps_run", "converged",
+    cols = [*keys, *(c for c in ("dev_ppl", "dev_bleu", "best_step", "steps_run", "converged",
                                  "chosen") if c in rows)]
     return rows[cols].sort_values(keys, kind="stable").reset_index(drop=True)
 

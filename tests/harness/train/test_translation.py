@@ -205,9 +205,9 @@ def test_tfidf_nearest_is_the_highest_cosine() -> None:
 
 def test_the_recipe_is_the_best_dev_row_of_its_model(tmp_path) -> None:
     rows = [{"model": m, "runner": "translate", "status": st, "point_id": f"{m}-{i}",
-             "dev_bleu": b, "peak_lr": lr, "dropout": p}
-            for i, (m, st, b, lr, p) in enumerate([
-                ("lstm", "ok", 3.0, 1e-3, 0.1), ("lstm", "ok", 5.0, 3e-3, 0.3),
+             "dev_ppl": ppl, "dev_bleu": 1.0, "peak_lr": lr, "dropout": p}
+            for i, (m, st, ppl, lr, p) in enumerate([
+                ("lstm", "ok", 30.0, 1e-3, 0.1), ("lstm", "ok", 20.0, 3e-3, 0.3),
                 ("lstm", "error", 9.0, 1e-2, 0.0), ("transformer", "ok", 7.0, 1e-3, 0.1)])]
     results_path(tmp_path, "sweep").parent.mkdir(parents=True)
     pd.DataFrame(rows).to_csv(results_path(tmp_path, "sweep"), index=False)
@@ -310,7 +310,7 @@ def test_the_recipe_table_marks_what_the_suite_takes(tmp_path) -> None:
 
     pts = translation_cpu_recipes()
     rows = pd.DataFrame([p.fields() | p.columns() | {
-        "status": "ok", "point_id": p.point_id, "dev_bleu": float((i * 7) % 5),
+        "status": "ok", "point_id": p.point_id, "dev_ppl": float(100 + (i * 7) % 5),
         "peak_lr": p.options.peak_lr} for i, p in enumerate(pts)])
     table = recipes(rows)
     assert len(table) == len(pts) and table["chosen"].sum() == 4
@@ -319,5 +319,5 @@ def test_the_recipe_table_marks_what_the_suite_takes(tmp_path) -> None:
     for model, chosen in table[table["chosen"]].set_index("model").iterrows():
         got = recipe.resolve(tmp_path, "sweep", model)
         assert (got["peak_lr"], got["dropout"]) == (chosen["peak_lr"], chosen["dropout"])
-        best = rows.loc[rows["model"] == model, "dev_bleu"].max()
-        assert got["recipe_dev_bleu"] == chosen["dev_bleu"] == best
+        best = rows.loc[rows["model"] == model, "dev_ppl"].min()
+        assert got["recipe_dev_ppl"] == chosen["dev_ppl"] == best
