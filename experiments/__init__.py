@@ -42,6 +42,8 @@ SUITES: dict[str, Callable[[], list[Point]]] = {
     "convergence-quick": convergence.convergence_quick,
     "convergence-smoke": convergence.convergence_smoke,
     "translation-quick": translation.translation_quick,
+    "translation-cpu-recipes": translation.translation_cpu_recipes,
+    "translation-cpu": translation.translation_cpu,
     "translation": translation.translation,
     "translation-table3": translation.translation_table3,
     "translation-table3-quick": translation.translation_table3_quick,

@@ -19,7 +19,7 @@ Config = tuple[tuple[str, Any], ...]  # sorted (key, value) pairs: hashable, sta
 # subject: a mixer kind
 LAYER_RUNNERS = ("layer", "compare", "fwdbwd", "seq-ops", "path", "threads", "identities")
 MODEL_RUNNERS = ("train", "attn-init", "layer-grads", "grad-distance",  # subject is a model
-                 "translate", "source-copy")
+                 "translate", "source-copy", "constant", "retrieval")
 
 
 def config(values: Mapping[str, Any] | None = None) -> Config:
@@ -118,7 +118,8 @@ class TrainOptions:
 
 @dataclass(frozen=True)
 class TranslateOptions:
-    """Translation points (runners "translate", "source-copy"): the corpus, the vocabulary,
+    """Translation points (runners "translate" and the baselines "source-copy", "constant",
+    "retrieval"): the corpus, the vocabulary,
     the recipe and the decoding. Point.seq_len is unused by them (sentences keep their own
     lengths); Point.batch_size is sentence pairs per update."""
 
@@ -137,7 +138,11 @@ class TranslateOptions:
     beam: int = 4
     alpha: float = 0.6  # length penalty
     target_bleu: float = 0.0  # FLOPs and seconds to reach this dev BLEU (curve); 0: none
+    target_from: str = ""  # "retrieval": the target is that baseline's BLEU on the curve's verses
     speed_sentences: int = 16  # test sentences decoded with and without the cache, timed
+    patience: int = 0  # early stopping: curve evaluations without a new best dev BLEU; 0: off
+    score_test: bool = True  # beam-decode and score the test set too (a dev sweep: no)
+    recipe: str = ""  # a sweep suite: take peak_lr and dropout from its best dev row
     match: Match | None = None
 
     def columns(self) -> dict[str, Any]:

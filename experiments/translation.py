@@ -35,29 +35,34 @@ def translate_point(suite: str, model: str, d_model: int, batch: int, seed: int 
                  config=config(cfg), options=TranslateOptions(match=match, **opts))
 
 
-def copy_point(suite: str, **opts: Any) -> Point:
+BASELINES = ("source-copy", "constant", "retrieval")  # runner = model name
+
+
+def baseline_points(suite: str, **opts: Any) -> list[Point]:
+    """The baselines that need no training, on the sentences the models are scored on."""
     keys = ("reverse", "parallel", "final_sentences", "eval_max_words")
-    return Point(suite, "source-copy", "source-copy", 0, 0, 0, study="table2",
-                 options=TranslateOptions(**{k: v for k, v in opts.items() if k in keys}))
+    kept = TranslateOptions(**{k: v for k, v in opts.items() if k in keys})
+    return [Point(suite, name, name, 0, 0, 0, study="table2", options=kept)
+            for name in BASELINES]
 
 
 def table2(suite: str, models_: tuple[str, ...], d_model: int, batch: int,
            seeds: range, arch: dict[str, Any] | None = None, **opts: Any) -> list[Point]:
-    return [copy_point(suite, **opts)] + [
+    return baseline_points(suite, **opts) + [
         translate_point(suite, m, d_model, batch, s, arch=arch, **opts)
         for m in models_ for s in seeds]
 
 
 def translation_tiny() -> list[Point]:
-    """Tests only: 3 models at d_model=32, 12 updates, the first 8 dev and 8 test verses of
-    at most 16 words a side decoded. About 1 min on CPU."""
+    """Tests only: 3 models at d_model=32, 12 updates, a seeded draw of 8 dev and 8 test verses of
+    at most 16 words a side decoded, and the three baselines. About 1-2 min on CPU."""
     opts = dict(steps=12, bpe=400, max_tokens=24, eval_every=6, eval_sentences=4,
                 final_sentences=8, eval_max_words=16, speed_sentences=2, target_bleu=0.01)
     return table2("translation-tiny", SEQ2SEQ, 32, 16, range(1), **opts)
 
 
 QUICK = dict(steps=600, bpe=2000, max_tokens=24, eval_every=150, eval_sentences=48,
-             final_sentences=100, eval_max_words=16, speed_sentences=8, target_bleu=1.0,
+             final_sentences=100, eval_max_words=16, speed_sentences=8, target_from="retrieval",
              peak_lr=3e-3, warmup=0.1)
 
 
@@ -72,23 +77,74 @@ def translation_quick() -> list[Point]:
     10% of the updates: the paper's schedule, d_model^-0.5 min(step^-0.5, step warmup^-1.5),
     would peak at (d_model warmup)^-0.5 = 0.013 here; at 1e-3 every model stayed below
     1 BLEU after 600 updates, at 5e-3 the Transformer's dev BLEU oscillated (one seed each,
-    measured on this suite's Transformer)."""
+    measured on this suite's Transformer). The 100 dev and test verses are a seeded random
+    draw across all the held-out books; the three baselines (source copy, best constant
+    sentence, retrieval) are scored on the same verses."""
     return table2("translation-quick", SEQ2SEQ, 96, 32, range(1), arch={"d_ff": 384}, **QUICK)
 
 
+CPU_MODELS = ("transformer", "lstm-attention", "gru-attention", "lstm")
+CPU_ARCH = {"d_ff": 512}  # the Transformer at CPU_D_MODEL; the RNNs matched to its parameters
+CPU_D_MODEL, CPU_BATCH = 128, 64
+CPU = dict(bpe=4000, max_tokens=80, eval_every=250, eval_sentences=200,
+           final_sentences=0, speed_sentences=16, target_from="retrieval", warmup=0.08,
+           patience=4)
+CPU_LRS, CPU_DROPOUTS = (1e-3, 3e-3), (0.1, 0.3)
+CPU_STEPS, CPU_SWEEP_STEPS, CPU_SWEEP_EVAL = 1800, 400, 100
+
+
+def translation_cpu_recipes() -> list[Point]:
+    """The recipe sweep of `translation-cpu`: per model (Transformer of 2+2 layers, d_model
+    128, d_ff 512, h 4; attentional LSTM and GRU and plain LSTM matched to its parameters),
+    peak learning rate x dropout on a grid (CPU_LRS x CPU_DROPOUTS), one seed, CPU_SWEEP_STEPS
+    updates of 64 full-length pairs with early stopping on the dev curve (greedy BLEU on 200
+    dev verses, PATIENCE evaluations without a new best), scored by beam search on the whole
+    dev set (test not decoded). `translation-cpu` takes each model's row of lowest dev
+    perplexity (harness.train.translation.recipe says why not BLEU).
+    Expected (an estimate from measured rates): an update of 64 pairs took 0.41 s
+    (Transformer), 0.68 s (attentional LSTM), 1.04 s (attentional GRU), 0.48 s (LSTM) on one
+    core of the 2-core reference machine (counted 2.0-2.1e10 FLOPs each), so ~4.2e3
+    core-seconds of updates plus ~0.5e3 of decoding: ~1.3 core-hours, ~40 min with
+    `--executor ray` on 2 cores."""
+    return [translate_point("translation-cpu-recipes", m, CPU_D_MODEL, CPU_BATCH, 0,
+                            arch=CPU_ARCH | {"dropout": p}, **(CPU | {
+                                "steps": CPU_SWEEP_STEPS, "peak_lr": lr, "score_test": False,
+                                "speed_sentences": 0, "eval_every": CPU_SWEEP_EVAL}))
+            for m in CPU_MODELS for lr in CPU_LRS for p in CPU_DROPOUTS]
+
+
+def translation_cpu() -> list[Point]:
+    """Table 2 on a CPU: the Transformer (2+2 layers, d_model 128, d_ff 512, h 4), the
+    attentional LSTM and GRU and the plain LSTM matched to its parameters, 3 seeds each,
+    each with its recipe (peak learning rate, dropout) taken at run time from the lowest dev
+    perplexity row of `translation-cpu-recipes` (run that first, into the same --out), CPU_STEPS
+    updates of 64 full-length pairs (a cap keeping >= 99% of training pairs) with early
+    stopping on the dev curve; beam search on the whole dev and test sets; and the three
+    baselines (source copy, best constant sentence, retrieval) on the same sentences. The
+    cost target is the retrieval baseline's BLEU on the curve's dev verses. Expected (an
+    estimate from the rates measured for `translation-cpu-recipes`): ~1.4e4 core-seconds of
+    updates plus ~3e3 of decoding (beam 4 on 988 dev and 2,281 test verses per point): ~4.7
+    core-hours, ~2.5 h with `--executor ray` on 2 cores; with the sweep, ~6 core-hours."""
+    return baseline_points("translation-cpu", **CPU) + [
+        translate_point("translation-cpu", m, CPU_D_MODEL, CPU_BATCH, s, arch=CPU_ARCH,
+                        **(CPU | {"steps": CPU_STEPS, "recipe": "translation-cpu-recipes"}))
+        for m in CPU_MODELS for s in range(3)]
+
+
 FULL = dict(steps=20000, bpe=8000, max_tokens=96, eval_every=1000, eval_sentences=300,
-            final_sentences=0, speed_sentences=64, target_bleu=10.0)
+            final_sentences=0, speed_sentences=64, target_from="retrieval", patience=5)
 
 
 def translation() -> list[Point]:
     """Table 2 in full: Transformer (2+2 layers, d_model=256, d_ff=1024) against the
     attentional LSTM and GRU and the plain LSTM and GRU, parameter-matched, 20k updates of
-    64 pairs, 3 seeds, whole dev and test sets. For a GPU or a cluster. Expected, not
-    measured: an update counts ~90 GFLOP (at 40 subwords a side), so on a CPU at the
-    ~30 GFLOP/s translation-quick's Transformer trained at on one idle Xeon thread (2.0e12
-    counted FLOPs in 63 s), ~17 h per point (~270 h for 16); on one GPU, assuming
-    launch-bound updates of 20-50 ms (no GPU was available to measure), ~10-20 min per
-    point plus decoding, ~3-6 h in all."""
+    64 full-length pairs, 3 seeds, early stopping on dev, whole dev and test sets, and the
+    three baselines. For a GPU or a cluster. Expected (an estimate from a measured rate):
+    an update of 64 full-length pairs at d_model 256 counts ~6.8e10 FLOPs (4,000-subword
+    vocabulary) and took 2.1 s on one core of the 2-core reference machine while other jobs
+    ran (~32 GFLOP/s), so ~12 h per point on one core, ~190 h for the 15 trained points; on
+    one GPU, assuming launch-bound updates of 20-50 ms (not measured: no GPU here), ~10-20
+    min per point plus decoding, ~3-6 h in all."""
     models_ = ("transformer", "lstm-attention", "gru-attention", "lstm", "gru")
     return table2("translation", models_, 256, 64, range(3), arch={"d_ff": 1024}, **FULL)
 
@@ -123,7 +179,7 @@ def translation_table3() -> list[Point]:
     d_ff=1024, h=4, so d_k = d_v = 64) on the dev set: (A) heads at fixed d_model, (B)
     smaller query/key size d_k (16, 32) at fixed h and d_v = 64, (C) N, d_model, d_ff, (D)
     dropout and label smoothing, (E) learned positions; 20k updates, one seed. Expected,
-    not measured (as for `translation`): ~17 h per point on a CPU, ~4.5 h for the 18 points
+    not measured (as for `translation`): ~12 h per point on a CPU, ~4.5 h for the 18 points
     on one GPU."""
     return _table3("translation-table3", TABLE3, 256, 1024, 64, FULL | {"final_sentences": 0})
 

@@ -27,6 +27,7 @@ class Context:
     min_run_time: float = 0.2  # seconds of timed calls per timing (layer and compare points)
     cache_dir: Path | None = None  # the output folder: caches a point may reuse (BPE models)
     machine: str = ""  # the machine the rows name (the driver's, wherever a point runs)
+    keep_checkpoints: bool = False  # a finished training point keeps its checkpoint
 
 
 @dataclass

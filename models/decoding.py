@@ -100,7 +100,7 @@ class RNNStepper:
         self.model, self.cache = model, cache
 
     def start(self, src: torch.Tensor, pad: torch.Tensor | None) -> State:
-        _, enc = self.model.encoder(self.model.drop(self.model.embed(src)))
+        enc = self.model.encode(src, pad)
         return {"enc": enc, "dec": enc}
 
     def step(self, state: State, prefix: torch.Tensor) -> tuple[torch.Tensor, State]:

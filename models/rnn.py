@@ -157,8 +157,27 @@ class RNNSeq2Seq(nn.Module):
         self.decoder = Recurrent(kind, c.d_model, c.n_layers, c.rnn_impl, c.dropout)
         self.head = OutputHead(self.embed, c.vocab_size, c.d_model, c.tie_weights, final_norm=True)
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+    def encode(self, src: torch.Tensor, src_key_padding_mask: torch.Tensor | None = None
+               ) -> State:
+        """The encoder's final state after each source's own last token: the padding
+        (True in the mask, after the tokens) is never read, so a sentence encodes alike
+        alone and in any batch (packed sequences; the cell loop runs row by row)."""
+        x = self.drop(self.embed(src))
+        if src_key_padding_mask is None:
+            return self.encoder(x)[1]
+        lengths = (src.size(1) - src_key_padding_mask.sum(1)).clamp(min=1)
+        if self.encoder.impl == "fused":
+            packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True,
+                                                       enforce_sorted=False)
+            return self.encoder.rnn(packed)[1]  # final states in the batch's own order
+        rows = [self.encoder(x[b: b + 1, : int(lengths[b])])[1] for b in range(src.size(0))]
+        if self.encoder.kind == "lstm":
+            return torch.cat([h for h, _ in rows], 1), torch.cat([c for _, c in rows], 1)
+        return torch.cat(rows, 1)
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor,
+                src_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         # src (B, S), tgt_in (B, T) -> logits (B, T, V)
-        _, state = self.encoder(self.drop(self.embed(src)))
+        state = self.encode(src, src_key_padding_mask)
         y, _ = self.decoder(self.drop(self.embed(tgt_in)), state)
         return self.head(self.drop(y))

@@ -127,12 +127,16 @@ def check_suite(suite: str) -> None:
 @click.option("--cpus-per-point", type=click.IntRange(min=1), default=None,
               help="With --executor ray: CPUs (and torch threads) a training point reserves "
                    "(default 1); a timed point reserves its node's every CPU, or one GPU.")
+@click.option("--keep-checkpoints", is_flag=True,
+              help="Keep the checkpoints of finished training points (in "
+                   "<out>/<suite>/checkpoints/); by default a finished point removes its own.")
 def run_cmd(suite: str | None, suite_file: str | None, device: str, out: str,
             tracking_uri: str | None, resume: bool, dry_run: bool, max_memory: int | None,
             min_run_time: float, dtype: str | None, compile_: bool, corpus: str | None,
             parallel: tuple[str, ...], reverse: bool, only: tuple[str, ...],
             fail_on: tuple[str, ...], executor: str, ray_address: str | None,
-            threads: int | None, cpus_per_point: int | None) -> None:
+            threads: int | None, cpus_per_point: int | None,
+            keep_checkpoints: bool) -> None:
     """Measure every point of SUITE (`tvr suites` lists them) or of --suite-file; one
     results row and one MLflow run per point."""
 
@@ -184,7 +188,8 @@ def run_cmd(suite: str | None, suite_file: str | None, device: str, out: str,
         summary = _sweep(name, points, dev, out_dir, uri, resume, max_memory, min_run_time,
                          description=_describe(description, name),
                          outputs=lambda: _outputs(out_dir, name), executor=where,
-                         headline=lambda: headline_of(out_dir, name))
+                         headline=lambda: headline_of(out_dir, name),
+                         keep_checkpoints=keep_checkpoints)
     finally:
         where.close()
         _restore_threads(threads_before)

@@ -19,7 +19,7 @@ from harness.report.claims import render as render_claims
 from harness.report.study_tables import STUDY_RUNNERS, study_tables
 from harness.report.table1 import is_table1, table1
 from harness.report.translation import RUNNERS as TRANSLATION_RUNNERS
-from harness.report.translation import table2, table3
+from harness.report.translation import recipes, table2, table3
 from harness.results import RESULTS_FILE, SERIES_FILE, load_results, write_atomic
 
 
@@ -105,7 +105,13 @@ def study_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
 def translation_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
     """Table 2 and Table 3 in miniature (whichever the suite has)."""
     lines = []
-    t2, t3 = table2(df), table3(df)
+    t2, t3, sweep = table2(df), table3(df), recipes(df)
+    if not sweep.empty:
+        lines += ["### Recipe sweep: peak learning rate and dropout per model (dev set)", "",
+                  "One seed per recipe; dev perplexity per subword, dev BLEU by beam search "
+                  "on the dev set; `chosen`: the model's lowest dev perplexity, the recipe "
+                  "a suite naming this sweep trains with.", "",
+                  _save_table(out_dir, suite, "recipes", sweep)]
     if not t2.empty:
         lines += ["### Table 2 in miniature: BLEU against training cost", "",
                   "Means over seeds; BLEU and chrF by sacrebleu (signatures in results.csv) "

@@ -13,14 +13,16 @@ import pandas as pd
 from harness.errors import BadInput
 from harness.results import load_results, read_series
 
-TABLE2_VALUES = ("n_params", "dev_bleu", "test_bleu", "dev_chrf", "test_chrf", "dev_ppl",
-                 "train_flops", "train_s", "target_bleu", "flops_to_bleu", "seconds_to_bleu",
+TABLE2_VALUES = ("n_params", "dev_bleu", "test_bleu", "test_bleu_sd", "dev_chrf", "test_chrf",
+                 "dev_ppl", "train_flops", "train_s", "train_tokens_per_s", "train_flops_per_s",
+                 "mfu", "target_bleu", "flops_to_bleu", "seconds_to_bleu",
                  "decode_sent_per_s_cached", "decode_sent_per_s_uncached")
+BASELINES = ("source-copy", "constant", "retrieval")  # their rows first, in this order
 TABLE3_COLUMNS = {"n_layers": "N", "d_model": "d_model", "d_ff": "d_ff", "n_heads": "h",
                   "d_k": "d_k", "d_v": "d_v", "dropout": "P_drop", "label_smoothing": "eps_ls",
                   "pos_encoding": "positions", "n_params": "params", "dev_ppl": "dev PPL",
                   "dev_bleu": "dev BLEU"}
-RUNNERS = ("translate", "source-copy")
+RUNNERS = ("translate", "source-copy", "constant", "retrieval")
 BASELINES = ("source-copy", "constant", "retrieval")  # models that need no training
 
 
@@ -33,22 +35,68 @@ def _rows(df: pd.DataFrame, study_prefix: str) -> pd.DataFrame:
 
 
 def table2(df: pd.DataFrame) -> pd.DataFrame:
-    """Per model: means over seeds (`seeds` counts them) of BLEU, chrF, dev perplexity,
-    training FLOPs (forward + backward, counted) and seconds, FLOPs and seconds to reach
-    the stated dev BLEU (`reached` seeds did), decoding speed with and without the cache."""
+    """Per model, baselines first: means over seeds (`seeds` counts them; `test_bleu_sd` is
+    the standard deviation of test BLEU across seeds) of BLEU, chrF, dev perplexity,
+    training FLOPs (forward + backward, counted), seconds, throughput (target subwords/s,
+    counted FLOP/s, MFU against the machine's measured matmul peak), FLOPs and seconds to
+    reach the target dev BLEU (`reached` seeds did), `converged` seeds (dev curve
+    flattened), decoding speed with and without the cache."""
     rows = _rows(df, "table2")
     if rows.empty:
         return pd.DataFrame()
-    values = [c for c in TABLE2_VALUES if c in rows]
+    rows = _with_rates(rows)
+    values = [c for c in TABLE2_VALUES if c in rows and c != "test_bleu_sd"]
     rows[values] = rows[values].apply(pd.to_numeric, errors="coerce")
     keys = ["model", "device"] if rows["device"].nunique() > 1 else ["model"]
     g = rows.groupby(keys, sort=False)
     out = g[values].mean()
     out.insert(0, "seeds", g["seed"].nunique())
+    if "test_bleu" in out:
+        out.insert(out.columns.get_loc("test_bleu") + 1, "test_bleu_sd", g["test_bleu"].std())
     if "flops_to_bleu" in rows:
         out.insert(out.columns.get_loc("flops_to_bleu"), "reached",
                    g["flops_to_bleu"].count())
-    return out.reset_index()
+    if "converged" in rows:
+        out["converged"] = g["converged"].apply(lambda c: pd.to_numeric(c).sum(min_count=1))
+    out = out.reset_index()
+    order = {m: i for i, m in enumerate(BASELINES)}
+    return out.sort_values("model", key=lambda m: m.map(lambda x: order.get(x, len(order))),
+                           kind="stable").reset_index(drop=True)
+
+
+def _with_rates(rows: pd.DataFrame) -> pd.DataFrame:
+    """Throughput from the stored totals where a row predates its own columns."""
+    rows = rows.copy()
+    secs = pd.to_numeric(rows.get("train_s"), errors="coerce")
+    for rate, total in (("train_tokens_per_s", "train_tokens"),
+                        ("train_flops_per_s", "train_flops")):
+        if total in rows:
+            derived = pd.to_numeric(rows[total], errors="coerce") / secs.where(secs > 0)
+            rows[rate] = pd.to_numeric(rows[rate], errors="coerce").fillna(derived) \
+                if rate in rows else derived
+    return rows
+
+
+def recipes(df: pd.DataFrame) -> pd.DataFrame:
+    """A recipe sweep laid out: per model and (peak_lr, dropout), the dev perplexity and
+    BLEU (beam, the sweep's dev set), the best curve step and whether the curve had
+    flattened; `chosen` marks each model's lowest dev perplexity, the recipe a suite taking
+    this sweep's recipes trains with (the first point id on a tie). Empty unless some model
+    has more than one recipe."""
+    rows = _rows(df, "table2")
+    keys = ["model", "peak_lr", "dropout"]
+    if rows.empty or not set(keys) <= set(rows) or "dev_ppl" not in rows:
+        return pd.DataFrame()
+    rows = rows[rows["runner"] == "translate"].copy()
+    rows["peak_lr"] = pd.to_numeric(rows["peak_lr"]).fillna(1e-3)  # the options' default
+    if rows.empty or rows.groupby("model")[["peak_lr", "dropout"]].nunique().max().max() < 2:
+        return pd.DataFrame()
+    rows["dev_ppl"] = pd.to_numeric(rows["dev_ppl"], errors="coerce")
+    rows = rows.sort_values(["model", "dev_ppl", "point_id"], kind="stable")
+    rows["chosen"] = ~rows.duplicated("model")
+    cols = [*keys, *(c for c in ("dev_ppl", "dev_bleu", "best_step", "steps_run", "converged",
+                                 "chosen") if c in rows)]
+    return rows[cols].sort_values(keys, kind="stable").reset_index(drop=True)
 
 
 def table3(df: pd.DataFrame) -> pd.DataFrame:
@@ -75,9 +123,11 @@ def table3(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def bleu_curves(out_dir: Path, suite: str) -> plt.Figure:
-    """Left: dev BLEU (greedy, the first dev sentences) against training FLOPs, one line per
-    run. Right: what the Table 2 verdict uses, test BLEU with beam 4, one dot per seed, the
-    trivial baselines of the same suite (source copy, constant, retrieval) as lines."""
+    """Dev BLEU (greedy, the curve's dev verses) against counted training FLOPs and against
+    training seconds: per model the mean over seeds at each evaluation step, a band from the
+    lowest to the highest seed, and the retrieval baseline's BLEU on the same verses (the
+    cost target) where the rows have it. Right: what the Table 2 verdict uses, test BLEU
+    with beam 4, one dot per seed, the suite's trivial baselines as lines."""
     df = load_results(out_dir, [suite])
     every = _rows(df, "table2")
     rows = every[every["runner"] == "translate"]
@@ -91,21 +141,39 @@ def bleu_curves(out_dir: Path, suite: str) -> plt.Figure:
     if not {"dev_bleu_greedy", "train_flops"} <= set(wide.columns):
         raise BadInput(f"suite {suite!r} has no dev BLEU curves")
     wide = wide.merge(rows[["point_id", "model", "seed"]], on="point_id")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [3, 2]})
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2),
+                             gridspec_kw={"width_ratios": [3, 3, 2]})
     models = list(dict.fromkeys(rows["model"]))
     colors = dict(zip(models, plt.get_cmap("tab10").colors, strict=False))
-    for (model, seed), curve in wide.groupby(["model", "seed"], sort=False):
-        curve = curve.sort_values("step")
-        axes[0].plot(curve["train_flops"], curve["dev_bleu_greedy"], marker="o", ms=3,
-                     color=colors[model], label=f"{model} (seed {seed})")
-    axes[0].set(xlabel="training FLOPs (forward + backward, counted)",
-                ylabel="dev BLEU (greedy, first dev verses)", title="during training")
-    axes[0].legend(fontsize=7)
+    seeds = rows.groupby("model")["seed"].nunique()
+    for model, curves in wide.groupby("model", sort=False):
+        g = curves.groupby("step")
+        band = g["dev_bleu_greedy"].agg(["mean", "min", "max", "count"]).reset_index()
+        band = band[band["count"] == band["count"].max()]  # steps every seed reached
+        x = {"flops": g["train_flops"].mean().loc[band["step"]].to_numpy(),
+             "s": g["train_s"].mean().loc[band["step"]].to_numpy()}
+        label = f"{model} ({seeds[model]} seed{'s' if seeds[model] > 1 else ''})"
+        for ax, key in zip(axes[:2], ("flops", "s"), strict=True):
+            ax.plot(x[key], band["mean"], marker="o", ms=3, label=label, color=colors[model])
+            if seeds[model] > 1:
+                ax.fill_between(x[key], band["min"], band["max"], alpha=0.2,
+                                color=colors[model], lw=0)
+    from_retrieval = rows.get("target_from", pd.Series(dtype=str)).eq("retrieval")
+    if from_retrieval.any():  # every point's target: the same verses, the same baseline
+        target = pd.to_numeric(rows.loc[from_retrieval, "target_bleu"], errors="coerce").mean()
+        for ax in axes[:2]:
+            ax.axhline(target, color="grey", ls="--", lw=1,
+                       label="retrieval baseline, same dev verses")
+    axes[0].set_xlabel("training FLOPs (forward + backward, counted)")
+    axes[1].set_xlabel("training seconds (updates only, measured)")
+    axes[0].set_ylabel("dev BLEU (greedy)")
+    axes[1].legend(fontsize=8, loc="lower right")
     done = df[df["status"].eq("ok") & df["model"].isin(BASELINES)] if "model" in df else df
-    _test_panel(axes[1], rows, done, models, colors)
-    seeds = rows.groupby("model")["seed"].nunique().min()
-    fig.suptitle(f"Table 2 in miniature: {seeds} seed{'s' if seeds > 1 else ''} per model; "
-                 f"test set {int(rows['test_sentences'].iloc[0])} verses")
+    _test_panel(axes[2], rows, done, models, colors)
+    n = int(seeds.max())
+    fig.suptitle("Table 2: dev BLEU (greedy) against training cost, line = mean over seeds"
+                 + (f", band = lowest to highest of {n} seeds" if n > 1 else ", one seed")
+                 + f"; test set {int(rows['test_sentences'].iloc[0])} verses", fontsize=10)
     fig.tight_layout()
     return fig
 

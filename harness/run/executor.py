@@ -94,8 +94,8 @@ class LocalExecutor:
 # ---------------------------------------------------------------- Ray
 
 
-def _measure(point: Point, device: str, min_run_time: float, max_memory: int | None,
-             threads: int, board: Any, machine: str) -> Measured:
+def _measure(point: Point, ctx: Context, max_memory: int | None, threads: int,
+             board: Any) -> Measured:
     """The Ray task: measure one point on the worker it landed on, with `threads` torch
     threads (what the task reserved), and name the node in the facts."""
     import ray
@@ -105,9 +105,10 @@ def _measure(point: Point, device: str, min_run_time: float, max_memory: int | N
     board.started.remote(point.point_id, node)  # so a death mid-point can name the node
     torch.set_num_threads(threads)
     nice = _unnice()
-    dev = torch.device(device)
-    return measure(point, Context(dev, min_run_time, machine=machine), max_memory,
-                   machine_facts(dev) | {"node": node, "nice": nice})
+    # the driver's context whole: its folder holds the shared caches and checkpoints (one
+    # filesystem: this machine's nodes, or a cluster's shared disk)
+    return measure(point, ctx, max_memory, machine_facts(ctx.device) | {"node": node,
+                                                                        "nice": nice})
 
 
 def _unnice() -> int:
@@ -259,9 +260,8 @@ class RayExecutor:
     def _submit(self, point: Point, ctx: Context, max_memory: int | None,
                 avoid: str | None = None) -> Any:
         options, threads = self._options(point, ctx.device, avoid)
-        return self._remote.options(**options).remote(
-            point, str(ctx.device), ctx.min_run_time, max_memory, threads, self.board,
-            ctx.machine)
+        return self._remote.options(**options).remote(point, ctx, max_memory, threads,
+                                                       self.board)
 
     def run(self, points: list[Point], ctx: Context, max_memory: int | None,
             skip: Skip) -> Iterator[Measured]:

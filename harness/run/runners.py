@@ -32,7 +32,8 @@ from harness.measure.timing import (
 from harness.runner import Context, Result, Runner
 from harness.train.points import run_train
 from harness.train.probes import run_attn_init, run_grad_distance, run_layer_grads
-from harness.train.translation.runner import run_source_copy, run_translate
+from harness.train.translation.baselines import run_constant, run_retrieval, run_source_copy
+from harness.train.translation.runner import run_translate
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # Runners that cast the layer to Point.dtype and honour Point.compile; `tvr run
@@ -232,6 +233,8 @@ RUNNERS: dict[str, Runner] = {
     "grad-distance": run_grad_distance,  # ||dL_t/dx_{t-k}|| vs k, at init and trained
     "translate": run_translate,  # train a translation model, beam-decode, BLEU/chrF
     "source-copy": run_source_copy,  # the source as its own translation, scored
+    "constant": run_constant,  # the best constant sentence (chosen on dev), scored
+    "retrieval": run_retrieval,  # the target of the nearest training source (TF-IDF)
 }
 # Runners whose memory can be predicted before measuring (`tvr run --max-memory`).
 PREDICTORS: dict[str, Callable[[Point, torch.device], int]] = {"layer": predict_layer_bytes}

@@ -177,6 +177,7 @@ def run_suite(
     outputs: Callable[[], Iterable[Path]] | None = None,
     executor: LocalExecutor | RayExecutor | None = None,
     headline: Callable[[], tuple[dict[str, float], dict[str, str]]] | None = None,
+    keep_checkpoints: bool = False,
 ) -> SweepSummary:
     """Measure every point not already done on this device of this machine; one results row
     and one MLflow child run each. The executor (default: this process, one point after
@@ -196,7 +197,8 @@ def run_suite(
     params = {"suite": suite, "device": str(device), "points": len(points),
               "min_run_time": min_run_time, "max_memory": max_memory,
               "executor": executor.name, **executor.params(), **facts}
-    ctx = Context(device, min_run_time, cache_dir=out_dir, machine=machine)
+    ctx = Context(device, min_run_time, cache_dir=out_dir, machine=machine,
+                  keep_checkpoints=keep_checkpoints)
 
     claims = Claims(path, device.type, machine)
 

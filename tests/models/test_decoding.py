@@ -72,3 +72,29 @@ def test_stepper_rejects_a_decoder_only_model() -> None:
     with pytest.raises(ValueError, match="no decoder stepper"):
         greedy(models.build("lstm-lm", "tiny"), torch.zeros(1, 3, dtype=torch.long), None,
                BOS, EOS)
+
+
+@pytest.mark.parametrize("impl", ["fused", "cell"])
+@pytest.mark.parametrize(("name", "config"), FAMILIES, ids=IDS)
+def test_a_sentence_decodes_alike_alone_and_in_a_mixed_batch(name, config, impl,
+                                                             small_model) -> None:
+    """Padding is never read: a short sentence beside a long one (so padded by 10) gets the
+    same first-step logits and the same greedy and beam tokens as alone."""
+    if impl == "cell" and name == "transformer":
+        pytest.skip("rnn_impl is a recurrent model's option")
+    torch.manual_seed(2)
+    model = small_model(name, **config, **({"rnn_impl": impl} if impl == "cell" else {}))
+    g = torch.Generator().manual_seed(2)
+    short, long_ = torch.randint(4, 16, (1, 5), generator=g), torch.randint(4, 16, (1, 15),
+                                                                             generator=g)
+    mixed = torch.cat([torch.cat([short, torch.full((1, 10), PAD)], 1), long_])
+    pad = mixed == PAD
+    eos = emitted_eos(model, mixed, pad)
+    for search in (greedy, lambda *a: beam_search(*a, beam=4, alpha=0.6)):
+        alone = search(model, short, torch.zeros_like(short, dtype=torch.bool), BOS, eos)
+        assert search(model, mixed, pad, BOS, eos)[0] == alone[0]
+    with torch.no_grad():
+        bos = torch.full((2, 1), BOS)
+        both = model(mixed, bos, src_key_padding_mask=pad)[0]
+        one = model(short, bos[:1], src_key_padding_mask=torch.zeros_like(short, dtype=bool))[0]
+    torch.testing.assert_close(both, one, atol=1e-5, rtol=1e-5)

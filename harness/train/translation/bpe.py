@@ -4,12 +4,14 @@ with the `tokenizers` package on the training split only.
 Words are split at spaces with the Metaspace pre-tokenizer (a space becomes part of the
 following word, as in SentencePiece), so decoding the ids gives back the whitespace-
 normalised text exactly: BLEU and chrF are computed on that detokenised text. The learned
-file is cached under <out>/bpe/ keyed by corpus name and vocabulary size, written atomically
-under a file lock, so concurrent points share one file and a killed run leaves none half-written.
+file is cached under <out>/bpe/ keyed by corpus, training pairs and vocabulary size, written
+atomically under a file lock, so concurrent points share one file and a killed run leaves none
+half-written.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -35,7 +37,10 @@ def _train(corpus: Corpus, vocab_size: int) -> Tokenizer:
 
 
 def cache_path(out_dir: Path, corpus: Corpus, vocab_size: int) -> Path:
-    return out_dir / "bpe" / f"{corpus.name}-bpe{vocab_size}.json"
+    """Keyed by corpus name, a digest of its training pairs (a changed split or
+    normalisation learns a new file) and vocabulary size."""
+    digest = hashlib.sha256("\n".join(f"{s}\t{t}" for s, t in corpus.train).encode())
+    return out_dir / "bpe" / f"{corpus.name}-{digest.hexdigest()[:10]}-bpe{vocab_size}.json"
 
 
 def shared_bpe(corpus: Corpus, vocab_size: int, out_dir: Path | None) -> Tokenizer:

@@ -79,6 +79,10 @@ class TrainStream:
             raise ValueError("no training pairs left after the length filter")
         self.data, self.seed = data, seed
 
+    def tokens_seen(self, steps: int) -> int:
+        """Target subwords (EOS included) of the first `steps` batches."""
+        return sum(self.batch(step).n_target_tokens for step in range(1, steps + 1))
+
     def batch(self, step: int) -> PairBatch:  # step from 1
         epoch, i = divmod(step - 1, len(self.data))
         g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)

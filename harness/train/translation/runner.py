@@ -1,5 +1,5 @@
-"""Runners "translate" (train one model, decode, score) and "source-copy" (the baseline that
-outputs its source), on the corpus a point names (harness.train.translation.corpus).
+"""Runner "translate" (train one model, decode, score) on the corpus a point names
+(harness.train.translation.corpus); the baselines are in harness.train.translation.baselines.
 
 A "translate" point's row: parameters, training FLOPs (forward + backward, counted) and
 seconds, dev perplexity per subword, dev and test BLEU and chrF of beam search with their
@@ -13,8 +13,11 @@ the references once per corpus beside them, so anyone can rescore them.
 from __future__ import annotations
 
 import hashlib
+import random
 import time
+from dataclasses import replace
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -23,11 +26,14 @@ from torch import nn
 
 import models
 from experiments.spec import Config, Point, TranslateOptions, config
+from harness.measure.compare import peak_rate
 from harness.runner import Context, Result
 from harness.train.loop import count_params, matched_config, param_count
 from harness.train.points import tiny_threads
 from harness.train.translation import corpus as corpora
+from harness.train.translation import recipe
 from harness.train.translation.bpe import shared_bpe, special_ids
+from harness.train.translation.checkpoint import CHECKPOINTS
 from harness.train.translation.data import (
     PairBatch,
     TrainStream,
@@ -36,10 +42,13 @@ from harness.train.translation.data import (
     tokenized,
 )
 from harness.train.translation.scoring import score
-from harness.train.translation.train import perplexity, to_reach, train
+from harness.train.translation.tfidf import TfIdf
+from harness.train.translation.train import Plan, TrainLog, perplexity, to_reach, train
 from models.decoding import beam_search, greedy
 
 DECODE_BATCH = 32  # sentences per decoding batch
+FLAT_WINDOW, FLAT_BLEU, FLAT_FRACTION = 3, 0.5, 0.05  # a flattened dev curve: convergence()
+SAMPLE_SEED = 0  # the draw of a subsampled dev/test set (the same for every point)
 
 
 def options(point: Point) -> TranslateOptions:
@@ -90,19 +99,28 @@ def _train_batches(corpus: corpora.Corpus, tok: Tokenizer, max_tokens: int,
 
 def held_out(corpus: corpora.Corpus, split: str, opts: TranslateOptions, limit: int = 0
              ) -> tuple[tuple[str, str], ...]:
-    """The dev or test pairs a point evaluates on, the same for every model and the
-    source-copy baseline: those of at most `eval_max_words` words a side (0: all), in corpus
-    order, the first `limit` of them (0: all)."""
+    """The dev or test pairs a point evaluates on, the same for every model and every
+    baseline: those of at most `eval_max_words` words a side (0: all), and of those `limit`
+    (0: all) drawn at random with a fixed seed across all the split's books, kept in corpus
+    order."""
     pairs = getattr(corpus, split)
     if opts.eval_max_words:
         pairs = tuple((s, t) for s, t in pairs
                       if max(len(s.split()), len(t.split())) <= opts.eval_max_words)
-    return pairs[:limit] if limit else pairs
+    return subsample(pairs, limit)
+
+
+def subsample(pairs: tuple[tuple[str, str], ...], limit: int) -> tuple[tuple[str, str], ...]:
+    """`limit` of the pairs drawn with a fixed seed, in their own order (0 or more: all)."""
+    if not limit or limit >= len(pairs):
+        return pairs
+    keep = sorted(random.Random(SAMPLE_SEED).sample(range(len(pairs)), limit))
+    return tuple(pairs[i] for i in keep)
 
 
 def _held_out(tok: Tokenizer, pairs: tuple[tuple[str, str], ...], limit: int = 0
               ) -> tuple[list[list[int]], list[list[int]], list[str]]:
-    pairs = pairs[:limit] if limit else pairs
+    pairs = subsample(pairs, limit)
     src, tgt, _ = tokenized(tok, pairs, None)
     return src, tgt, [t for _, t in pairs]
 
@@ -145,85 +163,150 @@ def decode_speed(model: nn.Module, tok: Tokenizer, src: list[list[int]], device:
 HYPOTHESES = "hypotheses"  # the folder, beside results.csv
 
 
+def score_split(split: str, hyps: list[str], refs: list[str], corpus: corpora.Corpus,
+                opts: TranslateOptions, stem: str, files: dict[str, list[str]]
+                ) -> dict[str, Any]:
+    """A split's BLEU and chrF with their signatures and sentence count; the hypotheses
+    (and the references, once per corpus and draw) added to `files`, their paths in the
+    row (relative to the suite folder; the sweep writes them)."""
+    s = score(hyps, refs)
+    out = {f"{split}_{k}": v for k, v in s.items() if not k.endswith("signature")}
+    out |= {k: v for k, v in s.items() if k.endswith("signature")}
+    out[f"{split}_sentences"] = len(refs)
+    out[f"{split}_hypotheses"] = f"{HYPOTHESES}/{stem}.{split}.txt"
+    words = f"-w{opts.eval_max_words}" if opts.eval_max_words else ""
+    out[f"{split}_references"] = f"{HYPOTHESES}/{corpus.name}{words}-{len(refs)}.{split}.ref.txt"
+    files[out[f"{split}_hypotheses"]] = hyps
+    files[out[f"{split}_references"]] = refs
+    return out
+
+
 def _final(model, tok, corpus, opts, device, stem, files) -> dict[str, Any]:
     """Beam-search dev and test, scored; hypotheses (and references) added to `files`."""
     out: dict[str, Any] = {}
-    for split in ("dev", "test"):
+    for split in ("dev", "test") if opts.score_test else ("dev",):
         src, _, refs = _held_out(tok, held_out(corpus, split, opts, opts.final_sentences))
         hyps = translate(model, tok, src, device, opts.beam, opts.alpha)
-        s = score(hyps, refs)
-        out |= {f"{split}_{k}": v for k, v in s.items() if not k.endswith("signature")}
-        out |= {k: v for k, v in s.items() if k.endswith("signature")}
-        out[f"{split}_sentences"] = len(refs)
-        # paths relative to the suite folder, in the row; the sweep writes them
-        out[f"{split}_hypotheses"] = f"{HYPOTHESES}/{stem}.{split}.txt"
-        words = f"-w{opts.eval_max_words}" if opts.eval_max_words else ""
-        out[f"{split}_references"] = (f"{HYPOTHESES}/{corpus.name}{words}-{len(refs)}."
-                                      f"{split}.ref.txt")
-        files[out[f"{split}_hypotheses"]] = hyps
-        files[out[f"{split}_references"]] = refs
+        out |= score_split(split, hyps, refs, corpus, opts, stem, files)
     return out
 
 
 def run_translate(point: Point, ctx: Context) -> Result:
     opts, device = options(point), ctx.device
+    chosen: dict[str, Any] = {}
+    if opts.recipe:  # the sweep's choice, resolved now (harness.train.translation.recipe)
+        chosen = recipe.resolve(ctx.cache_dir, opts.recipe, point.subject)
+        opts = replace(opts, peak_lr=chosen["peak_lr"])
     corpus = load_corpus(opts)
     tok = shared_bpe(corpus, opts.bpe, ctx.cache_dir)
     cfg = model_config(point, tok.get_vocab_size())
+    if chosen:
+        cfg["dropout"] = chosen["dropout"]
     torch.manual_seed(point.seed)
     model = models.build(point.subject, **cfg).to(device)
     with tiny_threads(model, device) as threads:
-        result = _train_and_score(point, ctx, model, cfg, corpus, tok)
-    result.values["threads_used"] = threads
+        result = _train_and_score(point, opts, ctx, model, cfg, corpus, tok)
+    # the recipe it trained with, whether the point set it, took a default or a sweep's
+    result.values |= {"threads_used": threads, **chosen, "peak_lr": opts.peak_lr,
+                      "dropout": cfg.get("dropout")}
     return result
 
 
-def _train_and_score(point: Point, ctx: Context, model: nn.Module, cfg: dict[str, Any],
-                     corpus: corpora.Corpus, tok: Tokenizer) -> Result:
-    opts, device, ids = options(point), ctx.device, special_ids(tok)
+def checkpoint_path(point: Point, ctx: Context) -> Path | None:
+    """<out>/<suite>/checkpoints/<model>-s<seed>-<digest of point_id>-<device>.pt"""
+    if ctx.cache_dir is None:
+        return None
+    name = f"{point.subject}-s{point.seed}-{_digest(point)}-{ctx.device.type}.pt"
+    return ctx.cache_dir / point.suite / CHECKPOINTS / name
+
+
+def _digest(point: Point) -> str:
+    # the point id can pass the 255-byte name limit: a digest of it names its files
+    return hashlib.sha256(point.point_id.encode()).hexdigest()[:12]
+
+
+def _train_and_score(point: Point, opts: TranslateOptions, ctx: Context, model: nn.Module,
+                     cfg: dict[str, Any], corpus: corpora.Corpus, tok: Tokenizer) -> Result:
+    device, ids = ctx.device, special_ids(tok)
     train_data, too_long = _train_batches(corpus, tok, opts.max_tokens, point.batch_size)
     stream = TrainStream(train_data, point.seed)
-    dev_src, dev_tgt, dev_refs = _held_out(tok, held_out(corpus, "dev", opts))
-    curve_src = dev_src[: opts.eval_sentences]
+    dev_src, dev_tgt, _ = _held_out(tok, held_out(corpus, "dev", opts))
+    curve_src, _, curve_refs = _held_out(tok, held_out(corpus, "dev", opts), opts.eval_sentences)
 
     def evaluate() -> dict[str, float]:
         hyps = translate(model, tok, curve_src, device)
         # the curve's own name: the row's dev_bleu is beam search on more sentences
-        return {"dev_bleu_greedy": score(hyps, dev_refs[: len(hyps)])["bleu"]}
+        return {"dev_bleu_greedy": score(hyps, curve_refs)["bleu"]}
 
-    log = train(model, stream, opts.steps, opts.peak_lr, opts.warmup, opts.label_smoothing,
-                device, point.seed, opts.eval_every, evaluate)
+    target = opts.target_bleu
+    if opts.target_from == "retrieval":  # the bar a model must pass to beat a lookup
+        target = retrieval_bleu(corpus, held_out(corpus, "dev", opts, opts.eval_sentences))
+    ckpt = checkpoint_path(point, ctx)
+    plan = Plan(opts.steps, opts.peak_lr, opts.warmup, opts.label_smoothing, opts.eval_every,
+                opts.patience, checkpoint=ckpt, point_id=point.point_id)
+    log = train(model, stream, plan, device, point.seed, evaluate)
     values: dict[str, Any] = {
         "n_params": count_params(model), "d_model": cfg["d_model"], "vocab": tok.get_vocab_size(),
         "train_flops": log.flops, "train_s": log.seconds, "steps_run": log.steps,
         "train_pairs": sum(b.shape[0] for b in train_data), "train_pairs_too_long": too_long,
-        **{f"corpus_{k}": v for k, v in corpus.stats.items()}}
+        "train_tokens": stream.tokens_seen(log.steps), "resumed_from_step": log.resumed_from,
+        **convergence(log, opts), **{f"corpus_{k}": v for k, v in corpus.stats.items()}}
+    values |= throughput(values["train_tokens"], log, device)
     if log.diverged_at is not None:
+        _remove(ckpt, ctx)
         return Result(values, log.series, "diverged",
                       f"training loss not finite at step {log.diverged_at}")
     values["dev_ppl"] = perplexity(model, batches(dev_src, dev_tgt, ids, 64), device)
-    if opts.target_bleu:
-        values |= {"target_bleu": opts.target_bleu, **to_reach(log, "dev_bleu_greedy",
-                                                                   opts.target_bleu)}
-    # the point id can pass the 255-byte name limit: model, seed and a digest of the id
-    digest = hashlib.sha256(point.point_id.encode()).hexdigest()[:12]
-    stem = f"{point.subject}-s{point.seed}-{digest}-{device.type}-{ctx.machine}"
+    if target:
+        values |= {"target_bleu": target, **to_reach(log, "dev_bleu_greedy", target)}
+        values |= {"target_from": opts.target_from} if opts.target_from else {}
+    stem = f"{point.subject}-s{point.seed}-{_digest(point)}-{device.type}-{ctx.machine}"
     files: dict[str, list[str]] = {}
     values |= _final(model, tok, corpus, opts, device, stem, files)
-    test_src = _held_out(tok, held_out(corpus, "test", opts, opts.speed_sentences))[0]
-    values |= decode_speed(model, tok, test_src, device, opts.beam, opts.alpha)
+    if opts.speed_sentences:
+        test_src = _held_out(tok, held_out(corpus, "test", opts, opts.speed_sentences))[0]
+        values |= decode_speed(model, tok, test_src, device, opts.beam, opts.alpha)
+    _remove(ckpt, ctx)
     return Result(values, log.series, files=files)
 
 
-def run_source_copy(point: Point, ctx: Context) -> Result:
-    """The baseline that outputs its source unchanged, scored like a model on dev and test."""
-    corpus = load_corpus(options(point))
-    values: dict[str, Any] = {"n_params": 0, "train_flops": 0, "train_s": 0.0}
-    opts = options(point)
-    for split in ("dev", "test"):
-        pairs = held_out(corpus, split, opts, opts.final_sentences)
-        s = score([src for src, _ in pairs], [tgt for _, tgt in pairs])
-        values |= {f"{split}_{k}": v for k, v in s.items() if not k.endswith("signature")}
-        values |= {k: v for k, v in s.items() if k.endswith("signature")}
-        values[f"{split}_sentences"] = len(pairs)
-    return Result(values)
+_INDEX: dict[str, TfIdf] = {}
+
+
+def retrieval_bleu(corpus: corpora.Corpus, pairs: tuple[tuple[str, str], ...]) -> float:
+    """BLEU of the retrieval baseline (harness.train.translation.baselines) on `pairs`."""
+    if corpus.name not in _INDEX:
+        _INDEX[corpus.name] = TfIdf([s for s, _ in corpus.train])
+    nearest = _INDEX[corpus.name].nearest([s for s, _ in pairs])
+    return float(score([corpus.train[i][1] for i in nearest], [t for _, t in pairs])["bleu"])
+
+
+def throughput(tokens: int, log: TrainLog, device: torch.device) -> dict[str, float]:
+    """Target subwords and counted FLOPs per second of update time, and the MFU: that FLOP
+    rate over this machine's peak matmul rate at the point's thread count (measured once
+    per process, beside whatever else the machine runs)."""
+    if log.seconds <= 0:
+        return {}
+    peak = peak_rate(device, torch.get_num_threads())
+    rate = log.flops / log.seconds
+    return {"train_tokens_per_s": tokens / log.seconds, "train_flops_per_s": rate,
+            "peak_flops_per_s": peak, "mfu": rate / peak}
+
+
+def convergence(log: TrainLog, opts: TranslateOptions) -> dict[str, Any]:
+    """Whether the dev curve had flattened: early stopping ended the run, or the best value
+    of its last FLAT_WINDOW evaluations beat the best before them by less than FLAT_BLEU
+    and by less than FLAT_FRACTION of that best (a curve still near zero, where every gain
+    is small in BLEU, has not flattened)."""
+    curve = [v for _, v in log.series.get("dev_bleu_greedy", [])]
+    before = max(curve[:-FLAT_WINDOW]) if len(curve) > FLAT_WINDOW else float("nan")
+    gain = max(curve[-FLAT_WINDOW:]) - before if len(curve) > FLAT_WINDOW else float("nan")
+    flat = log.stopped_early or (gain < FLAT_BLEU and gain < FLAT_FRACTION * before)
+    return {"best_step": log.best_step, "best_dev_bleu_greedy": log.best,
+            "stopped_early": int(log.stopped_early), "dev_curve_gain_last": gain,
+            "converged": int(flat)}
+
+
+def _remove(ckpt: Path | None, ctx: Context) -> None:
+    if ckpt is not None and not ctx.keep_checkpoints:
+        ckpt.unlink(missing_ok=True)

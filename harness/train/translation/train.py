@@ -11,10 +11,12 @@ greedy-decoded and scored, which gives the dev BLEU curve against steps, FLOPs a
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -22,15 +24,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from harness.measure.flops import count_flops
+from harness.train.translation import checkpoint
 from harness.train.translation.data import PairBatch, TrainStream
-from models.rnn import RNNSeq2Seq
 
 
 def logits(model: nn.Module, batch: PairBatch) -> torch.Tensor:
-    """(B, T, V) teacher-forced logits. The plain RNN encoder-decoder takes no padding mask
-    (it reads its source's padding, which length-sorted batches keep short)."""
-    if isinstance(model, RNNSeq2Seq):
-        return model(batch.src, batch.tgt_in)
+    """(B, T, V) teacher-forced logits; every encoder-decoder masks its source padding."""
     return model(batch.src, batch.tgt_in, src_key_padding_mask=batch.pad)
 
 
@@ -69,51 +68,154 @@ class TrainLog:
     steps: int = 0
     diverged_at: int | None = None
     series: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    best: float = -math.inf  # the best curve value (early stopping's key) and its step
+    best_step: int = 0
+    stopped_early: bool = False  # stopped: `patience` evaluations without a new best
+    resumed_from: int = 0  # the step of the checkpoint this run resumed from (0: none)
 
     def add(self, key: str, step: int, value: float) -> None:
         self.series.setdefault(key, []).append((step, float(value)))
 
 
-def train(model: nn.Module, stream: TrainStream, steps: int, peak_lr: float,
-          warmup_fraction: float, smoothing: float, device: torch.device, seed: int,
-          eval_every: int, evaluate: Callable[[], dict[str, float]]) -> TrainLog:
-    """Train in place; `evaluate` (called at 0, every eval_every and at the end) returns the
-    curve's metrics (dev_bleu_greedy), logged with the FLOPs and seconds reached."""
-    warmup = max(1, round(warmup_fraction * steps))
-    lr_at = schedule(peak_lr, warmup)
-    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: lr_at(i + 1))
-    log, shape_flops = TrainLog(), {}
-    running, n_running = 0.0, 0
+@dataclass(frozen=True)
+class Plan:
+    """How long and how to train, and where a checkpoint goes. `patience` > 0 stops once
+    that many evaluations in a row bring no new best of `key` (early stopping), and the
+    model ends with its best weights; checkpoints (when `checkpoint` is set) are written
+    every `checkpoint_s` seconds of training and at every evaluation."""
+
+    steps: int
+    peak_lr: float
+    warmup_fraction: float
+    smoothing: float
+    eval_every: int
+    patience: int = 0
+    key: str = "dev_bleu_greedy"
+    checkpoint: Path | None = None
+    point_id: str = ""
+    checkpoint_s: float = 180.0
+
+
+class _Run:
+    """The state of one training run, which is exactly what a checkpoint holds."""
+
+    def __init__(self, model: nn.Module, plan: Plan) -> None:
+        warmup = max(1, round(plan.warmup_fraction * plan.steps))
+        self.lr_at = schedule(plan.peak_lr, warmup)
+        self.model, self.plan = model, plan
+        self.opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9,
+                                    **_fast_adam())
+        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda i: self.lr_at(i + 1))
+        self.log, self.shape_flops = TrainLog(), {}
+        self.running, self.n_running, self.since_best = 0.0, 0, 0
+        self.best_state: dict[str, torch.Tensor] | None = None
+
+    def state(self) -> dict[str, Any]:
+        return {"point_id": self.plan.point_id, "model": self.model.state_dict(),
+                "opt": self.opt.state_dict(), "sched": self.sched.state_dict(),
+                "rng": torch.get_rng_state(), "log": self.log, "shape_flops": self.shape_flops,
+                "running": (self.running, self.n_running, self.since_best),
+                "best_state": self.best_state}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.opt.load_state_dict(state["opt"])
+        self.sched.load_state_dict(state["sched"])
+        torch.set_rng_state(state["rng"])
+        self.log, self.shape_flops = state["log"], state["shape_flops"]
+        self.running, self.n_running, self.since_best = state["running"]
+        self.best_state = state["best_state"]
+        self.log.resumed_from = self.log.steps
+
+    def save(self) -> None:
+        if self.plan.checkpoint is not None:
+            checkpoint.save(self.plan.checkpoint, self.state())
+
+
+def _fast_adam() -> dict[str, bool]:
+    """Adam's fused (one kernel for every parameter) implementation where this torch has
+    it for the CPU too, else the multi-tensor (foreach) one: the same update, fewer calls."""
+    return {"fused": True} if "fused" in inspect.signature(torch.optim.Adam).parameters \
+        else {"foreach": True}
+
+
+def train(model: nn.Module, stream: TrainStream, plan: Plan, device: torch.device, seed: int,
+          evaluate: Callable[[], dict[str, float]]) -> TrainLog:
+    """Train in place; `evaluate` (called at 0, every plan.eval_every and at the end)
+    returns the curve's metrics (dev_bleu_greedy), logged with the FLOPs and seconds
+    reached. Resumes from plan.checkpoint when it exists."""
+    run = _Run(model, plan)
     torch.manual_seed(seed)
     model.train()
-    _eval(log, 0, evaluate)
-    for step in range(1, steps + 1):
-        batch = stream.batch(step).to(device)
-        if batch.shape not in shape_flops:  # counted once per shape, outside the timing
-            shape_flops[batch.shape] = _count(model, batch, smoothing)
-        start = time.perf_counter()
-        loss = loss_of(model, batch, smoothing)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        sched.step()
-        value = float(loss.detach())
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        log.seconds += time.perf_counter() - start
-        log.flops += shape_flops[batch.shape]
-        log.steps = step
-        if not math.isfinite(value):
-            log.diverged_at = step
-            return log
-        running, n_running = running + value, n_running + 1
-        if step % eval_every == 0 or step == steps:
-            log.add("train_loss", step, running / n_running)
-            log.add("lr", step, lr_at(step))
-            running, n_running = 0.0, 0
-            _eval(log, step, evaluate)
-    return log
+    saved = checkpoint.load(plan.checkpoint, plan.point_id) if plan.checkpoint else None
+    if saved is not None:
+        run.restore(saved)
+    else:
+        _evaluate(run, 0, evaluate)
+    last_save = time.monotonic()
+    first = plan.steps + 1 if run.log.stopped_early else run.log.steps + 1
+    for step in range(first, plan.steps + 1):
+        if not _update(run, stream.batch(step).to(device), step, device):
+            return run.log
+        if step % plan.eval_every == 0 or step == plan.steps:
+            stop = _evaluate(run, step, evaluate)
+            run.log.stopped_early = stop and step < plan.steps
+            run.save()
+            last_save = time.monotonic()
+            if stop:
+                break
+        elif time.monotonic() - last_save > plan.checkpoint_s:
+            run.save()
+            last_save = time.monotonic()
+    if plan.patience and run.best_state is not None:
+        model.load_state_dict(run.best_state)  # early stopping ends on the best weights
+    return run.log
+
+
+def _update(run: _Run, batch: PairBatch, step: int, device: torch.device) -> bool:
+    """One optimiser update; False when the loss was not finite (the log says where)."""
+    smoothing, log = run.plan.smoothing, run.log
+    if batch.shape not in run.shape_flops:  # counted once per shape, outside the timing
+        run.shape_flops[batch.shape] = _count(run.model, batch, smoothing)
+    start = time.perf_counter()
+    loss = loss_of(run.model, batch, smoothing)
+    run.opt.zero_grad(set_to_none=True)
+    loss.backward()
+    run.opt.step()
+    run.sched.step()
+    value = float(loss.detach())
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    log.seconds += time.perf_counter() - start
+    log.flops += run.shape_flops[batch.shape]
+    log.steps = step
+    if not math.isfinite(value):
+        log.diverged_at = step
+        return False
+    run.running, run.n_running = run.running + value, run.n_running + 1
+    return True
+
+
+def _evaluate(run: _Run, step: int, evaluate: Callable[[], dict[str, float]]) -> bool:
+    """Log the curve point of `step`; True when early stopping says stop."""
+    log = run.log
+    if step:
+        log.add("train_loss", step, run.running / max(1, run.n_running))
+        log.add("lr", step, run.lr_at(step))
+        run.running, run.n_running = 0.0, 0
+    values = evaluate()
+    for key, value in values.items():
+        log.add(key, step, value)
+    log.add("train_flops", step, log.flops)
+    log.add("train_s", step, log.seconds)
+    value = values.get(run.plan.key, -math.inf)
+    if value > log.best:
+        log.best, log.best_step, run.since_best = value, step, 0
+        if run.plan.patience:
+            run.best_state = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
+    elif step:
+        run.since_best += 1
+    return bool(run.plan.patience) and run.since_best >= run.plan.patience
 
 
 def _count(model: nn.Module, batch: PairBatch, smoothing: float) -> int:
@@ -123,13 +225,6 @@ def _count(model: nn.Module, batch: PairBatch, smoothing: float) -> int:
         flops = count_flops(lambda: loss_of(model, batch, smoothing).backward())
     model.zero_grad(set_to_none=True)
     return flops
-
-
-def _eval(log: TrainLog, step: int, evaluate: Callable[[], dict[str, float]]) -> None:
-    for key, value in evaluate().items():
-        log.add(key, step, value)
-    log.add("train_flops", step, log.flops)
-    log.add("train_s", step, log.seconds)
 
 
 def to_reach(log: TrainLog, key: str, target: float) -> dict[str, Any]:

@@ -1,0 +1,173 @@
+"""A translation training point survives being killed: a subprocess training a tiny model
+is sent SIGKILL mid-run, the same training resumed from its last checkpoint ends with the
+weights, curves and FLOPs of an uninterrupted run; checkpoints of finished points go away
+unless kept; early stopping ends on the best weights."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.runner import Context
+from harness.train.translation import checkpoint
+from harness.train.translation.train import Plan, TrainLog
+
+ROOT = Path(__file__).resolve().parents[3]
+STEPS = 120
+
+# One tiny training run: a Transformer on random pairs. argv: checkpoint path, result path,
+# seconds to sleep per evaluation (so a kill can land mid-run).
+SCRIPT = textwrap.dedent("""
+    import sys, time, torch
+    import models
+    from pathlib import Path
+    from harness.train.translation.data import TrainStream, make_batch
+    from harness.train.translation.train import Plan, loss_of, train
+
+    ckpt, out, nap = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
+    torch.set_num_threads(1)
+    g = torch.Generator().manual_seed(0)
+    ids = {"<pad>": 0, "<s>": 2, "</s>": 3}
+    def pairs(n):
+        return [torch.randint(4, 40, (int(torch.randint(3, 9, (1,), generator=g)),),
+                              generator=g).tolist() for _ in range(n)]
+    data = [make_batch(pairs(4), pairs(4), ids) for _ in range(6)]
+    torch.manual_seed(0)
+    model = models.build("transformer", vocab_size=40, d_model=16, n_heads=2, d_ff=32,
+                         n_layers=1, dropout=0.3)
+    def evaluate():
+        time.sleep(nap)
+        with torch.no_grad():
+            model.eval()
+            value = -float(loss_of(model, data[0], 0.0))
+            model.train()
+        return {"dev_bleu_greedy": value}
+    plan = Plan(STEPS, 3e-3, 0.1, 0.1, 5, checkpoint=ckpt, point_id="p",
+                checkpoint_s=0.0)
+    log = train(model, TrainStream(data, 7), plan, torch.device("cpu"), 7, evaluate)
+    torch.save({"model": model.state_dict(), "log": log}, out)
+""").replace("STEPS", str(STEPS))
+
+
+def _run(tmp: Path, name: str, nap: float, wait: bool = True) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(tmp / f"{name}.pt"),
+                             str(tmp / f"{name}.out"), str(nap)], env=env)
+    if wait:
+        assert proc.wait(timeout=300) == 0
+    return proc
+
+
+def _without_seconds(log: TrainLog) -> tuple:
+    series = {k: v for k, v in log.series.items() if k != "train_s"}
+    return series, log.flops, log.steps, log.best, log.best_step
+
+
+def test_a_killed_point_resumes_to_the_uninterrupted_numbers(tmp_path) -> None:
+    _run(tmp_path, "whole", 0.0)
+    proc = _run(tmp_path, "killed", 0.05, wait=False)
+    deadline = time.monotonic() + 240
+    reached = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        state = _peek(tmp_path / "killed.pt")
+        reached = state["log"].steps if state else 0
+        if reached >= 30:
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.02)
+    assert proc.wait(timeout=60) == -signal.SIGKILL, "the run ended before it could be killed"
+    assert 30 <= checkpoint.load(tmp_path / "killed.pt", "p")["log"].steps < STEPS
+    assert not (tmp_path / "killed.out").exists()
+    _run(tmp_path, "killed", 0.0)  # the same command again: resumes from the checkpoint
+    whole = torch.load(tmp_path / "whole.out", weights_only=False)
+    resumed = torch.load(tmp_path / "killed.out", weights_only=False)
+    assert resumed["log"].resumed_from >= 30 and whole["log"].resumed_from == 0
+    assert _without_seconds(resumed["log"]) == _without_seconds(whole["log"])
+    for key, value in whole["model"].items():
+        torch.testing.assert_close(resumed["model"][key], value, rtol=0, atol=0)
+
+
+def _peek(path: Path) -> dict | None:
+    """The checkpoint if one is there and whole (os.replace makes every file seen whole)."""
+    try:
+        return checkpoint.load(path, "p")
+    except (FileNotFoundError, EOFError, RuntimeError):
+        return None
+
+
+def test_a_checkpoint_of_another_point_is_refused(tmp_path) -> None:
+    checkpoint.save(tmp_path / "c.pt", {"point_id": "other"})
+    with pytest.raises(ValueError, match="belongs to point 'other'"):
+        checkpoint.load(tmp_path / "c.pt", "p")
+    assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]  # no temporary file left
+
+
+def test_finished_points_remove_their_checkpoint_unless_kept(tmp_path) -> None:
+    from experiments.translation import translation_tiny
+    from harness.train.translation.runner import _remove, checkpoint_path
+
+    point = translation_tiny()[-1]
+    for keep in (False, True):
+        ctx = Context(torch.device("cpu"), cache_dir=tmp_path, keep_checkpoints=keep)
+        path = checkpoint_path(point, ctx)
+        assert path.parent == tmp_path / point.suite / "checkpoints"
+        checkpoint.save(path, {"point_id": point.point_id})
+        _remove(path, ctx)
+        assert path.exists() == keep
+
+
+def test_early_stopping_ends_on_the_best_weights() -> None:
+    from harness.train.translation.data import TrainStream, make_batch
+    from harness.train.translation.train import train
+
+    ids = {"<pad>": 0, "<s>": 2, "</s>": 3}
+    data = [make_batch([[5, 6, 7]], [[8, 9]], ids)]
+    model = torch.nn.Module()
+    model.w = torch.nn.Parameter(torch.zeros(1))
+    model.forward = lambda src, tgt, src_key_padding_mask=None: (  # logits from w
+        model.w.expand(src.size(0), tgt.size(1), 12) * torch.arange(12.0))
+    scores = iter([0.0, 1.0, 3.0, 2.0, 2.5, 1.0, 0.5, 9.0])  # best at the 2nd evaluation
+    seen = []
+
+    def evaluate() -> dict[str, float]:
+        seen.append(model.w.detach().clone())
+        return {"dev_bleu_greedy": next(scores)}
+
+    plan = Plan(70, 1e-2, 0.1, 0.0, 10, patience=3)
+    log = train(model, TrainStream(data, 0), plan, torch.device("cpu"), 0, evaluate)
+    assert (log.best, log.best_step, log.stopped_early, log.steps) == (3.0, 20, True, 50)
+    assert torch.equal(model.w.detach(), seen[2]) and not math.isinf(log.best)
+
+
+def test_throughput_is_rates_over_update_seconds_and_mfu_over_the_peak() -> None:
+    from harness.measure.compare import peak_rate
+    from harness.train.translation.runner import throughput
+
+    log = TrainLog(flops=4_000_000_000, seconds=2.0)
+    out = throughput(10_000, log, torch.device("cpu"))
+    peak = peak_rate(torch.device("cpu"), torch.get_num_threads())  # cached: the same one
+    assert out == {"train_tokens_per_s": 5_000.0, "train_flops_per_s": 2e9,
+                   "peak_flops_per_s": peak, "mfu": 2e9 / peak}
+    assert 1e8 < peak < 1e14 and throughput(1, TrainLog(), torch.device("cpu")) == {}
+
+
+@pytest.mark.parametrize(("curve", "flat"), [
+    ([0.0, 8.0, 9.8, 10.0, 10.1, 10.2], True),  # +0.4 on 9.8: flattened
+    ([0.0, 0.04, 0.07, 0.18, 0.31], False),  # small in BLEU, but still near zero and rising
+    ([0.0, 8.0, 9.0, 10.0, 11.0], False),  # +2 BLEU over the last three evaluations
+    ([0.0, 1.0], False)])  # too short to say
+def test_a_dev_curve_has_flattened_only_when_its_last_gains_are_small(curve, flat) -> None:
+    from experiments.spec import TranslateOptions
+    from harness.train.translation.runner import convergence
+
+    log = TrainLog(series={"dev_bleu_greedy": [(i * 100, v) for i, v in enumerate(curve)]})
+    assert convergence(log, TranslateOptions())["converged"] == int(flat)
