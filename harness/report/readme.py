@@ -295,6 +295,27 @@ def rematch_mqar(out: Path) -> str:
             + markdown_table(mqar_table(pts), ".3g") + "\n")
 
 
+def gpu_fixed_tokens(out: Path) -> str:
+    """Time per token at a fixed token count over n on a GPU (scripts/gpu-check's
+    fixed-tokens-gpu): attention against the cuDNN LSTM and GRU, per dtype."""
+    df = _rows(out / "gpu", "fixed-tokens-gpu")
+    df = df.assign(us=df["fwdbwd_ms"] * 1e3 / (df["batch_size"] * df["seq_len"]))
+    table = df.pivot_table(index="seq_len", columns=["dtype", "mixer"], values="us")
+    for dtype in table.columns.get_level_values(0).unique():
+        table[(dtype, "lstm / attention")] = (table[(dtype, "lstm")]
+                                              / table[(dtype, "self-attention")])
+    table = table.sort_index(axis=1)
+    table.columns = [f"{dtype} {what}" for dtype, what in table.columns]
+    first = df.iloc[0]
+    return ("![time per token at fixed tokens](results/gpu/fixed-tokens-gpu/fixed-tokens.png)"
+            f"\n\n`scripts/gpu-check` on {_machine(df)}, CUDA {first['cuda_version']}, "
+            f"cuDNN {first['cudnn_version']}, driver "
+            f"{first['driver_version']}, TF32 matmul {first['tf32_matmul']}: forward+backward "
+            f"µs per token at B*n = {int(first['batch_size'] * first['seq_len'])}, "
+            f"d = {int(first['d_model'])}, one timing per point:\n\n"
+            + markdown_table(table.reset_index(), ".3g") + "\n")
+
+
 def claims(out: Path) -> str:
     table = ledger(out)
     summary = table[["claim", "verdict"]]
@@ -307,6 +328,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "claims": claims, "parallel": parallel, "linear-attention": plugin_example,
     "translation": translation, "translation-table3": translation_table3,
     "rematch-throughput": rematch_throughput, "rematch-mqar": rematch_mqar,
+    "gpu-fixed-tokens": gpu_fixed_tokens,
     **{f"study-{name}": (lambda out, name=name: study(out, name))
        for name in [*STUDIES, "gradient-distance"]},
 }
