@@ -34,7 +34,8 @@ def sync_cmd(suite: str, out: str, tracking_uri: str | None) -> None:
     check_reachable(uri)
     reason = problem(uri)  # a store sync cannot write to: said before any row is read
     if reason is not None:
-        raise BadInput(f"tracking URI {mask(uri)}: {mask(reason)}")
+        raise BadInput(mask(reason) if reason.startswith("tracking URI") else
+                       f"tracking URI {mask(uri)}: {mask(reason)}")
     try:
         logged, stored = sync_suite(out_dir, suite, uri, _headline(out_dir, suite))
     except OSError as e:

@@ -102,3 +102,33 @@ def test_three_sweeps_on_one_folder_measure_and_log_each_point_once(tmp_path: Pa
     parents = [r.info.status for r in runs if "mlflow.parentRunId" not in r.data.tags]
     assert parents == ["FINISHED"] * 3
     assert not any((out / "six" / ".claims").iterdir())  # every claim released
+
+
+def test_a_claim_holds_while_its_owner_lives_and_expires_with_it(tmp_path: Path) -> None:
+    """Another live sweep's claim keeps this one off the point (and off logging its row); a
+    killed owner's claim is taken over."""
+    import pandas as pd
+
+    from harness.run.claims import Claims, claim_or_skip
+
+    results = tmp_path / "s" / "results.csv"
+    owner = subprocess.Popen([sys.executable, "-c", f"""
+import sys, time
+from harness.run.claims import Claims, claim_or_skip
+c = Claims({str(results)!r}, "cpu", "m")
+print(claim_or_skip(c, "p", True), flush=True)
+time.sleep(60)
+"""], stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout.readline().strip() == "None"  # claimed by the owner
+        mine = Claims(results, "cpu", "m")
+        assert claim_or_skip(mine, "p", True) == "elsewhere"
+        rows = pd.DataFrame({"point_id": ["p", "q"]})
+        assert list(mine.unclaimed(rows)["point_id"]) == ["q"]  # p is the owner's to log
+    finally:
+        owner.kill()
+        owner.wait(timeout=10)
+    assert claim_or_skip(mine, "p", True) is None  # expired with its owner: taken over
+    assert mine.holder("p")["pid"] == os.getpid()
+    mine.release_all()
+    assert mine.holder("p") is None
