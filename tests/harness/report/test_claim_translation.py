@@ -4,11 +4,15 @@ over seeds, and rows that fail each power gate."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from sacrebleu.metrics import BLEU, CHRF
 
 from harness.report import claim_translation
-from harness.report.claim_translation import CLAIMS, SUITE
+from harness.report.claim_translation import CLAIMS, SUITES
+
+SUITE = SUITES[-1]  # the demo suite: the reference (SUITES[0]) takes over once it has models
 from harness.report.claims import (
     CONTRADICTS,
     INCONCLUSIVE,
@@ -104,3 +108,16 @@ def test_table2_is_inconclusive_when_a_gate_fails(tmp_path, monkeypatch, seeds, 
     assert gate.remedy  # names what would pass it
     if "constant" not in baselines:
         assert "missing: constant, retrieval" in gate.detail
+
+
+def test_the_cpu_reference_decides_once_it_has_trained_models(tmp_path):
+    """Baselines alone (a reference sitting cut short) leave the verdict to the demo suite;
+    the reference's own models take it over."""
+    _suite(tmp_path, good, poor)
+    reference = SUITES[0]
+    write_suite(tmp_path, reference, [{"runner": "retrieval", "model": "retrieval",
+                                       "test_bleu": 1.0, "test_chrf": 10.0}])
+    assert judge(CLAIMS[0], Stored(tmp_path)).points.startswith(SUITE)
+    shutil.rmtree(tmp_path / reference)
+    shutil.move(tmp_path / SUITE, tmp_path / reference)  # the reference with its models
+    assert judge(CLAIMS[0], Stored(tmp_path)).points.startswith(reference)
