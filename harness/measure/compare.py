@@ -10,6 +10,7 @@ large matmul, whose rate is this machine's peak for MFU, under the same noise.
 
 from __future__ import annotations
 
+import functools
 import statistics
 from collections.abc import Callable
 from typing import Any
@@ -61,6 +62,15 @@ def peak_matmuls(device: torch.device, dtype: torch.dtype, n: int
     if uses_onednn(a):
         fns["onednn"] = lambda: onednn_mm(a, b)
     return fns, 2 * n**3
+
+
+@functools.cache
+def peak_rate(device: torch.device, threads: int, n: int = 1024, reps: int = 3) -> float:
+    """The machine's peak fp32 matmul rate (FLOP/s) at `threads` torch threads: the best
+    rate of peak_matmuls over `reps` short timings (the yardstick of a training MFU)."""
+    fns, flops = peak_matmuls(device, torch.float32, n)
+    best_ms = min(timer_ms(fn, 0.2) for fn in fns.values() for _ in range(reps))
+    return flops / (best_ms / 1e3)
 
 
 def timer_ms(fn: Callable[[], object], min_run_time: float) -> float:
