@@ -244,6 +244,7 @@ def test_run_dtype_bfloat16_on_cpu_measures_a_smoke_point(tmp_path, monkeypatch)
     assert row["status"] == "ok", row["message"]
     assert row["dtype"] == "bfloat16" and "bfloat16" in row["point_id"]
     assert row["fwdbwd_ms"] > 0 and row["float32_matmul_precision"] == "highest"
+    assert row["linear_kernel"] == kernels.F_LINEAR  # oneDNN is a candidate in float32 only
 
 
 def test_run_rejects_unknown_dtype(tmp_path):
@@ -270,6 +271,7 @@ def test_run_compile_times_the_compiled_layer(tmp_path, monkeypatch, device):
     row = read_results(results_path(tmp_path, "smoke-compiled")).iloc[0]
     assert row["status"] == "ok", row["message"]
     assert row["compile_s"] > 0 and row["fwdbwd_ms"] > 0
+    assert row["linear_kernel"] == "inductor"
 
 
 def test_bench_profile_tables_ops_of_ours_and_pytorchs_layer(tmp_path):

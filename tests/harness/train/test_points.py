@@ -27,6 +27,7 @@ from harness.train.probes import (
     run_grad_distance,
 )
 from harness.train.tasks import make_task
+from models import kernels
 
 CPU = Context(torch.device("cpu"), 0.1)
 TINY = dict(n_layers=1, n_heads=2, d_ff=32, dropout=0.0)
@@ -119,6 +120,9 @@ def test_diverged_row_and_curves_through_the_sweep(tmp_path) -> None:
     assert bad["status"] == "diverged" and bad["diverged_at"] >= 1
     assert f"step {int(bad['diverged_at'])}" in bad["message"]
     assert "bogus" in df.loc[points[2].point_id, "message"]
+    ok = df.loc[points[1].point_id]  # the sweep names the linear kernel the training ran
+    assert ok["linear_kernel"] in kernels.linear_candidates("cpu", torch.float32)
+    assert ok["mfu"] > 0 and ok["train_flops_per_s"] > 0
     client = MlflowClient(uri)
     run = client.search_runs([client.get_experiment_by_name("t").experiment_id],
                              f"tags.point_id = '{points[1].point_id}'")[0]
