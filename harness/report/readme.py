@@ -190,7 +190,7 @@ def bench(out: Path) -> str:
     for variant, what in BENCH_VARIANTS:
         sel = df[df["variant"] == variant] if "variant" in df else df.iloc[0:0]
         if not sel.empty:
-            parts.append(f"{what} at {fmt(sel['ratio'].astype(float).median(), 3)}x "
+            parts.append(f"{what} at {sel['ratio'].astype(float).median():.3f}x "
                          f"PyTorch's time (median over {len(sel)} sizes)")
     text = "On " + where + ": " + ("; ".join(parts) or "no comparison measured") + "."
     kernels = df["linear_kernel"].dropna().unique() if "linear_kernel" in df else []

@@ -60,8 +60,8 @@ def test_bench_block_names_the_machine_each_ratio_holds_on(monkeypatch):
     monkeypatch.setattr(readme, "_rows", lambda out, suite: rows)
     text = readme.bench(Path("unused"))
     assert text.startswith("On machine `box-1` (Some CPU, 1 thread): our transformer layer "
-                           "(sdpa) at 0.9x PyTorch's time (median over 2 sizes); fused LSTM "
-                           "at 1.01x PyTorch's time (median over 1 sizes).")
+                           "(sdpa) at 0.900x PyTorch's time (median over 2 sizes); fused LSTM "
+                           "at 1.010x PyTorch's time (median over 1 sizes).")
     assert "Linear maps on F.linear there" in text and "1.5x oneDNN's matmul rate" in text
     old = rows.drop(columns=["linear_kernel", "peak_onednn_flops_per_s"])
     monkeypatch.setattr(readme, "_rows", lambda out, suite: old)
