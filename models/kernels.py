@@ -1,14 +1,18 @@
-"""The fastest kernel for a linear map y = x W^T + b that this PyTorch build has for x.
+"""The kernel behind every linear map y = x W^T + b of our layers: one swap point.
 
-On CPU in float32, F.linear runs the BLAS sgemm (MKL), which on some CPUs (AMD Zen with
-AVX-512, where MKL takes a narrower code path) reaches about half of what oneDNN's own matmul
-does; `tvr bench` measures both (columns peak_mm_flops_per_s, peak_onednn_flops_per_s). So on
-CPU float32 the linear maps of attention and the FFN go through oneDNN, forward and backward;
-the arithmetic is the same fp32 product (tests compare with F.linear). Elsewhere (CUDA,
-bf16/fp16, float64, a build without oneDNN) it is F.linear.
+On CPU in float32 there are two candidates: F.linear, which runs the BLAS sgemm (MKL), and
+oneDNN's own matmul. Which is faster depends on the CPU (on AMD Zen with AVX-512 MKL takes a
+narrower path and reaches about half of oneDNN's rate; on an AVX2-only Zen torch.mm was the
+faster), so the harness measures both on the machine at hand and sets the winner with
+use_linear_backend (harness.measure.kernel_choice); until then oneDNN is used where it exists.
+$TVR_DISABLE_ONEDNN=1 removes the oneDNN candidate, as on a build without it. Both run the
+same fp32 product (tests compare with F.linear). Elsewhere (CUDA, bf16/fp16, float64) it is
+F.linear.
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 import torch.nn.functional as F
@@ -64,16 +68,57 @@ if _ONEDNN is not None and _ONEDNN not in flop_counter.flop_registry:
     flop_counter.register_flop_formula(_ONEDNN)(_linear_flops)
 
 
+DISABLE_ONEDNN_ENV = "TVR_DISABLE_ONEDNN"
+ONEDNN, F_LINEAR = "onednn", "F.linear"  # the linear backends' names, as rows record them
+
+
+def onednn_disabled() -> bool:
+    """Whether $TVR_DISABLE_ONEDNN removes the oneDNN candidate (any value but "", "0")."""
+    return os.environ.get(DISABLE_ONEDNN_ENV, "") not in ("", "0")
+
+
 def uses_onednn(x: torch.Tensor) -> bool:
-    """Eager CPU float32 only: under torch.compile, inductor picks its own GEMMs (and lowers
-    the oneDNN op only for frozen, constant weights)."""
+    """Whether oneDNN is a candidate for x: eager CPU float32 only (under torch.compile,
+    inductor picks its own GEMMs and lowers the oneDNN op only for frozen, constant
+    weights), and not disabled."""
     return (_ONEDNN is not None and x.device.type == "cpu" and x.dtype == torch.float32
-            and not torch.compiler.is_compiling())
+            and not torch.compiler.is_compiling() and not onednn_disabled())
+
+
+def linear_candidates(device: torch.device | str, dtype: torch.dtype) -> tuple[str, ...]:
+    """The backends linear() can run for inputs of this device and dtype, F.linear last."""
+    onednn = (_ONEDNN is not None and torch.device(device).type == "cpu"
+              and dtype == torch.float32 and not onednn_disabled())
+    return (ONEDNN, F_LINEAR) if onednn else (F_LINEAR,)
+
+
+_backend = ONEDNN if _ONEDNN is not None else F_LINEAR  # where oneDNN is a candidate
+
+
+def use_linear_backend(name: str) -> None:
+    """Run linear() on `name` (ONEDNN or F_LINEAR) wherever oneDNN is a candidate; ValueError
+    for an unknown name, or ONEDNN where this build lacks it."""
+    global _backend
+    if name not in (ONEDNN, F_LINEAR):
+        raise ValueError(f"unknown linear backend {name!r}; valid: {ONEDNN}, {F_LINEAR}")
+    if name == ONEDNN and _ONEDNN is None:
+        raise ValueError("linear backend 'onednn': this torch build has no oneDNN")
+    _backend = name
+
+
+def linear_backend(device: torch.device | str = "cpu",
+                   dtype: torch.dtype = torch.float32) -> str:
+    """The backend linear() runs for inputs of this device and dtype."""
+    return _backend if _backend in linear_candidates(device, dtype) else F_LINEAR
+
+
+# Each backend's linear map, called directly (to time one against the other).
+LINEAR_IMPLS = {ONEDNN: _OneDNNLinear.apply, F_LINEAR: F.linear}
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
            ) -> torch.Tensor:  # (..., d_in) -> (..., d_out)
-    """F.linear(x, weight, bias), on oneDNN for CPU float32 (see the module docstring)."""
-    if uses_onednn(x) and weight.dtype == torch.float32:
+    """F.linear(x, weight, bias), on the chosen backend (see the module docstring)."""
+    if _backend == ONEDNN and weight.dtype == torch.float32 and uses_onednn(x):
         return _OneDNNLinear.apply(x, weight, bias)
     return F.linear(x, weight, bias)

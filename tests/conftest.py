@@ -8,6 +8,9 @@ import torch
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("MPLCONFIGDIR", tempfile.mkdtemp(prefix="tvr-mpl-"))
 os.environ.setdefault("MPLBACKEND", "Agg")
+# Kernel choices are measured once per test session, never read from or kept in $HOME.
+os.environ.setdefault("TVR_KERNEL_CACHE",
+                      os.path.join(tempfile.mkdtemp(prefix="tvr-kernels-"), "kernels.json"))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -369,7 +370,8 @@ def _with_corpus(point: Point, path: str) -> Point:
 Examples:
   tvr bench --quick             # the headline sizes only
   tvr bench --threads 1         # steadier on cores shared with other jobs
-  tvr bench --profile           # torch.profiler's per-op table instead of timing""")
+  tvr bench --profile           # torch.profiler's per-op table instead of timing
+  tvr bench --no-onednn         # as on a machine without oneDNN: F.linear, torch.mm peak""")
 @out_option
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
               show_default=True, help="auto = cuda when available, else cpu.")
@@ -389,8 +391,12 @@ Examples:
 @click.option("--profile", "profile_", is_flag=True,
               help="Instead of timing: torch.profiler's per-op table of our transformer layer "
                    "vs PyTorch's, written to <out>/bench/profile.md.")
+@click.option("--no-onednn", is_flag=True,
+              help="Remove oneDNN from the kernel candidates (linear maps and the peak "
+                   "matmul), as $TVR_DISABLE_ONEDNN=1 does: F.linear and torch.mm only.")
 def bench_cmd(out: str, device: str, dtype: str, tracking_uri: str | None, quick: bool,
-              tiny: bool, min_run_time: float, threads: int | None, profile_: bool) -> None:
+              tiny: bool, min_run_time: float, threads: int | None, profile_: bool,
+              no_onednn: bool) -> None:
     """Our transformer layer, LSTM and GRU against PyTorch's own layers (weights copied,
     outputs checked), forward+backward, timed interleaved; prints ratios, MFU and the
     harness-timer check, writes <out>/bench/results.csv and table.md."""
@@ -403,6 +409,10 @@ def bench_cmd(out: str, device: str, dtype: str, tracking_uri: str | None, quick
     out_dir = output_folder(out)
     uri = store_uri(out_dir, tracking_uri)
     grid = "tiny" if tiny else "quick" if quick else "full"
+    if no_onednn:  # read by models.kernels wherever it picks a kernel, in this process
+        from models.kernels import DISABLE_ONEDNN_ENV
+
+        os.environ[DISABLE_ONEDNN_ENV] = "1"
     if threads is not None:
         import torch
 

@@ -104,11 +104,30 @@ def _mfu_verdict(ok: pd.DataFrame, device_type: str) -> str | None:
     peak = float(layer["peak_flops_per_s"].iloc[0])
     line = (f"- MFU of the transformer layer (sdpa) at n = d = 512: {mfu:.2f} of a "
             f"measured {peak / 1e9:,.0f} GFLOP/s {layer['peak_dtype'].iloc[0]} matmul peak "
-            f"(the faster of torch.mm and oneDNN: {layer['peak_kernel'].iloc[0]})")
+            f"(the fastest of the matmul candidates: {layer['peak_kernel'].iloc[0]})")
     if device_type == "cpu":
         met = "met" if mfu >= MFU_TARGET_CPU else "MISSED"
         line += f" (CPU target >= {MFU_TARGET_CPU}: {met})"
     return line
+
+
+def kernel_lines(rows: pd.DataFrame) -> list[str]:
+    """Which kernel each measured swap point ran on (column linear_kernel: the linear maps
+    of attention and the FFN) and the timings that chose it (linear_kernel_ms), one line per
+    distinct choice in these rows."""
+    if "linear_kernel" not in rows:
+        return []
+    ms = rows["linear_kernel_ms"] if "linear_kernel_ms" in rows else pd.Series("", rows.index)
+    out = []
+    for kernel, timing in dict.fromkeys(zip(rows["linear_kernel"], ms, strict=True)):
+        if not _text(kernel):
+            continue
+        how = (f" (won, forward+backward ms at representative sizes: "
+               f"{_text(timing).replace(':', ' ').replace(';', ', ')})" if _text(timing)
+               else " (the only candidate)")
+        out.append(f"- kernel chosen by measurement on this machine: linear maps "
+                   f"(projections, FFN) -> {kernel}{how}")
+    return out
 
 
 def verdicts(rows: pd.DataFrame, device_type: str) -> list[str]:
@@ -131,7 +150,7 @@ def verdicts(rows: pd.DataFrame, device_type: str) -> list[str]:
                    f"{len(sel)} size(s), median {ratios.median():.3f}{verdict}; best-of "
                    f"ratio {best.min():.3f}..{best.max():.3f}")
     mfu = _mfu_verdict(ok, device_type)
-    return out + ([mfu] if mfu else [])
+    return out + kernel_lines(ok) + ([mfu] if mfu else [])
 
 
 def bench_markdown(rows: pd.DataFrame, facts: Mapping[str, Any], grid: str, dtype: str,
@@ -152,11 +171,12 @@ def bench_markdown(rows: pd.DataFrame, facts: Mapping[str, Any], grid: str, dtyp
 def profile_markdown(setup: Mapping[str, Any], tables: Mapping[str, pd.DataFrame]) -> str:
     """torch.profiler's per-op tables (one per attention backend, ops as the index) under a
     line saying what was profiled: `setup` has batch_size, seq_len, d_model, n_heads, dtype,
-    device (type) and threads."""
+    device (type), threads and (when chosen) linear_kernel."""
     s = setup
     parts = [f"torch.profiler, self time per op (ATen, oneDNN), ms per forward+backward "
              f"(train mode), B={s['batch_size']}, n={s['seq_len']}, d={s['d_model']}, "
-             f"h={s['n_heads']}, {s['dtype']}, {s['device']}, {s['threads']} threads."]
+             f"h={s['n_heads']}, {s['dtype']}, {s['device']}, {s['threads']} threads"
+             + (f", linear maps on {s['linear_kernel']}." if s.get("linear_kernel") else ".")]
     for backend, table in tables.items():
         parts.append(f"### ours ({backend}) vs nn.TransformerEncoderLayer\n\n"
                      + markdown_table(table.rename_axis("op").reset_index()))

@@ -175,11 +175,34 @@ def _has(rows: pd.DataFrame, cell: Callable) -> bool:
         return False
 
 
+# the bench comparisons the README quotes, and what it calls them
+BENCH_VARIANTS = (("transformer-layer/sdpa", "our transformer layer (sdpa)"),
+                  ("lstm/fused", "fused LSTM"), ("gru/fused", "fused GRU"))
+
+
 def bench(out: Path) -> str:
+    """The headline ratios of `tvr bench` (ours / PyTorch's time, median over sizes), each
+    with the machine, the linear kernel and the matmul peak it holds on: a ratio is a
+    property of one machine's kernels."""
     df = _rows(out, "bench")
-    ratio = (df["peak_mm_flops_per_s"] / df["peak_onednn_flops_per_s"]).dropna()
-    return (f"torch.mm reaches {fmt(ratio.median(), 2)}x oneDNN's matmul rate on "
-            f"{_machine(df)} (median over {len(ratio)} bench points).")
+    where = _machine(df)
+    parts = []
+    for variant, what in BENCH_VARIANTS:
+        sel = df[df["variant"] == variant] if "variant" in df else df.iloc[0:0]
+        if not sel.empty:
+            parts.append(f"{what} at {sel['ratio'].astype(float).median():.3f}x "
+                         f"PyTorch's time (median over {len(sel)} sizes)")
+    text = "On " + where + ": " + ("; ".join(parts) or "no comparison measured") + "."
+    kernels = df["linear_kernel"].dropna().unique() if "linear_kernel" in df else []
+    if len(kernels):
+        text += (f" Linear maps on {', '.join(map(str, kernels))} there (chosen by "
+                 "measurement).")
+    if {"peak_mm_flops_per_s", "peak_onednn_flops_per_s"} <= set(df):
+        ratio = (df["peak_mm_flops_per_s"] / df["peak_onednn_flops_per_s"]).dropna()
+        if len(ratio):
+            text += (f" torch.mm reaches {fmt(ratio.median(), 2)}x oneDNN's matmul rate "
+                     f"there (median over {len(ratio)} bench points).")
+    return text
 
 
 def parallel(out: Path) -> str:

@@ -25,6 +25,7 @@ import torch
 
 from experiments.spec import Point
 from harness.errors import BadInput
+from harness.measure.kernel_choice import use_measured_linear
 from harness.measure.machine import BUSY_SHARE, Occupancy, environment_report, usable_cpus
 from harness.results import (
     SERIES_FILE,
@@ -115,12 +116,16 @@ def run_point(point: Point, ctx: Context, max_memory: int | None
                 return Result(predicted, status="skipped", message=(
                     f"predicted {predicted['predicted_bytes']:,} bytes > "
                     f"--max-memory {max_memory:,}")), None
+        # the kernels this machine runs fastest, measured once per machine (not timed here);
+        # a compiled point's graphs take inductor's GEMMs whatever the eager choice
+        kernels = {"linear_kernel": "inductor"} if point.compile else \
+            use_measured_linear(ctx.device, getattr(torch, point.dtype))
         started = time.perf_counter()
         with Occupancy() as occupancy:
             result = RUNNERS[point.runner](point, ctx)
         # a time measured beside other work says little: the row says how busy it was
         busy = occupancy.values() if point.runner in TIMED_RUNNERS else {}
-        result.values = predicted | result.values | busy | {
+        result.values = predicted | result.values | busy | kernels | {
             "wall_s": time.perf_counter() - started}
         return result, None
     except Exception as exc:  # a failed point is a row, never a crashed sweep

@@ -26,6 +26,7 @@ from torch import nn
 
 import models
 from experiments.spec import Config, Point, TrainOptions
+from harness.measure.compare import peak_rate
 from harness.measure.flops import count_flops
 from harness.runner import Context, Result
 from harness.train.batch import Task
@@ -34,6 +35,7 @@ from harness.train.loop import (
     TrainResult,
     count_params,
     evaluate,
+    masked_loss,
     matched_config,
     param_count,
     train,
@@ -151,6 +153,32 @@ def flops_per_token(model: nn.Module, task: Task, device: torch.device) -> float
     return flops / batch.n_input_tokens
 
 
+def step_flops_per_token(model: nn.Module, task: Task, batch_size: int,
+                         device: torch.device) -> float:
+    """Counted FLOPs of one training step (forward, loss and backward of a training batch)
+    per input token, counted once with flop_counter; Adam's elementwise update counts 0 there,
+    as every MFU convention has it. The parameters' gradients are cleared afterwards."""
+    batch = task.train_batch(1, batch_size).to(device)
+    flops = count_flops(lambda: masked_loss(batch.logits(model), batch).backward())
+    model.zero_grad(set_to_none=True)
+    return flops / batch.n_input_tokens
+
+
+def throughput(flops_per_token: float, tokens_per_s: float | None, device: torch.device
+               ) -> dict[str, float]:
+    """Training tokens and counted FLOPs per second of update time, and the MFU: that FLOP
+    rate over this machine's peak matmul rate at the current thread count (measured once
+    per process, beside whatever else the machine runs). The column names are the
+    translation runner's."""
+    if not tokens_per_s:
+        return {}
+    peak = peak_rate(device, torch.get_num_threads())
+    rate = flops_per_token * tokens_per_s
+    return {"train_tokens_per_s": tokens_per_s, "train_flops_per_s": rate,
+            "train_flops_per_token": flops_per_token, "peak_flops_per_s": peak,
+            "mfu": rate / peak}
+
+
 def history_series(history: list[dict[str, Any]]) -> dict[str, list[tuple[int, float]]]:
     """The evaluation records as {metric: [(step, value), ...]}, skipping missing/non-finite."""
     series: dict[str, list[tuple[int, float]]] = {}
@@ -200,11 +228,13 @@ def run_train(point: Point, ctx: Context) -> Result:
     model = build_model(point, spec, device)
     with tiny_threads(model, device) as threads:
         flops = flops_per_token(model, spec.task, device)
+        step_flops = step_flops_per_token(model, spec.task, spec.train.batch_size, device)
         result = train(model, spec.task, spec.train, d_model=spec.model["d_model"])
-        metrics = result_metrics(result) | {"flops_fwd_per_token": flops,
-                                            "threads_used": threads,
-                                            # the row's d_model: the width trained (match)
-                                            "d_model": spec.model["d_model"]}
+        metrics = result_metrics(result)
+        metrics |= throughput(step_flops, metrics.get("tokens_per_s"), device)
+        metrics |= {"flops_fwd_per_token": flops, "threads_used": threads,
+                    # the row's d_model: the width trained (match)
+                    "d_model": spec.model["d_model"]}
         if result.status == "ok":
             metrics |= length_metrics(model, spec, device)
         unigram = getattr(spec.task, "unigram_bits_per_char", None)  # corpus tasks only

@@ -13,6 +13,16 @@ needs_onednn = pytest.mark.skipif(kernels._ONEDNN is None, reason="build without
 TOL = dict(atol=1e-5, rtol=1e-5)
 
 
+@pytest.fixture(autouse=True)
+def _backend_restored():
+    """Each test starts on the import-time default (a sweep in an earlier test may have
+    set the measured one) and leaves the backend as it found it."""
+    saved = kernels._backend
+    kernels.use_linear_backend(kernels.ONEDNN if kernels._ONEDNN else kernels.F_LINEAR)
+    yield
+    kernels._backend = saved
+
+
 def _ops(fn) -> set[str]:
     with OpRecorder() as rec:
         fn()
@@ -30,9 +40,11 @@ def _grads(fn, *tensors):
 
 
 @needs_onednn
+@pytest.mark.parametrize("backend", [kernels.ONEDNN, kernels.F_LINEAR])
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("layout", ["contiguous", "transposed-input", "weight-rows"])
-def test_linear_matches_f_linear_with_gradients(bias, layout):
+def test_linear_matches_f_linear_with_gradients(backend, bias, layout):
+    kernels.use_linear_backend(backend)
     x = torch.randn(4, 37, 64, requires_grad=True)
     w = torch.randn(3 * 96, 64, requires_grad=True)
     b = torch.randn(3 * 96, requires_grad=True) if bias else None
@@ -96,3 +108,45 @@ def test_compiled_code_gets_f_linear():
     compiled = torch.compile(lambda x: linear(x, w, b), backend="aot_eager", fullgraph=True)
     x = torch.randn(2, 16)
     torch.testing.assert_close(compiled(x), F.linear(x, w, b), **TOL)
+
+
+@needs_onednn
+def test_the_backend_set_is_the_one_that_runs():
+    x, w, b = torch.randn(2, 16), torch.randn(8, 16), torch.randn(8)
+    kernels.use_linear_backend(kernels.F_LINEAR)
+    ops = _ops(lambda: linear(x, w, b))
+    assert "mkldnn._linear_pointwise" not in ops and "aten.addmm" in ops
+    assert kernels.linear_backend("cpu", torch.float32) == kernels.F_LINEAR
+    kernels.use_linear_backend(kernels.ONEDNN)
+    assert "mkldnn._linear_pointwise" in _ops(lambda: linear(x, w, b))
+    assert kernels.linear_backend("cpu", torch.float32) == kernels.ONEDNN
+    assert kernels.linear_backend("cpu", torch.float64) == kernels.F_LINEAR
+
+
+@needs_onednn
+def test_disabling_onednn_falls_back_to_f_linear(monkeypatch):
+    kernels.use_linear_backend(kernels.ONEDNN)
+    monkeypatch.setenv(kernels.DISABLE_ONEDNN_ENV, "1")
+    assert kernels.linear_candidates("cpu", torch.float32) == (kernels.F_LINEAR,)
+    assert kernels.linear_backend("cpu", torch.float32) == kernels.F_LINEAR
+    x = torch.randn(3, 16, requires_grad=True)
+    w = torch.randn(8, 16, requires_grad=True)
+    assert "mkldnn._linear_pointwise" not in _ops(lambda: linear(x, w))
+    out, grads = _grads(linear, x, w)
+    expected, expected_grads = _grads(F.linear, x, w)
+    torch.testing.assert_close(out, expected, **TOL)
+    for g, e in zip(grads, expected_grads, strict=True):
+        torch.testing.assert_close(g, e, **TOL)
+    monkeypatch.setenv(kernels.DISABLE_ONEDNN_ENV, "0")  # "0" disables nothing
+    assert kernels.linear_candidates("cpu", torch.float32) == (kernels.ONEDNN, kernels.F_LINEAR)
+
+
+def test_candidates_outside_cpu_float32_are_f_linear_only():
+    assert kernels.linear_candidates("cpu", torch.float64) == (kernels.F_LINEAR,)
+    assert kernels.linear_candidates("cpu", torch.bfloat16) == (kernels.F_LINEAR,)
+    assert kernels.linear_candidates("cuda", torch.float32) == (kernels.F_LINEAR,)
+
+
+def test_an_unknown_backend_is_refused():
+    with pytest.raises(ValueError, match="unknown linear backend"):
+        kernels.use_linear_backend("mkl")

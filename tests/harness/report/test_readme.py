@@ -44,3 +44,26 @@ def test_blocks_of_missing_results_name_the_suite_to_run(tmp_path):
 def test_an_unknown_block_is_bad_input(tmp_path):
     with pytest.raises(BadInput, match="unknown"):
         rewrite("<!-- begin generated: nope -->\n<!-- end generated: nope -->\n", tmp_path)
+
+
+def test_bench_block_names_the_machine_each_ratio_holds_on(monkeypatch):
+    import pandas as pd
+
+    from harness.report import readme
+
+    rows = pd.DataFrame([
+        {"variant": v, "ratio": r, "machine": "box-1", "device_name": "Some CPU", "threads": 1,
+         "linear_kernel": "F.linear", "peak_mm_flops_per_s": 9e10,
+         "peak_onednn_flops_per_s": 6e10}
+        for v, r in (("transformer-layer/sdpa", 0.8), ("transformer-layer/sdpa", 1.0),
+                     ("lstm/fused", 1.01), ("transformer-layer/math", 2.0))])
+    monkeypatch.setattr(readme, "_rows", lambda out, suite: rows)
+    text = readme.bench(Path("unused"))
+    assert text.startswith("On machine `box-1` (Some CPU, 1 thread): our transformer layer "
+                           "(sdpa) at 0.900x PyTorch's time (median over 2 sizes); fused LSTM "
+                           "at 1.010x PyTorch's time (median over 1 sizes).")
+    assert "Linear maps on F.linear there" in text and "1.5x oneDNN's matmul rate" in text
+    old = rows.drop(columns=["linear_kernel", "peak_onednn_flops_per_s"])
+    monkeypatch.setattr(readme, "_rows", lambda out, suite: old)
+    assert "Linear maps" not in readme.bench(Path("unused"))
+    assert "oneDNN" not in readme.bench(Path("unused"))

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from harness.errors import BadInput
-from harness.report.bench import MFU_TARGET_CPU, bench_markdown, verdicts
+from harness.report.bench import MFU_TARGET_CPU, bench_markdown, kernel_lines, verdicts
 from harness.report.markdown import markdown_table
 from harness.report.tables import _crossing, complexity_table, crossover_table, render
 
@@ -131,3 +131,17 @@ def test_bench_markdown_has_the_header_a_line_per_row_and_the_verdicts():
     assert text.endswith(verdicts(_bench_rows(), "cpu")[-1] + "\n")
     empty = bench_markdown(_bench_rows().iloc[:0], facts, "tiny", "float32", "cpu")
     assert "(no comparisons)" in empty
+
+
+def test_bench_names_the_linear_kernel_that_won_and_its_timings():
+    rows = _bench_rows().assign(linear_kernel="F.linear",
+                                linear_kernel_ms="onednn:3.1;F.linear:2.4")
+    lines = kernel_lines(rows)
+    assert lines == ["- kernel chosen by measurement on this machine: linear maps (projections, "
+                     "FFN) -> F.linear (won, forward+backward ms at representative sizes: "
+                     "onednn 3.1, F.linear 2.4)"]
+    cpu = verdicts(rows, "cpu")
+    assert lines[0] in cpu and cpu[-1].startswith("- MFU")  # the MFU line stays last
+    alone = kernel_lines(_bench_rows().assign(linear_kernel="F.linear"))
+    assert alone[0].endswith("-> F.linear (the only candidate)")
+    assert kernel_lines(_bench_rows()) == []  # rows from before kernels were chosen

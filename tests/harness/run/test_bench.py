@@ -194,9 +194,26 @@ def test_bench_command_writes_one_row_per_comparison_with_ratios(tmp_path):
         assert row["ratio_best"] == pytest.approx(min(ours) / min(ref), rel=1e-3)
     assert (df["ratio"] > 0).all() and (df["ours_ms"] > 0).all() and (df["ref_ms"] > 0).all()
     assert set(df["kernel"]) >= {"sdpa-flash", "math", "onednn-rnn", "aten-loop"}
+    # the linear maps ran on the backend measured faster here, named in every row
+    assert set(df["linear_kernel"]) <= set(kernels.linear_candidates("cpu", torch.float32))
+    assert df["linear_kernel"].nunique() == 1
+    assert "kernel chosen by measurement on this machine: linear maps" in result.output
     assert "| transformer-layer/sdpa" in result.output
     assert "- fused LSTM vs nn.LSTM: ratio" in result.output
     assert (tmp_path / "bench" / "table.md").read_text() in result.output
+
+
+def test_bench_without_onednn_falls_back_to_f_linear_and_torch_mm(tmp_path, monkeypatch):
+    monkeypatch.setenv(kernels.DISABLE_ONEDNN_ENV, "0")  # restored after the command sets it
+    result = tvr("bench", "--tiny", "--no-onednn", "--out", str(tmp_path), "--threads", "1",
+                 *FAST)
+    assert result.exit_code == 0, result.output
+    df = read_results(results_path(tmp_path, "bench"))
+    assert (df["status"] == "ok").all()
+    assert set(df["linear_kernel"]) == {kernels.F_LINEAR}
+    assert set(df["peak_kernel"].dropna()) == {"mm"}
+    assert "peak_onednn_flops_per_s" not in df or df["peak_onednn_flops_per_s"].isna().all()
+    assert "linear maps (projections, FFN) -> F.linear (the only candidate)" in result.output
 
 
 def test_bench_rejects_quick_with_tiny_and_cuda_without_device(tmp_path):
@@ -227,6 +244,7 @@ def test_run_dtype_bfloat16_on_cpu_measures_a_smoke_point(tmp_path, monkeypatch)
     assert row["status"] == "ok", row["message"]
     assert row["dtype"] == "bfloat16" and "bfloat16" in row["point_id"]
     assert row["fwdbwd_ms"] > 0 and row["float32_matmul_precision"] == "highest"
+    assert row["linear_kernel"] == kernels.F_LINEAR  # oneDNN is a candidate in float32 only
 
 
 def test_run_rejects_unknown_dtype(tmp_path):
@@ -253,6 +271,7 @@ def test_run_compile_times_the_compiled_layer(tmp_path, monkeypatch, device):
     row = read_results(results_path(tmp_path, "smoke-compiled")).iloc[0]
     assert row["status"] == "ok", row["message"]
     assert row["compile_s"] > 0 and row["fwdbwd_ms"] > 0
+    assert row["linear_kernel"] == "inductor"
 
 
 def test_bench_profile_tables_ops_of_ours_and_pytorchs_layer(tmp_path):
@@ -265,7 +284,9 @@ def test_bench_profile_tables_ops_of_ours_and_pytorchs_layer(tmp_path):
     assert "total (all ops)" in text
     # the GEMMs show up whichever library ran them (oneDNN for ours on CPU fp32)
     assert "aten::addmm" in text or "aten::mm" in text
-    assert "mkldnn::_linear_pointwise" in text or kernels._ONEDNN is None
+    # the profile runs the linear backend the bench would (measured here)
+    onednn = kernels.linear_backend("cpu", torch.float32) == kernels.ONEDNN
+    assert ("mkldnn::_linear_pointwise" in text) == onednn
     assert not (tmp_path / "bench" / "results.csv").exists()  # profiling times nothing
 
 

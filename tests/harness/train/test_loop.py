@@ -267,3 +267,32 @@ def test_matched_keeps_heads_divisible_and_fails_loudly() -> None:
     assert cfg["d_model"] % base["n_heads"] == 0
     with pytest.raises(ValueError, match="cannot match 10 parameters"):
         matched_config("lstm-lm", 10, base)
+
+
+def test_the_optimizer_is_the_fused_or_foreach_adam() -> None:
+    opt, _ = make_optimizer(nn.Linear(4, 4), TrainConfig())
+    group = opt.param_groups[0]
+    assert group.get("fused") or group.get("foreach")
+
+
+def test_an_update_syncs_once_and_skips_scaling_without_a_clip(monkeypatch) -> None:
+    from harness.train import loop
+
+    task = make_task("copy", 4, 8, "lm", 0)
+    model = tiny_lm(task.vocab_size)
+    opt, sched = make_optimizer(model, TrainConfig())
+    params = list(model.parameters())
+    scaled = []
+    monkeypatch.setattr(nn.utils, "clip_grads_with_norm_",
+                        lambda *a, **k: scaled.append(a))
+    items = []
+    real_item = torch.Tensor.item
+    monkeypatch.setattr(torch.Tensor, "item", lambda t: items.append(1) or real_item(t))
+    batch = task.train_batch(1, 8)
+    loss, grad = loop._update(model, batch, opt, sched, params, None)
+    assert not scaled and not items  # no .item(): one .tolist() for both numbers
+    expected = torch.linalg.vector_norm(
+        torch.stack([torch.linalg.vector_norm(p.grad) for p in params if p.grad is not None]))
+    assert grad == pytest.approx(expected.item(), rel=1e-5) and math.isfinite(loss)
+    loop._update(model, batch, opt, sched, params, 1.0)
+    assert len(scaled) == 1

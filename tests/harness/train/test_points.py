@@ -27,6 +27,7 @@ from harness.train.probes import (
     run_grad_distance,
 )
 from harness.train.tasks import make_task
+from models import kernels
 
 CPU = Context(torch.device("cpu"), 0.1)
 TINY = dict(n_layers=1, n_heads=2, d_ff=32, dropout=0.0)
@@ -119,6 +120,9 @@ def test_diverged_row_and_curves_through_the_sweep(tmp_path) -> None:
     assert bad["status"] == "diverged" and bad["diverged_at"] >= 1
     assert f"step {int(bad['diverged_at'])}" in bad["message"]
     assert "bogus" in df.loc[points[2].point_id, "message"]
+    ok = df.loc[points[1].point_id]  # the sweep names the linear kernel the training ran
+    assert ok["linear_kernel"] in kernels.linear_candidates("cpu", torch.float32)
+    assert ok["mfu"] > 0 and ok["train_flops_per_s"] > 0
     client = MlflowClient(uri)
     run = client.search_runs([client.get_experiment_by_name("t").experiment_id],
                              f"tags.point_id = '{points[1].point_id}'")[0]
@@ -244,3 +248,55 @@ def test_quick_studies_pair_five_seeds() -> None:
         arm = dataclasses.replace(p, seed=0).point_id
         arms.setdefault(arm, set()).add(p.seed)
     assert arms and all(seeds == set(range(5)) for seeds in arms.values()), arms
+
+
+def test_train_rows_carry_throughput_flops_and_mfu(monkeypatch) -> None:
+    from harness.train import points
+
+    monkeypatch.setattr(points, "peak_rate", lambda device, threads: 1e12)  # no timing here
+    point = tiny_point()
+    m = run_train(point, CPU).values
+    spec = train_spec(point)
+    model = points.build_model(point, spec, torch.device("cpu"))
+    # one step's counted FLOPs, counted again by hand: forward + backward of a batch
+    batch = spec.task.train_batch(1, spec.train.batch_size)
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from harness.measure.flops import FLOP_FORMULAS  # CPU flash attention counts too
+
+    with FlopCounterMode(display=False, custom_mapping=FLOP_FORMULAS) as counter:
+        points.masked_loss(batch.logits(model), batch).backward()
+    per_token = counter.get_total_flops() / batch.n_input_tokens
+    assert m["train_flops_per_token"] == pytest.approx(per_token)
+    assert m["train_flops_per_token"] > 2 * m["flops_fwd_per_token"]  # backward ~ 2x forward
+    assert m["train_tokens_per_s"] == m["tokens_per_s"] > 0
+    assert m["train_flops_per_s"] == pytest.approx(per_token * m["tokens_per_s"])
+    assert m["peak_flops_per_s"] == 1e12
+    assert m["mfu"] == pytest.approx(m["train_flops_per_s"] / 1e12)
+
+
+def test_step_flops_leave_no_gradients_behind() -> None:
+    from harness.train import points
+
+    point = tiny_point()
+    spec = train_spec(point)
+    model = points.build_model(point, spec, torch.device("cpu"))
+    assert points.step_flops_per_token(model, spec.task, 8, torch.device("cpu")) > 0
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_throughput_measures_the_peak_once_per_thread_count(monkeypatch) -> None:
+    from harness.measure import compare
+    from harness.train import points
+
+    calls = []
+    monkeypatch.setattr(compare, "timer_ms", lambda fn, t: calls.append(1) or 1.0)
+    compare.peak_rate.cache_clear()
+    monkeypatch.setattr(points, "peak_rate", compare.peak_rate)
+    first = points.throughput(100.0, 10.0, torch.device("cpu"))
+    n = len(calls)
+    second = points.throughput(100.0, 20.0, torch.device("cpu"))
+    assert len(calls) == n > 0 and first["peak_flops_per_s"] == second["peak_flops_per_s"]
+    assert second["mfu"] == pytest.approx(2 * first["mfu"])
+    assert points.throughput(100.0, None, torch.device("cpu")) == {}
+    compare.peak_rate.cache_clear()
