@@ -11,7 +11,6 @@ greedy-decoded and scored, which gives the dev BLEU curve against steps, FLOPs a
 
 from __future__ import annotations
 
-import inspect
 import math
 import time
 from collections.abc import Callable
@@ -24,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from harness.measure.flops import count_flops
+from harness.train.loop import fast_adam
 from harness.train.translation import checkpoint
 from harness.train.translation.data import PairBatch, TrainStream
 
@@ -104,7 +104,7 @@ class _Run:
         self.lr_at = schedule(plan.peak_lr, warmup)
         self.model, self.plan = model, plan
         self.opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9,
-                                    **_fast_adam())
+                                    **fast_adam())
         self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda i: self.lr_at(i + 1))
         self.log, self.shape_flops = TrainLog(), {}
         self.running, self.n_running, self.since_best = 0.0, 0, 0
@@ -130,13 +130,6 @@ class _Run:
     def save(self) -> None:
         if self.plan.checkpoint is not None:
             checkpoint.save(self.plan.checkpoint, self.state())
-
-
-def _fast_adam() -> dict[str, bool]:
-    """Adam's fused (one kernel for every parameter) implementation where this torch has
-    it for the CPU too, else the multi-tensor (foreach) one: the same update, fewer calls."""
-    return {"fused": True} if "fused" in inspect.signature(torch.optim.Adam).parameters \
-        else {"foreach": True}
 
 
 def train(model: nn.Module, stream: TrainStream, plan: Plan, device: torch.device, seed: int,
