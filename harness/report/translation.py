@@ -169,11 +169,18 @@ def bleu_curves(out_dir: Path, suite: str) -> plt.Figure:
     axes[0].set_ylabel("dev BLEU (greedy)")
     axes[1].legend(fontsize=8, loc="lower right")
     done = df[df["status"].eq("ok") & df["model"].isin(BASELINES)] if "model" in df else df
-    _test_panel(axes[2], rows, done, models, colors)
+    if "test_bleu" in rows and rows["test_bleu"].notna().any():
+        _test_panel(axes[2], rows, done, models, colors)
+    else:  # a recipe sweep scores dev only
+        axes[2].text(0.5, 0.5, "not scored on the test set\n(dev only: a recipe sweep)",
+                     ha="center", va="center", transform=axes[2].transAxes)
+        axes[2].set_axis_off()
     n = int(seeds.max())
     fig.suptitle("Table 2: dev BLEU (greedy) against training cost, line = mean over seeds"
                  + (f", band = lowest to highest of {n} seeds" if n > 1 else ", one seed")
-                 + f"; test set {int(rows['test_sentences'].iloc[0])} verses", fontsize=10)
+                 + (f"; test set {int(rows['test_sentences'].iloc[0])} verses"
+                    if "test_sentences" in rows and rows["test_sentences"].notna().any()
+                    else ""), fontsize=10)
     fig.tight_layout()
     return fig
 
