@@ -195,7 +195,8 @@ def suite_section(out_dir: Path, name: str, prefix: str = "") -> tuple[list[str]
         return [f"## Suite `{name}`", "", f"No rows yet: `tvr run {name}` measures them.",
                 ""], []
     counts = ", ".join(f"{n} {s}" for s, n in df["status"].value_counts().items())
-    parts = [f"## Suite `{prefix}{name}`", "", f"{len(df)} points ({counts}). {_machine(df, every)}.", ""]
+    parts = [f"## Suite `{prefix}{name}`", "",
+             f"{len(df)} points ({counts}). {_machine(df, every)}.", ""]
     for applies, section in SECTIONS:
         if applies(name, df):
             try:

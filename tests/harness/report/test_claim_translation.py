@@ -11,8 +11,6 @@ from sacrebleu.metrics import BLEU, CHRF
 
 from harness.report import claim_translation
 from harness.report.claim_translation import CLAIMS, SUITES
-
-SUITE = SUITES[-1]  # the demo suite: the reference (SUITES[0]) takes over once it has models
 from harness.report.claims import (
     CONTRADICTS,
     INCONCLUSIVE,
@@ -23,6 +21,8 @@ from harness.report.claims import (
 )
 from harness.results import write_lines
 from tests.harness.report.claim_frames import write_suite
+
+SUITE = SUITES[-1]  # the demo suite: the reference (SUITES[0]) takes over once it has models
 
 REFS = [f"and the lord spake unto moses number {i} saying go thou" for i in range(40)]
 
