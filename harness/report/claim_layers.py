@@ -272,7 +272,8 @@ def _fixed_tokens_gpu(rows: pd.DataFrame, rule: str) -> Evidence:
     for dtype, one in rows.groupby(rows["dtype"].astype(str)):
         lstm, attn = one[one["mixer"] == "lstm"], one[one["mixer"] == "self-attention"]
         k = loglog_fit(lstm["seq_len"], lstm["us_per_token"])
-        n = int(min(lstm["seq_len"].max(), attn["seq_len"].max())) if len(attn) else 0
+        shared = set(lstm["seq_len"]) & set(attn["seq_len"])
+        n = int(max(shared)) if shared else 0
         if k is None or not n:
             raise Missing("fixed-tokens-gpu --device cuda", f"{dtype}: fewer than 4 LSTM "
                           "points or no attention point at a shared n")

@@ -54,7 +54,8 @@ def layer_section(out_dir: Path, suite: str, df: pd.DataFrame, tag: str = "") ->
     dtypes = sorted(df["dtype"].astype(str).unique()) if "dtype" in df else []
     if len(dtypes) > 1:
         return [line for dtype in dtypes for line in
-                [f"#### {dtype}", ""] + layer_section(out_dir, suite, df[df["dtype"] == dtype],
+                [f"#### {dtype}", ""] + layer_section(out_dir, suite,
+                                                      df[df["dtype"].astype(str) == dtype],
                                                       f"-{dtype}")]
     if "fit" in df and (df["fit"] == "fixed-tokens").all():  # one sweep over n: B = tokens / n
         df = df.assign(fit="")
@@ -192,7 +193,7 @@ def suite_section(out_dir: Path, name: str, prefix: str = "") -> tuple[list[str]
     df = load_results(out_dir, [name])
     every = load_results(out_dir, [name], machine="all")
     if df.empty:  # a results file with its header only (a sweep stopped before any row)
-        return [f"## Suite `{name}`", "", f"No rows yet: `tvr run {name}` measures them.",
+        return [f"## Suite `{prefix}{name}`", "", f"No rows yet: `tvr run {name}` measures them.",
                 ""], []
     counts = ", ".join(f"{n} {s}" for s, n in df["status"].value_counts().items())
     parts = [f"## Suite `{prefix}{name}`", "",

@@ -138,7 +138,7 @@ def bleu_curves(out_dir: Path, suite: str) -> plt.Figure:
     series = series[series["point_id"].isin(rows["point_id"])]
     wide = series.pivot_table(index=["point_id", "step"], columns="metric",
                               values="value").reset_index()
-    if not {"dev_bleu_greedy", "train_flops"} <= set(wide.columns):
+    if not {"dev_bleu_greedy", "train_flops", "train_s"} <= set(wide.columns):
         raise BadInput(f"suite {suite!r} has no dev BLEU curves")
     wide = wide.merge(rows[["point_id", "model", "seed"]], on="point_id")
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2),

@@ -177,7 +177,8 @@ class RayExecutor:
             lines = [x.strip() for x in str(e).splitlines() if x.strip()] or [type(e).__name__]
             # Ray Client's "Initialization failure from server:" says why below (a traceback's
             # last line)
-            first = f"{lines[0]} {lines[-1]}" if lines[0].endswith(":") else lines[0]
+            first = (f"{lines[0]} {lines[-1]}" if lines[0].endswith(":") and len(lines) > 1
+                     else lines[0])
             raise BadInput(f"--ray-address {address or '(local)'}: cannot join the cluster "
                            f"({first})") from None
         self._remote = ray.remote(max_retries=0)(_measure)
