@@ -13,10 +13,14 @@ from click.testing import CliRunner
 import experiments
 from harness.cli import cli
 from harness.errors import BadInput
+from harness.report import ablations as ablations_figures
 from harness.report import curves
 from harness.report import figures as plots
 from harness.report.study_tables import study_tables
 from harness.results import read_results, read_series, results_path
+
+# the convergence studies' figures (the rematch suites' figures need their own studies)
+CONVERGENCE_FIGURES = {**curves.FIGURES, **ablations_figures.FIGURES}
 
 SUITE = "convergence-smoke"
 
@@ -47,7 +51,7 @@ def test_every_point_ok_with_curves(smoke_out):
 def test_plot_all_draws_every_study_figure(smoke_out):
     result = tvr("plot", "all", "--suite", SUITE, "--out", str(smoke_out))
     assert result.exit_code == 0, result.output
-    for name in plots.STUDY_FIGURES:
+    for name in CONVERGENCE_FIGURES:
         png = smoke_out / SUITE / f"{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     assert "crossover" not in result.output  # layer figures do not apply to training rows
@@ -76,7 +80,7 @@ def test_figures_read_stored_results_only(smoke_out, monkeypatch):
     point = next(p for p in experiments.points(SUITE) if p.point_id in trained)
     with pytest.raises(AssertionError, match="retrained"):  # the patches do cut training off
         ablations.run_train(point, Context(torch.device("cpu"), 0.1))
-    for name in plots.STUDY_FIGURES:
+    for name in CONVERGENCE_FIGURES:
         fig = plots.FIGURES[name].draw(smoke_out, SUITE)
         assert any(ax.has_data() for ax in fig.axes), name
         plt.close(fig)
