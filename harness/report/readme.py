@@ -48,7 +48,7 @@ def _machine(df: pd.DataFrame) -> str:
 def run_times(out: Path) -> str:
     parts = []
     for suite in ("quick", "table1", "convergence-quick", "identities", "parallel",
-                  "translation-quick"):
+                  "translation-quick", "rematch-quick"):
         try:
             df = _rows(out, suite)
         except BadInput as exc:
