@@ -265,6 +265,8 @@ def headline_of(out_dir: Path, name: str) -> tuple[dict[str, float], dict[str, s
 
     try:
         return headline(out_dir, name)
+    except BadInput:  # a damaged results file is the user's one line and exit 2
+        raise
     except Exception as e:  # noqa: BLE001 -- said on stderr; `tvr report` shows it again
         click.echo(f"warning: the headline numbers of {name} were not logged to MLflow: "
                    f"{type(e).__name__}: {e}".splitlines()[0], err=True)

@@ -25,8 +25,11 @@ def test_broken_plugin_is_one_warning_and_help_reads_no_plugin(tmp_path):
     assert shown.returncode == 0 and shown.stderr == ""  # nothing loaded to show help
     listed = tvr("suites")
     assert listed.returncode == 0 and "smoke" in listed.stdout
-    (line,) = listed.stderr.strip().splitlines()
-    assert "'broken-suite'" in line and "broken_pkg" in line and "no_such_module_xyz" in line
+    # one warning line per broken entry point that listing needed (declaring some suites'
+    # points looks mixers up, so the broken mixer may be read too), never a traceback
+    lines = listed.stderr.strip().splitlines()
+    assert 1 <= len(lines) <= 2 and any("'broken-suite'" in line for line in lines)
+    assert all("broken_pkg" in line and "no_such_module_xyz" in line for line in lines)
 
 
 def test_plugin_module_with_a_knob_that_has_no_default(tmp_path):

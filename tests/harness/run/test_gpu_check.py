@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "gpu-check"
-STEPS = ("environment", "gpu tests", "bench", "complexity", "figures")
+# the dry run measures one layer suite (smoke) in place of both GPU suites: no "complexity"
+STEPS = ("environment", "gpu tests", "bench", "fixed tokens", "figures")
 
 
 def test_gpu_check_dry_run_runs_every_step_and_writes_results(tmp_path):
