@@ -146,28 +146,7 @@ def bleu_curves(out_dir: Path, suite: str) -> plt.Figure:
     models = list(dict.fromkeys(rows["model"]))
     colors = dict(zip(models, plt.get_cmap("tab10").colors, strict=False))
     seeds = rows.groupby("model")["seed"].nunique()
-    for model, curves in wide.groupby("model", sort=False):
-        g = curves.groupby("step")
-        band = g["dev_bleu_greedy"].agg(["mean", "min", "max", "count"]).reset_index()
-        band = band[band["count"] == band["count"].max()]  # steps every seed reached
-        x = {"flops": g["train_flops"].mean().loc[band["step"]].to_numpy(),
-             "s": g["train_s"].mean().loc[band["step"]].to_numpy()}
-        label = f"{model} ({seeds[model]} seed{'s' if seeds[model] > 1 else ''})"
-        for ax, key in zip(axes[:2], ("flops", "s"), strict=True):
-            ax.plot(x[key], band["mean"], marker="o", ms=3, label=label, color=colors[model])
-            if seeds[model] > 1:
-                ax.fill_between(x[key], band["min"], band["max"], alpha=0.2,
-                                color=colors[model], lw=0)
-    from_retrieval = rows.get("target_from", pd.Series(dtype=str)).eq("retrieval")
-    if from_retrieval.any():  # every point's target: the same verses, the same baseline
-        target = pd.to_numeric(rows.loc[from_retrieval, "target_bleu"], errors="coerce").mean()
-        for ax in axes[:2]:
-            ax.axhline(target, color="grey", ls="--", lw=1,
-                       label="retrieval baseline, same dev verses")
-    axes[0].set_xlabel("training FLOPs (forward + backward, counted)")
-    axes[1].set_xlabel("training seconds (updates only, measured)")
-    axes[0].set_ylabel("dev BLEU (greedy)")
-    axes[1].legend(fontsize=8, loc="lower right")
+    _cost_panels(axes[:2], wide, rows, seeds, colors)
     done = df[df["status"].eq("ok") & df["model"].isin(BASELINES)] if "model" in df else df
     if "test_bleu" in rows and rows["test_bleu"].notna().any():
         _test_panel(axes[2], rows, done, models, colors)
@@ -183,6 +162,34 @@ def bleu_curves(out_dir: Path, suite: str) -> plt.Figure:
                     else ""), fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def _cost_panels(axes, wide: pd.DataFrame, rows: pd.DataFrame, seeds: pd.Series,
+                 colors: dict) -> None:
+    """Dev BLEU against FLOPs (axes[0]) and seconds (axes[1]): per model the mean over seeds
+    and a lowest-to-highest band, and the retrieval target where the rows have it."""
+    for model, curves in wide.groupby("model", sort=False):
+        g = curves.groupby("step")
+        band = g["dev_bleu_greedy"].agg(["mean", "min", "max", "count"]).reset_index()
+        band = band[band["count"] == band["count"].max()]  # steps every seed reached
+        x = {"flops": g["train_flops"].mean().loc[band["step"]].to_numpy(),
+             "s": g["train_s"].mean().loc[band["step"]].to_numpy()}
+        label = f"{model} ({seeds[model]} seed{'s' if seeds[model] > 1 else ''})"
+        for ax, key in zip(axes, ("flops", "s"), strict=True):
+            ax.plot(x[key], band["mean"], marker="o", ms=3, label=label, color=colors[model])
+            if seeds[model] > 1:
+                ax.fill_between(x[key], band["min"], band["max"], alpha=0.2,
+                                color=colors[model], lw=0)
+    from_retrieval = rows.get("target_from", pd.Series(dtype=str)).eq("retrieval")
+    if from_retrieval.any():  # every point's target: the same verses, the same baseline
+        target = pd.to_numeric(rows.loc[from_retrieval, "target_bleu"], errors="coerce").mean()
+        for ax in axes:
+            ax.axhline(target, color="grey", ls="--", lw=1,
+                       label="retrieval baseline, same dev verses")
+    axes[0].set_xlabel("training FLOPs (forward + backward, counted)")
+    axes[1].set_xlabel("training seconds (updates only, measured)")
+    axes[0].set_ylabel("dev BLEU (greedy)")
+    axes[1].legend(fontsize=8, loc="lower right")
 
 
 def _test_panel(ax: plt.Axes, rows: pd.DataFrame, baselines: pd.DataFrame,
