@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import cli
-from harness.measure.machine import BUSY_SHARE, Occupancy, is_busy
+from harness.measure.machine import BUSY_SHARE, Occupancy, is_busy, usable_cpus
 from harness.report.machines import differences, machine_ratios
 from harness.results import read_results, results_path
 
@@ -34,17 +34,19 @@ def test_occupancy_records_load_and_cpu_share() -> None:
 
 
 @pytest.fixture
-def two_busy_loops():
-    """Two processes spinning, one per core of a 2-core machine: a timed point beside them
-    gets about two thirds of its core."""
-    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+def busy_loops():
+    """Processes spinning, two per usable CPU plus one: a one-thread timed point beside them
+    gets about a third of a core, far below BUSY_SHARE on any machine (one loop per core
+    gave 0.5-0.83 on a 2-core CI machine, which straddles the bound)."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+             for _ in range(2 * (usable_cpus() or 1) + 1)]
     yield
     for proc in procs:
         proc.kill()
         proc.wait()
 
 
-def test_a_sweep_under_load_flags_its_rows_busy_and_warns_once(tmp_path, two_busy_loops):
+def test_a_sweep_under_load_flags_its_rows_busy_and_warns_once(tmp_path, busy_loops):
     result = CliRunner().invoke(cli, ["run", "smoke", "--out", str(tmp_path), "--device",
                                       "cpu", "--tracking-uri", "none", "--min-run-time", "0.05"])
     assert result.exit_code == 0, result.output
