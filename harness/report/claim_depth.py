@@ -6,19 +6,10 @@ from __future__ import annotations
 
 from harness.report import claim_power as power
 from harness.report.claim_training import SUITE, study_rows, training_scale
-from harness.report.claims import (
-    CONTRADICTS,
-    NOT_MEASURED,
-    QUALIFIED,
-    SUPPORTS,
-    Claim,
-    Evidence,
-    Missing,
-    Stored,
-    scale_facts,
-)
+from harness.report.evidence import Claim, Evidence, Missing, Stored, scale_facts
 from harness.report.gates import Gate
 from harness.report.stats import spread
+from harness.report.verdicts import CONTRADICTS, NOT_MEASURED, QUALIFIED, SUPPORTS
 
 EXPLODED = 1.0  # log10 gradient ratio far over near: 10x larger counts as exploding
 GATED = ("lstm", "gru")  # recurrent cells with gates: the remedy for exploding gradients

@@ -10,16 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness.report.claims import (
-    CONTRADICTS,
-    QUALIFIED,
-    SUPPORTS,
-    Claim,
-    Evidence,
-    Missing,
-    Stored,
-)
+from harness.report.evidence import Claim, Evidence, Missing, Stored
 from harness.report.stats import fmt, loglog_fit, paired
+from harness.report.verdicts import CONTRADICTS, QUALIFIED, SUPPORTS
 
 INCONCLUSIVE = "inconclusive at this scale"
 LATER = "Later work, not the paper's"  # every claim here starts with it

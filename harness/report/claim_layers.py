@@ -10,20 +10,11 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.errors import BadInput
-from harness.report.claims import (
-    CONTRADICTS,
-    NOT_HERE,
-    QUALIFIED,
-    SUPPORTS,
-    Claim,
-    Evidence,
-    Missing,
-    Stored,
-    scale_facts,
-)
+from harness.report.evidence import Claim, Evidence, Missing, Stored, scale_facts
 from harness.report.parallel import projection_table, scaling_table
 from harness.report.stats import Fit, fmt, loglog_fit
 from harness.report.tables import crossover_table
+from harness.report.verdicts import CONTRADICTS, NOT_HERE, QUALIFIED, SUPPORTS
 
 EXP_TOL = 0.1  # a fitted exponent within this of the paper's integer matches it
 TIME_TOL = 0.3  # measured-time exponents: looser (a whole layer has lower-order terms)

@@ -16,19 +16,10 @@ from harness.report.claim_training import (
     study_rows,
     training_scale,
 )
-from harness.report.claims import (
-    CONTRADICTS,
-    IDENTITY,
-    QUALIFIED,
-    SUPPORTS,
-    Claim,
-    Evidence,
-    Missing,
-    Stored,
-    scale_facts,
-)
+from harness.report.evidence import Claim, Evidence, Missing, Stored, scale_facts
 from harness.report.gates import Gate
 from harness.report.stats import censored_text, spread
+from harness.report.verdicts import CONTRADICTS, IDENTITY, QUALIFIED, SUPPORTS
 
 MIN_TASKS = 2  # extrapolation from one task is an anecdote
 CHANCE_MARGIN = 2.0  # "above chance": accuracy more than twice 1/alphabet
@@ -72,17 +63,9 @@ def order_needs_positions(stored: Stored) -> Evidence:
         f"{CHANCE_MARGIN:g}x chance (a causal mask leaks order, so a causal model is not "
         "permutation-equivariant). Gates: 5 seeds, the better arm above chance, accuracies "
         "off the ceiling, tests agree",
-        training_scale(rows), (*_first_failed(gates), power.agree(comps)), _tests(comps),
+        training_scale(rows), (*power.one_per_name(gates), power.agree(comps)), _tests(comps),
         scale_facts(rows))
 
-
-def _first_failed(gates: list) -> tuple:
-    """One gate per name: the first that failed, else the first."""
-    out = {}
-    for g in gates:
-        if g.name not in out or (out[g.name].passed and not g.passed):
-            out[g.name] = g
-    return tuple(out.values())
 
 
 EXACT = 1e-9  # float64: a relative error below this is an identity holding exactly
@@ -162,7 +145,7 @@ def extrapolation(stored: Stored) -> Evidence:
         "at n; qualified if it is lower but beats learned and no encoding, separated by both "
         "exact tests over seeds; else contradicts. Gates: 5 seeds, the best arm above chance "
         f"at 2n, tests agree, at least {MIN_TASKS} tasks",
-        training_scale(rows), (*_first_failed(gates), power.agree(comps), breadth),
+        training_scale(rows), (*power.one_per_name(gates), power.agree(comps), breadth),
         _tests(comps), scale_facts(rows))
 
 
@@ -202,7 +185,7 @@ def learned_vs_sinusoidal(stored: Stored) -> Evidence:
         f"{NEAR_STEPS:.0%} (steps, relative) and no test separates them; contradicts if they "
         "differ by more and both exact tests over seeds separate them; else qualified. "
         "Gates: 5 seeds, off the ceiling, tests agree" + (" (steps used)" if steps_used else ""),
-        training_scale(rows), (*_first_failed(gates), power.agree(comps)), _tests(comps),
+        training_scale(rows), (*power.one_per_name(gates), power.agree(comps)), _tests(comps),
         scale_facts(rows))
 
 
@@ -242,7 +225,7 @@ def _warmup_gates(gains: list) -> tuple:
     gates = []
     for _, _, arms in gains:
         gates += [power.seeds(arms, SUITE), power.unigram(arms, "final_loss", need="best")]
-    return (*_first_failed(gates), power.agree([g for _, g, _ in gains]))
+    return (*power.one_per_name(gates), power.agree([g for _, g, _ in gains]))
 
 
 def post_ln_warmup(stored: Stored) -> Evidence:

@@ -107,3 +107,12 @@ def agree(comparisons: list[Comparison]) -> Gate:
     gates = [agree_gate(c.tests) for c in comparisons]
     bad = [g for g in gates if not g.passed]
     return bad[0] if bad else (gates[0] if gates else agree_gate([]))
+
+
+def one_per_name(gates: list[Gate]) -> tuple[Gate, ...]:
+    """One gate per name: the first that failed, else the first."""
+    out: dict[str, Gate] = {}
+    for g in gates:
+        if g.name not in out or (out[g.name].passed and not g.passed):
+            out[g.name] = g
+    return tuple(out.values())

@@ -10,27 +10,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from harness.report import gates
 from harness.report.claim_training import training_scale
 from harness.report.claim_translation import BASELINES, MIN_SEEDS, sentence_tests
-from harness.report.claims import (
-    CONTRADICTS,
-    QUALIFIED,
-    SUPPORTS,
-    Claim,
-    Evidence,
-    Missing,
-    Stored,
-    scale_facts,
-)
-from harness.report.gates import (
-    ALPHA,
-    Gate,
-    Test,
-    agree_gate,
-    baseline_gate,
-    seed_tests,
-    seeds_gate,
-)
+from harness.report.evidence import Claim, Evidence, Missing, Stored, scale_facts
+from harness.report.verdicts import CONTRADICTS, QUALIFIED, SUPPORTS
 from harness.results import read_lines
 
 SUITE = "translation-table3-quick"
@@ -46,12 +30,12 @@ class Versus:
     label: str
     ppl: float  # variation minus reference (lower is better)
     bleu: float  # variation minus reference (higher is better)
-    ppl_tests: tuple[Test, ...]
-    bleu_tests: tuple[Test, ...]
+    ppl_tests: tuple[gates.Test, ...]
+    bleu_tests: tuple[gates.Test, ...]
 
     def separated(self, which: str) -> bool:
         tests = self.ppl_tests if which == "ppl" else self.bleu_tests
-        return bool(tests) and all(t.p < ALPHA for t in tests)
+        return bool(tests) and all(t.p < gates.ALPHA for t in tests)
 
     def text(self) -> str:
         return (f"{self.label}: dev perplexity {self.ppl:+.3g}, dev BLEU {self.bleu:+.3g} "
@@ -84,11 +68,11 @@ def versus(stored: Stored, ref: pd.DataFrame, var: pd.DataFrame, label: str) -> 
     name, reference = label.split(" vs ")
     bleu_tests = sentence_tests(_hyps(stored, ref_c), _hyps(stored, var_c), refs, name,
                                 chrf=False, reference=reference)
-    ppl_tests: tuple[Test, ...] = ()
+    ppl_tests: tuple[gates.Test, ...] = ()
     if min(len(ref), len(var)) >= 2:
-        ppl_tests = seed_tests(ref["dev_ppl"], var["dev_ppl"], f"{label}, dev ppl per seed")
-        bleu_tests += seed_tests(ref["dev_bleu"], var["dev_bleu"],
-                                 f"{label}, dev BLEU per seed")
+        ppl_tests = gates.seed_tests(ref["dev_ppl"], var["dev_ppl"], f"{label}, dev ppl per seed")
+        bleu_tests += gates.seed_tests(ref["dev_bleu"], var["dev_bleu"],
+                                       f"{label}, dev BLEU per seed")
     return Versus(label, float(var["dev_ppl"].mean() - ref["dev_ppl"].mean()),
                   float(var["dev_bleu"].mean() - ref["dev_bleu"].mean()), ppl_tests,
                   tuple(bleu_tests))
@@ -105,17 +89,17 @@ def _gates(stored: Stored, arms: dict[str, pd.DataFrame], pairs: list[Versus]) -
     found = every[every["model"].isin(BASELINES)].drop_duplicates("model", keep="last")
     value = dict(zip(found["model"], pd.to_numeric(found["dev_bleu"]), strict=True))
     bleu = {a: float(g["dev_bleu"].mean()) for a, g in arms.items()}
-    return (baseline_gate(bleu, {b: value.get(b) for b in BASELINES}, "dev BLEU",
-                          f"`tvr run {SUITE}` with its {', '.join(BASELINES)} points"),
-            seeds_gate({a: int(g["seed"].nunique()) for a, g in arms.items()}, REMEDY,
-                       MIN_SEEDS),
+    return (gates.baseline_gate(bleu, {b: value.get(b) for b in BASELINES}, "dev BLEU",
+                                f"`tvr run {SUITE}` with its {', '.join(BASELINES)} points"),
+            gates.seeds_gate({a: int(g["seed"].nunique()) for a, g in arms.items()}, REMEDY,
+                             MIN_SEEDS),
             *_agree(pairs))
 
 
-def _agree(pairs: list[Versus]) -> tuple[Gate, ...]:
-    gates = [agree_gate(p.bleu_tests) for p in pairs]
-    bad = [g for g in gates if not g.passed]
-    return (bad[0],) if bad else tuple(gates[:1])
+def _agree(pairs: list[Versus]) -> tuple[gates.Gate, ...]:
+    agree = [gates.agree_gate(p.bleu_tests) for p in pairs]
+    bad = [g for g in agree if not g.passed]
+    return (bad[0],) if bad else tuple(agree[:1])
 
 
 def _split(stored: Stored, study: str, knobs: tuple[str, ...]) -> tuple:
@@ -152,8 +136,8 @@ def _worse(stored: Stored, study: str, knobs: tuple[str, ...], what: str,
         "perplexity)" for p in pairs)
     return _evidence(stored, every, pairs, verdict, direction,
                      f"supports if {what} has higher dev perplexity and lower dev BLEU, each "
-                     f"separated (every test p < {ALPHA:g}); contradicts if lower and higher, "
-                     "so separated; else qualified")
+                     f"separated (every test p < {gates.ALPHA:g}); contradicts if lower and "
+                     "higher, so separated; else qualified")
 
 
 def _evidence(stored: Stored, every: dict, pairs: list[Versus], verdict: str,

@@ -14,19 +14,10 @@ import pandas as pd
 from scipy import stats
 
 from harness.report import claim_power as power
-from harness.report.claims import (
-    CONTRADICTS,
-    IDENTITY,
-    QUALIFIED,
-    SUPPORTS,
-    Claim,
-    Evidence,
-    Missing,
-    Stored,
-    scale_facts,
-)
+from harness.report.evidence import Claim, Evidence, Missing, Stored, scale_facts
 from harness.report.gates import Test
 from harness.report.stats import censored_text, fmt, paired, spread
+from harness.report.verdicts import CONTRADICTS, IDENTITY, QUALIFIED, SUPPORTS
 
 SUITE = "convergence-quick"
 VAR_TOL = 0.10  # Var(q.k) / d_k within 10% of 1 matches the paper's identity
@@ -197,17 +188,9 @@ def scale_factor_training(stored: Stored) -> Evidence:
         "by both exact permutation tests over seeds (p < 0.05) at every d_k, contradicts if "
         "unscaled is so faster at the largest d_k, else qualified (mixed, or not separated). "
         "Gates: 5 seeds per arm, steps off their ceiling and floor, the two tests agree",
-        training_scale(rows), (*_worst(gates), power.agree([w for _, w in wins])),
+        training_scale(rows), (*power.one_per_name(gates), power.agree([w for _, w in wins])),
         tuple(t for _, w in wins for t in w.tests), scale_facts(rows))
 
-
-def _worst(gates: list) -> tuple:
-    """One gate per name: the first that failed, else the first."""
-    out = {}
-    for g in gates:
-        if g.name not in out or (out[g.name].passed and not g.passed):
-            out[g.name] = g
-    return tuple(out.values())
 
 
 def heads_cost(stored: Stored) -> Evidence:

@@ -14,16 +14,7 @@ from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
 
 from harness.report.claim_training import training_scale
-from harness.report.claims import (
-    CONTRADICTS,
-    QUALIFIED,
-    SUPPORTS,
-    Claim,
-    Evidence,
-    Missing,
-    Stored,
-    scale_facts,
-)
+from harness.report.evidence import Claim, Evidence, Missing, Stored, scale_facts
 from harness.report.gates import (
     ALPHA,
     Gate,
@@ -34,6 +25,7 @@ from harness.report.gates import (
     seeds_gate,
 )
 from harness.report.translation import BASELINES
+from harness.report.verdicts import CONTRADICTS, QUALIFIED, SUPPORTS
 from harness.results import read_lines
 
 SUITES = ("translation-cpu", "translation-quick")  # the CPU reference first, then the demo

@@ -1,7 +1,7 @@
 """The claims ledger: every claim of the paper beside what the stored results say about it.
 
-One row per claim (CLAIMS, in claim_layers.py and claim_training.py): the claim, the study and
-points that test it, the measured numbers with their uncertainty, a verdict, the rule that
+One row per claim (each claim_*.py module's CLAIMS; the types in evidence.py): the claim, the
+study and points that test it, the measured numbers with their uncertainty, a verdict, the rule that
 chose the verdict (code with its thresholds stated in the row), the figure, and the scale
 (parameters, steps, device) the verdict holds at. Everything is read from stored results;
 a claim whose results are missing says which suite to run.
@@ -10,132 +10,34 @@ a claim whose results are missing says which suite to run.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
 
 from harness.errors import BadInput
-from harness.report.gates import Gate, Test, as_records, failed
+from harness.report import (
+    claim_depth,
+    claim_later,
+    claim_layers,
+    claim_positions,
+    claim_table3,
+    claim_training,
+    claim_translation,
+)
+from harness.report.evidence import (
+    SCALE_FIELDS,
+    Claim,
+    Evidence,
+    Missing,
+    Stored,
+    gated,
+    not_measured,
+)
+from harness.report.gates import Gate, Test, as_records
 from harness.report.markdown import markdown_table
-from harness.results import RESULTS_FILE, load_results
+from harness.report.verdicts import EMPIRICAL, NOT_MEASURED, VERDICTS
 
-SUPPORTS = "supports"
-QUALIFIED = "supports with a qualification"
-CONTRADICTS = "contradicts"
-INCONCLUSIVE = "inconclusive at this scale"
-NOT_HERE = "not measured on this hardware"
-NOT_MEASURED = "not measured"
-VERDICTS = (SUPPORTS, QUALIFIED, CONTRADICTS, INCONCLUSIVE, NOT_HERE, NOT_MEASURED)
-DECISIVE = (SUPPORTS, QUALIFIED, CONTRADICTS)  # verdicts that take a side: they need the gates
-EMPIRICAL = "empirical"  # a claim about how models behave, judged from measurements
-IDENTITY = "identity check"  # a check that a mathematical identity holds in the code
-SCALE_FIELDS = ("params", "steps", "tokens", "seeds", "eval_size", "device")
-GPU_DIR = "gpu"  # <out>/gpu: results measured on a GPU (scripts/gpu-check writes them)
 FORMATS = ("markdown", "csv", "json")
-
-
-class Missing(Exception):
-    """The results a claim needs are absent: `suite` names the command that makes them."""
-
-    def __init__(self, suite: str, what: str) -> None:
-        super().__init__(what)
-        self.suite, self.what = suite, what
-
-
-def not_measured(suite: str, out_dir: Path = Path("results")) -> str:
-    out = "" if Path(out_dir) == Path("results") else f" --out {out_dir}"
-    return f"not measured: run `tvr run {suite}{out}`"
-
-
-@dataclass(frozen=True)
-class Evidence:
-    points: str  # the study and points that test the claim
-    measured: str  # the numbers, with their uncertainty
-    verdict: str  # one of VERDICTS, or not_measured(suite)
-    rule: str  # the rule that chose the verdict, thresholds included
-    scale: str = ""  # parameters, steps, device
-    gates: tuple[Gate, ...] = ()  # power gates a decisive verdict needs (harness.report.gates)
-    tests: tuple[Test, ...] = ()  # the significance tests behind the verdict
-    facts: dict = field(default_factory=dict)  # SCALE_FIELDS, as numbers where they are
-    kind: str = EMPIRICAL  # EMPIRICAL or IDENTITY: counted apart in the ledger's tally
-    ungated: str = ""  # the verdict the rule's thresholds chose before a gate failed
-
-
-def gated(evidence: Evidence) -> Evidence:
-    """A decisive verdict with a failed gate becomes INCONCLUSIVE (the rule's own verdict
-    kept in `ungated`, the failed gates named in `measured`'s tail by the renderer)."""
-    if evidence.verdict in DECISIVE and failed(evidence.gates):
-        return replace(evidence, verdict=INCONCLUSIVE, ungated=evidence.verdict)
-    return evidence
-
-
-def scale_facts(rows: pd.DataFrame, eval_size: object = "") -> dict:
-    """Parameters, training steps and tokens, seeds, evaluation size and device of the rows
-    a verdict rests on (ranges as "lo..hi"; "" where the rows do not say)."""
-    def span(column: str) -> str:
-        if column not in rows or not pd.to_numeric(rows[column], errors="coerce").notna().any():
-            return ""
-        values = pd.to_numeric(rows[column], errors="coerce").dropna()
-        lo, hi = int(values.min()), int(values.max())
-        return str(lo) if lo == hi else f"{lo}..{hi}"
-
-    tokens = ""
-    if {"steps", "batch_size", "seq_len"} <= set(rows) and "train_pairs" not in rows:
-        per_step = pd.to_numeric(rows["batch_size"]) * pd.to_numeric(rows["seq_len"])
-        total = (pd.to_numeric(rows["steps"], errors="coerce") * per_step).dropna()
-        tokens = "" if total.empty or total.max() <= 0 else (
-            str(int(total.max())) if total.min() == total.max()
-            else f"{int(total.min())}..{int(total.max())}")
-    devices = sorted({f"{r.get('device', '?')} ({r.get('device_name', '?')})"
-                      for _, r in rows.iterrows()})
-    return {"params": span("n_params"), "steps": span("steps"), "tokens": tokens,
-            "seeds": int(rows["seed"].nunique()) if "seed" in rows else "",
-            "eval_size": eval_size, "device": ", ".join(devices)}
-
-
-@dataclass(frozen=True)
-class Claim:
-    key: str
-    claim: str  # what the paper says, briefly
-    suite: str  # the suite whose results test it
-    figure: str  # the figure showing it, relative to the results folder ("" if none)
-    judge: Callable[[Stored], Evidence]
-
-
-class Stored:
-    """The results under one folder, loaded once per suite; each suite from one machine."""
-
-    def __init__(self, out_dir: Path) -> None:
-        self.out_dir = Path(out_dir)
-        self._cache: dict[str, pd.DataFrame] = {}
-
-    def rows(self, suite: str, **where: object) -> pd.DataFrame:
-        """The suite's finished rows (ok or diverged) matching `where`; Missing if none."""
-        if suite not in self._cache:
-            if not (self.out_dir / suite / RESULTS_FILE).exists():
-                raise Missing(suite, f"no results for suite {suite}")
-            df = load_results(self.out_dir, [suite])
-            self._cache[suite] = df[df["status"].isin(["ok", "diverged"])]
-        df = self._cache[suite]
-        for column, value in where.items():
-            if column not in df:
-                raise Missing(suite, f"suite {suite} has no {column} column")
-            df = df[df[column].astype(str) == str(value)]
-        if df.empty:
-            what = ", ".join(f"{k}={v}" for k, v in where.items()) or "finished"
-            raise Missing(suite, f"suite {suite} has no {what} rows")
-        return df
-
-    def gpu(self) -> pd.DataFrame | None:
-        """Every finished cuda row under <out>/gpu, or None when no GPU has been measured."""
-        gpu_dir = self.out_dir / GPU_DIR
-        if not list(gpu_dir.glob(f"*/{RESULTS_FILE}")):
-            return None
-        df = load_results(gpu_dir)
-        df = df[(df["status"] == "ok") & (df["device"].astype(str) == "cuda")]
-        return df if len(df) else None
 
 
 def judge(claim: Claim, stored: Stored) -> Evidence:
@@ -152,17 +54,7 @@ def judge(claim: Claim, stored: Stored) -> Evidence:
 
 
 def all_claims() -> list[Claim]:
-    """Every claim, in the ledger's order (imported here: the claim modules import this one)."""
-    from harness.report import (
-        claim_depth,
-        claim_later,
-        claim_layers,
-        claim_positions,
-        claim_table3,
-        claim_training,
-        claim_translation,
-    )
-
+    """Every claim, in the ledger's order."""
     # later work's claims come after the paper's
     return [*claim_layers.CLAIMS, *claim_training.CLAIMS, *claim_depth.CLAIMS,
             *claim_positions.CLAIMS, *claim_translation.CLAIMS, *claim_table3.CLAIMS,

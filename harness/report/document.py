@@ -14,8 +14,9 @@ import pandas as pd
 from harness.errors import BadInput
 from harness.report import figures as plots
 from harness.report import tables
-from harness.report.claims import GPU_DIR, ledger
+from harness.report.claims import ledger
 from harness.report.claims import render as render_claims
+from harness.report.evidence import GPU_DIR
 from harness.report.study_tables import STUDY_RUNNERS, study_tables
 from harness.report.table1 import is_table1, table1
 from harness.report.translation import RUNNERS as TRANSLATION_RUNNERS

@@ -4,15 +4,9 @@ import pandas as pd
 import pytest
 
 from harness.report import claim_layers as rules
-from harness.report.claims import (
-    CONTRADICTS,
-    NOT_HERE,
-    QUALIFIED,
-    SUPPORTS,
-    Claim,
-    Stored,
-    judge,
-)
+from harness.report.claims import judge
+from harness.report.evidence import Claim, Stored
+from harness.report.verdicts import CONTRADICTS, NOT_HERE, QUALIFIED, SUPPORTS
 from tests.harness.report.claim_frames import (
     CLOSED_FORM,
     fixed_token_rows,

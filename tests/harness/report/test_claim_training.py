@@ -7,15 +7,8 @@ import pytest
 from harness.report import claim_depth as depth
 from harness.report import claim_positions as pos
 from harness.report import claim_training as rules
-from harness.report.claims import (
-    CONTRADICTS,
-    IDENTITY,
-    INCONCLUSIVE,
-    QUALIFIED,
-    SUPPORTS,
-    Stored,
-    gated,
-)
+from harness.report.evidence import Stored, gated
+from harness.report.verdicts import CONTRADICTS, IDENTITY, INCONCLUSIVE, QUALIFIED, SUPPORTS
 from tests.harness.report.claim_frames import (
     attn_init_rows,
     ffn_rows,

@@ -11,14 +11,9 @@ from sacrebleu.metrics import BLEU, CHRF
 
 from harness.report import claim_translation
 from harness.report.claim_translation import CLAIMS, SUITES
-from harness.report.claims import (
-    CONTRADICTS,
-    INCONCLUSIVE,
-    QUALIFIED,
-    SUPPORTS,
-    Stored,
-    judge,
-)
+from harness.report.claims import judge
+from harness.report.evidence import Stored
+from harness.report.verdicts import CONTRADICTS, INCONCLUSIVE, QUALIFIED, SUPPORTS
 from harness.results import write_lines
 from tests.harness.report.claim_frames import write_suite
 

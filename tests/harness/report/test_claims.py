@@ -9,18 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import cli
-from harness.report.claims import (
-    CONTRADICTS,
-    DECISIVE,
-    INCONCLUSIVE,
-    SCALE_FIELDS,
-    VERDICTS,
-    all_claims,
-    counts,
-    ledger,
-    render,
-)
+from harness.report.claims import all_claims, counts, ledger, render
+from harness.report.evidence import SCALE_FIELDS
 from harness.report.stats import censored, loglog_fit, paired, spread, t_interval
+from harness.report.verdicts import CONTRADICTS, DECISIVE, INCONCLUSIVE, VERDICTS
 from tests.harness.report.claim_frames import table1_rows, write_suite
 
 COMMITTED = Path(__file__).resolve().parents[3] / "results"

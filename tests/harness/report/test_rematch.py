@@ -9,10 +9,12 @@ import pytest
 import experiments
 from experiments.rematch import MQAR_MIXERS, THROUGHPUT
 from harness.report import claim_later as rules
-from harness.report.claims import CONTRADICTS, QUALIFIED, SUPPORTS, Stored, all_claims
+from harness.report.claims import all_claims
 from harness.report.document import write_report
+from harness.report.evidence import Stored
 from harness.report.readme import render_block
 from harness.report.rematch import speedup_table, state_floats, throughput_table
+from harness.report.verdicts import CONTRADICTS, QUALIFIED, SUPPORTS
 from tests.harness.report.claim_frames import write_suite
 
 NS = (64, 512, 4096)
