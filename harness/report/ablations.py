@@ -2,7 +2,7 @@
 scale, Post-LN vs Pre-LN with warm-up, and gradient reach over distance.
 
 Like harness.report.curves (whose data helpers these use), each figure reads a suite's stored
-results and curves and never retrains; FIGURES maps figure name -> (function, runner, study).
+results and curves and never retrains; harness.report.studies names them.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from harness.report.claim_training import (
 )
 from harness.report.curves import (
     SEED,
-    Draw,
     band,
     by_length,
     curves_of,
@@ -314,16 +313,3 @@ def grad_distance(out_dir: Path, suite: str) -> plt.Figure:
     g.set_axis_labels("distance k back from the scored position", "log10 ||dL_t / dx_(t-k)||")
     return titled(g.figure, "Gradient reaching an input k steps back "
                   f"({pts['task_label'].iloc[0]}, parameter-matched)", pts)
-
-
-# name -> (draw, the runner whose rows it reads, the study it reads)
-FIGURES: dict[str, tuple[Draw, str, str]] = {
-    "scaling-curves": (scaling_curves, "train", "scaling-factor"),
-    "qk-variance": (qk_variance, "attn-init", "scaling-factor"),
-    "heads": (heads, "train", "heads"),
-    "ffn-width": (ffn_width, "train", "ffn-width"),
-    "positional": (positional, "train", "positional"),
-    "norm-warmup": (norm_warmup, "train", "norm-warmup"),
-    "layer-grad-norms": (layer_grad_norms, "layer-grads", "norm-warmup"),
-    "grad-distance": (grad_distance, "grad-distance", "gradient-distance"),
-}

@@ -1,9 +1,8 @@
 """Figures of the convergence study, and the helpers every study figure reads its data with.
 
 Each figure reads a suite's stored results (and series.csv for curves) and never retrains. A
-point's `study` column names its study and `runner` what measured it; FIGURES maps figure name
--> (function, runner, study), which harness.report.figures registers beside the ablation
-figures of harness.report.ablations. Each title states seeds and scale (caption()).
+point's `study` column names its study and `runner` what measured it; harness.report.studies
+names each figure with its study and runner. Each title states seeds and scale (caption()).
 Intervals are the mean's 95% t-interval over 5 or more seeds (the ledger's interval,
 harness.report.stats.t_interval), the range of the seeds below that (band()).
 """
@@ -11,7 +10,6 @@ harness.report.stats.t_interval), the range of the seeds below that (band()).
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -263,14 +261,3 @@ def accuracy_vs_length(out_dir: Path, suite: str) -> plt.Figure:
     g.set_axis_labels("evaluation length", "held-out token accuracy")
     return titled(g.figure, "Length generalisation: trained at n, evaluated at 2n and 4n",
                   long)
-
-
-# name -> (draw, the runner whose rows it reads, the study it reads)
-FIGURES: dict[str, tuple[Draw, str, str]] = {
-    "convergence-accuracy": (partial(convergence_curves, metric="accuracy"), "train",
-                             "convergence"),
-    "convergence-loss": (partial(convergence_curves, metric="loss"), "train", "convergence"),
-    "steps-to-target": (steps_to_target, "train", "convergence"),
-    "accuracy-vs-distance": (accuracy_vs_distance, "train", "convergence"),
-    "accuracy-vs-length": (accuracy_vs_length, "train", "convergence"),
-}

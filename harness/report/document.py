@@ -17,7 +17,7 @@ from harness.report import tables
 from harness.report.claims import ledger
 from harness.report.claims import render as render_claims
 from harness.report.evidence import GPU_DIR
-from harness.report.study_tables import STUDY_RUNNERS, study_tables
+from harness.report.studies import TABLE_RUNNERS, study_tables
 from harness.report.table1 import is_table1, table1
 from harness.report.translation import RUNNERS as TRANSLATION_RUNNERS
 from harness.report.translation import recipes, table2, table3
@@ -98,9 +98,9 @@ def study_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
     lines = ["Means over seeds (each configuration's seed count is in `seeds`); "
              "`steps_to_target` lists each seed, \"> N\" for one that never reached the "
              "target within its N steps; `reached` counts those that did.", ""]
-    for spec, table in study_tables(df):
+    for study, spec, table in study_tables(df):
         lines += [f"### {spec.title}", "",
-                  _save_table(out_dir, suite, f"{spec.study}-{spec.runner}", table)]
+                  _save_table(out_dir, suite, f"{study.name}-{spec.runner}", table)]
     return lines
 
 
@@ -184,7 +184,7 @@ SECTIONS: list[tuple[Callable[[str, pd.DataFrame], bool], Callable[..., list[str
     (lambda suite, df: (df["runner"] == "threads").any(), parallel_section),
     (lambda suite, df: (df["runner"] == "identities").any(), identities_section),
     (lambda suite, df: (df["runner"] == "fwdbwd").any(), rematch_section),
-    (lambda suite, df: df["runner"].isin(STUDY_RUNNERS).any(), study_section),
+    (lambda suite, df: df["runner"].isin(TABLE_RUNNERS).any(), study_section),
 ]
 
 

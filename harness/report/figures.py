@@ -1,8 +1,8 @@
 """Every figure by name, and the layer figures: one seaborn function per figure; each reads
 stored results and returns the figure.
 
-FIGURES holds the layer sweep and Table 1 figures defined here beside the study figures of
-harness.report.curves and harness.report.ablations; `draw` writes them as PNG files.
+FIGURES holds the layer sweep and Table 1 figures defined here beside the figures each study
+declares (harness.report.studies); `draw` writes them as PNG files.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from harness.errors import BadInput  # noqa: E402
-from harness.report import ablations, curves, rematch, translation  # noqa: E402
+from harness.report import rematch, studies  # noqa: E402
 from harness.report.labels import title_above  # noqa: E402
 from harness.report.tables import crossover_table, sweep_frame  # noqa: E402
 from harness.results import load_results, write_atomic  # noqa: E402
@@ -243,8 +243,6 @@ def _layer(fn: Callable[[pd.DataFrame], plt.Figure]) -> Callable[[Path, str], pl
     return lambda out_dir, suite: fn(load_results(out_dir, [suite]))
 
 
-# name -> (draw, runner, study): the training studies' figures, then translation's
-STUDY_FIGURES = {**curves.FIGURES, **ablations.FIGURES, **rematch.FIGURES}
 FIGURES: dict[str, Figure] = {
     "crossover": Figure(_layer(crossover), "layer", fit="", study=""),
     "throughput": Figure(_layer(throughput), "layer", fit="", study=""),
@@ -253,9 +251,9 @@ FIGURES: dict[str, Figure] = {
     "memory": Figure(_layer(memory), "layer", fit="memory"),
     "fixed-tokens": Figure(_layer(fixed_tokens), "layer", fit="fixed-tokens"),
     **{name: Figure(fn, runner) for name, (fn, runner) in rematch.LAYER_FIGURES.items()},
-    # training and probe studies
-    **{name: Figure(fn, runner, study=study)
-       for name, (fn, runner, study) in {**STUDY_FIGURES, **translation.FIGURES}.items()},
+    # the studies' figures (harness.report.studies)
+    **{name: Figure(fn, runner, study=s.name)
+       for s in studies.STUDIES for name, (fn, runner) in s.figures.items()},
 }
 
 

@@ -19,7 +19,8 @@ from harness.report import tables
 from harness.report.claims import counts, ledger
 from harness.report.labels import labelled
 from harness.report.markdown import markdown_table
-from harness.report.stats import censored_text, fmt, spread
+from harness.report.stats import fmt
+from harness.report.studies import BY_NAME, STUDIES
 from harness.report.table1 import table1
 from harness.results import RESULTS_FILE, load_results, write_atomic
 
@@ -105,64 +106,16 @@ def _per_seed(frame: pd.DataFrame, by: list[str], cells: dict[str, Callable]) ->
     return pd.DataFrame(rows)
 
 
-def _pct(column: str) -> Callable:
-    return lambda g: spread(g[column] * 100, 3, "%")
-
-
-def _steps(g: pd.DataFrame) -> str:
-    if "target" not in g or g["target"].isna().all():  # trained for a loss, not a target
-        return ""
-    return censored_text(g["steps_to_target"], g["steps"])
-
-
-STUDIES: dict[str, tuple[str, list[str], dict[str, Callable]]] = {
-    # study -> (runner, one row per these columns, cells)
-    "convergence": ("train", ["task_label", "architecture"], {
-        "held-out accuracy": _pct("final_accuracy"), "steps to 99%": _steps,
-        "bits/char": lambda g: spread(g["final_bits_per_char"]),
-        "accuracy at 2n": _pct("accuracy_2n"),
-        "parameters": lambda g: fmt(g["n_params"].mean())}),
-    "scaling-factor": ("train", ["task_label", "d_model", "attn_scale"], {
-        "steps to 99%": _steps, "held-out accuracy": _pct("final_accuracy")}),
-    "heads": ("train", ["task_label", "n_heads"], {
-        "FLOPs/token": lambda g: fmt(g["flops_fwd_per_token"].mean()),
-        "tokens/s": lambda g: spread(g["tokens_per_s"]), "steps to 99%": _steps}),
-    "ffn-width": ("train", ["task_label", "d_ff"], {
-        "parameters": lambda g: fmt(g["n_params"].mean()),
-        "bits/char": lambda g: spread(g["final_bits_per_char"])}),
-    "positional": ("train", ["task_label", "pos_encoding"], {
-        "held-out accuracy": _pct("final_accuracy"), "steps to 99%": _steps,
-        "accuracy at 2n": _pct("accuracy_2n")}),
-    "norm-warmup": ("train", ["n_layers", "norm", "warmup"], {
-        "final loss (nats/char)": lambda g: spread(g["final_loss"])}),
-}
-INIT = {  # init-time probes: (study, runner) -> (by, cells)
-    ("scaling-factor", "attn-init"): (["d_k", "attn_scale"], {
-        "Var(q.k), unit q, k": lambda g: spread(g["qk_var_unit"]),
-        "Var(q.k), model's q, k": lambda g: spread(g["qk_var"]),
-        "attention entropy (nats)": lambda g: spread(g["attn_entropy"])}),
-    ("norm-warmup", "layer-grads"): (["n_layers", "norm"], {
-        "last/first layer gradient norm": lambda g: spread(g["grad_norm_last_over_first"])}),
-    ("gradient-distance", "grad-distance"): (["architecture"], {
-        "log10 ratio at init": lambda g: spread(g["grad_decay_init"]),
-        "log10 ratio trained": lambda g: spread(g["grad_decay_trained"])}),
-}
-
-
 def study(out: Path, name: str) -> str:
-    """The study's per-seed table(s), from suite convergence-quick."""
-    suite = "convergence-quick"
+    """The study's per-seed table(s) (harness.report.studies declares them)."""
+    spec = BY_NAME[name]
     parts = []
-    specs = [(name, runner, by, cells) for (s, runner), (by, cells) in INIT.items() if s == name]
-    if name in STUDIES:
-        runner, by, cells = STUDIES[name]
-        specs.insert(0, (name, runner, by, cells))
-    for _, runner, by, cells in specs:
-        rows = labelled(_rows(out, suite, study=name, runner=runner))
-        cells = {c: f for c, f in cells.items() if _has(rows, f)}
-        parts.append(markdown_table(_per_seed(rows, by, cells)))
-    first = labelled(_rows(out, suite, study=name))
-    return ("\n\n".join(parts) + f"\n\nFrom `results/{suite}` on {_machine(first)}; "
+    for table in spec.readme:
+        rows = labelled(_rows(out, spec.suite, study=name, runner=table.runner))
+        cells = {c: f for c, f in table.cells.items() if _has(rows, f)}
+        parts.append(markdown_table(_per_seed(rows, list(table.by), cells)))
+    first = labelled(_rows(out, spec.suite, study=name))
+    return ("\n\n".join(parts) + f"\n\nFrom `results/{spec.suite}` on {_machine(first)}; "
             "steps to 99% are at evaluation granularity, \"> N\" a run that never reached it "
             "within its N steps.\n")
 
@@ -355,8 +308,8 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "translation": translation, "translation-table3": translation_table3,
     "rematch-throughput": rematch_throughput, "rematch-mqar": rematch_mqar,
     "gpu-fixed-tokens": gpu_fixed_tokens,
-    **{f"study-{name}": (lambda out, name=name: study(out, name))
-       for name in [*STUDIES, "gradient-distance"]},
+    **{f"study-{s.name}": (lambda out, name=s.name: study(out, name))
+       for s in STUDIES if s.readme},
 }
 
 

@@ -157,5 +157,4 @@ def mqar_table(pts: pd.DataFrame) -> pd.DataFrame:
         columns={"count": "seeds"}).reset_index(drop=True)
 
 
-FIGURES = {"mqar-state": (mqar_state, "train", STUDY)}
 LAYER_FIGURES = {"scan-throughput": (throughput, "fwdbwd")}

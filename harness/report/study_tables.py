@@ -14,52 +14,21 @@ import pandas as pd
 from harness.report.labels import labelled
 from harness.report.stats import censored
 
-STUDY_RUNNERS = ("train", "attn-init", "layer-grads", "grad-distance")
-
 
 @dataclass(frozen=True)
 class StudyTable:
-    study: str  # the study (results column `study`)
+    """One summary table of a study (harness.report.studies declares them)."""
     runner: str  # what measured its rows (results column `runner`)
     title: str
     by: tuple[str, ...]  # one row per combination of these columns
     values: tuple[str, ...]  # metric columns, mean over seeds (absent ones are skipped)
 
 
-TABLES = (
-    StudyTable("convergence", "train", "Convergence: parameter-matched models per task",
-               ("task_label", "architecture"),
-               ("n_params", "steps_to_target", "final_accuracy", "final_bits_per_char",
-                "accuracy_2n", "accuracy_4n", "train_s")),
-    StudyTable("scaling-factor", "attn-init", "q.k statistics at initialisation",
-               ("d_k", "attn_scale"),
-               ("qk_var", "qk_var_normalised", "qk_var_unit", "attn_entropy",
-                "attn_entropy_max", "softmax_jacobian_norm")),
-    StudyTable("scaling-factor", "train", "Training with and without 1/sqrt(d_k)",
-               ("task_label", "d_model", "attn_scale"), ("steps_to_target", "final_accuracy")),
-    StudyTable("heads", "train", "Heads at fixed d_model", ("task_label", "n_heads"),
-               ("flops_fwd_per_token", "tokens_per_s", "steps_to_target", "final_accuracy")),
-    StudyTable("ffn-width", "train", "FFN width", ("task_label", "d_ff"),
-               ("n_params", "final_bits_per_char", "final_loss", "tokens_per_s")),
-    StudyTable("positional", "train", "Positional encodings", ("task_label", "pos_encoding"),
-               ("steps_to_target", "final_accuracy", "accuracy_2n", "accuracy_4n")),
-    StudyTable("norm-warmup", "layer-grads", "Per-layer gradient norm at initialisation",
-               ("n_layers", "norm"),
-               ("grad_norm_first", "grad_norm_last", "grad_norm_last_over_first")),
-    StudyTable("norm-warmup", "train", "Post-LN vs Pre-LN, warm-up", ("n_layers", "norm",
-                                                                      "warmup"),
-               ("final_loss", "final_bits_per_char", "diverged_at")),
-    StudyTable("gradient-distance", "grad-distance",
-               "log10 ||dL/dx_(t-k)|| at the farthest k over k = 1", ("architecture",),
-               ("n_params", "grad_decay_init", "grad_decay_trained", "final_bits_per_char")),
-)
-
-
-def study_table(df: pd.DataFrame, spec: StudyTable) -> pd.DataFrame:
-    """spec's summary of df's finished rows (empty frame if the study is absent)."""
+def study_table(df: pd.DataFrame, study: str, spec: StudyTable) -> pd.DataFrame:
+    """spec's summary of the study's finished rows in df (empty frame if it has none)."""
     if "study" not in df:
         return pd.DataFrame()
-    keep = (df["study"] == spec.study) & (df["runner"] == spec.runner)
+    keep = (df["study"] == study) & (df["runner"] == spec.runner)
     # the figures' labels (architecture, task_label), so tables and figures agree
     rows = labelled(df[keep & df["status"].isin(["ok", "diverged"])])
     if rows.empty:
@@ -85,8 +54,3 @@ def _censored_steps(rows: pd.DataFrame) -> str:
         return ""
     return ", ".join(censored(rows["steps_to_target"], rows["steps"]))
 
-
-def study_tables(df: pd.DataFrame) -> list[tuple[StudyTable, pd.DataFrame]]:
-    """Every table whose study is in df, in TABLES order."""
-    out = [(spec, study_table(df, spec)) for spec in TABLES]
-    return [(spec, table) for spec, table in out if not table.empty]

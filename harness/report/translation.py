@@ -214,7 +214,3 @@ def _test_panel(ax: plt.Axes, rows: pd.DataFrame, baselines: pd.DataFrame,
            title="what the verdict uses (dot: a seed; bar: mean)")
     if len(baselines):
         ax.legend(fontsize=7, title="baselines", title_fontsize=7, loc="upper right")
-
-
-# name -> (draw, the runner whose rows it reads, the study it reads)
-FIGURES = {"bleu-vs-cost": (bleu_curves, "translate", "table2")}

@@ -13,14 +13,14 @@ from click.testing import CliRunner
 import experiments
 from harness.cli import cli
 from harness.errors import BadInput
-from harness.report import ablations as ablations_figures
 from harness.report import curves
 from harness.report import figures as plots
-from harness.report.study_tables import study_tables
+from harness.report.studies import STUDIES, study_tables
 from harness.results import read_results, read_series, results_path
 
 # the convergence studies' figures (the rematch suites' figures need their own studies)
-CONVERGENCE_FIGURES = {**curves.FIGURES, **ablations_figures.FIGURES}
+CONVERGENCE_FIGURES = [name for s in STUDIES if s.suite == "convergence-quick" and s.tables
+                       for name in s.figures]
 
 SUITE = "convergence-smoke"
 
@@ -119,7 +119,7 @@ def test_report_has_a_table_per_study(smoke_out):
     assert result.exit_code == 0, result.output
     text = (smoke_out / "REPORT.md").read_text()
     df = read_results(results_path(smoke_out, SUITE))
-    titles = [spec.title for spec, _ in study_tables(df)]
+    titles = [spec.title for _, spec, _ in study_tables(df)]
     assert len(titles) == 9
     for title in titles:
         assert f"### {title}" in text
