@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 
 # Under results/: the quick complexity sweep and crossover, Table 1 measured, the quick
 # convergence and ablation studies, the paper's exact identities (seconds), each layer on
-# 1..all threads (parallel, seconds), Table 2 of translation in miniature, the rematch (later
+# 1..all threads (threads, seconds), Table 2 of translation in miniature, the rematch (later
 # work: scanned recurrences' throughput, MQAR against state size), then REPORT.md
 # with every table, figure and the claims ledger, and the README's generated blocks.
 # The training suites run one point per core (`--executor ray`, a Ray instance on this
@@ -25,7 +25,7 @@ run: $(STAMP)
 	$(BIN)/tvr run table1
 	$(BIN)/tvr run convergence-quick --executor ray
 	$(BIN)/tvr run identities
-	$(BIN)/tvr run parallel
+	$(BIN)/tvr run threads
 	$(BIN)/tvr run translation-quick --executor ray
 	$(BIN)/tvr run rematch-quick --executor ray
 	$(BIN)/tvr report

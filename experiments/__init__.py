@@ -12,9 +12,9 @@ from experiments import (
     convergence,
     gpu,
     identities,
-    parallel,
     rematch,
     table1,
+    threads,
     translation,
 )
 from experiments.spec import Point
@@ -25,7 +25,7 @@ SUITES: dict[str, Callable[[], list[Point]]] = {
     "quick": complexity.quick,
     "complexity": complexity.complexity,
     "table1": table1.table1,
-    "parallel": parallel.parallel,
+    "threads": threads.threads,
     "identities": identities.identities,
     "bench": bench.bench,
     "complexity-gpu": gpu.complexity_gpu,
@@ -52,6 +52,17 @@ SUITES: dict[str, Callable[[], list[Point]]] = {
     "rematch": rematch.rematch,
     "rematch-gpu-quick": rematch.rematch_gpu_quick,
 }
+
+
+RENAMED = {"parallel": "threads"}  # old suite name -> today's, still accepted by `tvr run`
+
+
+def current_name(name: str) -> str:
+    """Today's name of suite `name`; an old name costs one line on stderr."""
+    if name in RENAMED:
+        warn(f"suite {name!r} is now {RENAMED[name]!r}")
+        return RENAMED[name]
+    return name
 
 
 _CLASHES: set[tuple[str, str]] = set()  # (name, provider) already warned about

@@ -300,6 +300,7 @@ def _suite_points(suite: str | None, suite_file: str | None
     if suite is not None:
         import experiments
 
+        suite = experiments.current_name(suite)
         check_suite(suite)
         return suite, experiments.describe(suite), experiments.points(suite)
     from experiments.suitefile import load

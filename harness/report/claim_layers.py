@@ -11,9 +11,9 @@ import pandas as pd
 
 from harness.errors import BadInput
 from harness.report.evidence import Claim, Evidence, Missing, Stored, scale_facts
-from harness.report.parallel import projection_table, scaling_table
 from harness.report.stats import Fit, fmt, loglog_fit
 from harness.report.tables import crossover_table
+from harness.report.threads import projection_table, scaling_table
 from harness.report.verdicts import CONTRADICTS, NOT_HERE, QUALIFIED, SUPPORTS
 
 EXP_TOL = 0.1  # a fitted exponent within this of the paper's integer matches it
@@ -124,7 +124,7 @@ def parallel_hardware(stored: Stored) -> Evidence:
 
 def parallel_threads(stored: Stored) -> Evidence:
     """CPU threads: measured parallel efficiency at the longest n, and the projection."""
-    df = stored.rows("parallel")
+    df = stored.rows("threads")
     scaling, projection = scaling_table(df), projection_table(df)
     n = int(scaling["seq_len"].max())
     at = scaling[scaling["seq_len"] == n].set_index("mixer")
@@ -145,7 +145,7 @@ def parallel_threads(stored: Stored) -> Evidence:
                      f"{fmt(r['P_span'])} ({m}, depth {int(r['span_ops'])})"
                      for m, r in proj.iterrows()))
     return Evidence(
-        "parallel: each layer at 4096 tokens per batch on 1 thread up to every core; depth and "
+        "threads: each layer at 4096 tokens per batch on 1 thread up to every core; depth and "
         "time per dependent step measured at 1 thread", measured, verdict,
         f"not measured on this hardware if no layer speeds up by {MIN_SPEEDUP}x with more "
         f"threads (no idle core, e.g. a shared machine); else supports if attention's "
@@ -293,7 +293,7 @@ CLAIMS = [
           "within training examples (measured on parallel hardware: a GPU)", "table1",
           "table1/fixed-tokens.png", parallel_hardware),
     Claim("parallel-threads", "Recurrence precludes parallelization within training examples "
-          "(CPU threads, and a work-span projection to P = 10^5)", "parallel", "",
+          "(CPU threads, and a work-span projection to P = 10^5)", "threads", "",
           parallel_threads),
     Claim("path-length", "Maximum path length: O(1) for self-attention, O(n) for recurrence",
           "table1", "table1/path-length.png", path_length),

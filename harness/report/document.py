@@ -128,9 +128,9 @@ def translation_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str
     return lines
 
 
-def parallel_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
-    """Thread scaling and the work-span projection of suite `parallel`."""
-    from harness.report.parallel import projection_table, scaling_table
+def threads_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
+    """Thread scaling and the work-span projection of suite `threads`."""
+    from harness.report.threads import projection_table, scaling_table
 
     return ["### Speed-up over CPU threads (measured)", "",
             "Forward time at a fixed number of tokens per batch on 1 thread and on the most "
@@ -181,7 +181,7 @@ SECTIONS: list[tuple[Callable[[str, pd.DataFrame], bool], Callable[..., list[str
     (lambda suite, df: df["runner"].isin(TRANSLATION_RUNNERS).any(), translation_section),
     (lambda suite, df: is_table1(df), table1_section),
     (lambda suite, df: (df["runner"] == "layer").any(), layer_section),
-    (lambda suite, df: (df["runner"] == "threads").any(), parallel_section),
+    (lambda suite, df: (df["runner"] == "threads").any(), threads_section),
     (lambda suite, df: (df["runner"] == "identities").any(), identities_section),
     (lambda suite, df: (df["runner"] == "fwdbwd").any(), rematch_section),
     (lambda suite, df: df["runner"].isin(TABLE_RUNNERS).any(), study_section),

@@ -48,7 +48,7 @@ def _machine(df: pd.DataFrame) -> str:
 
 def run_times(out: Path) -> str:
     parts = []
-    for suite in ("quick", "table1", "convergence-quick", "identities", "parallel",
+    for suite in ("quick", "table1", "convergence-quick", "identities", "threads",
                   "translation-quick", "rematch-quick"):
         try:
             df = _rows(out, suite)
@@ -158,10 +158,10 @@ def bench(out: Path) -> str:
     return text
 
 
-def parallel(out: Path) -> str:
-    from harness.report.parallel import projection_table, scaling_table
+def threads(out: Path) -> str:
+    from harness.report.threads import projection_table, scaling_table
 
-    df = _rows(out, "parallel")
+    df = _rows(out, "threads")
     proj = projection_table(df)[["mixer", "seq_len", "span_ops", "ms_1_thread", "ms_P100",
                                  "ms_P10000", "P_span"]]
     return (f"Measured on {_machine(df)}, {len(df)} points:\n\n"
@@ -304,7 +304,7 @@ def claims(out: Path) -> str:
 
 BLOCKS: dict[str, Callable[[Path], str]] = {
     "run-times": run_times, "crossover": crossover, "table1": table1_block, "bench": bench,
-    "claims": claims, "parallel": parallel, "linear-attention": plugin_example,
+    "claims": claims, "threads": threads, "linear-attention": plugin_example,
     "translation": translation, "translation-table3": translation_table3,
     "rematch-throughput": rematch_throughput, "rematch-mqar": rematch_mqar,
     "gpu-fixed-tokens": gpu_fixed_tokens,

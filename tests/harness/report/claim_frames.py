@@ -192,7 +192,7 @@ def norm_rows(loss: dict[tuple[str, int, int], tuple], unigram: float | None = 4
     return rows
 
 
-def parallel_rows(speedup: dict[str, float]) -> list[dict]:
+def thread_rows(speedup: dict[str, float]) -> list[dict]:
     """Thread-scaling rows: 1 and 2 threads at n = 64 and 1024, time / speedup[mixer] at 2."""
     rows = []
     for mixer, gain in speedup.items():

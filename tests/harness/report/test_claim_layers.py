@@ -11,9 +11,9 @@ from tests.harness.report.claim_frames import (
     CLOSED_FORM,
     fixed_token_rows,
     gpu_rows,
-    parallel_rows,
     quick_rows,
     table1_rows,
+    thread_rows,
     write_suite,
 )
 
@@ -114,16 +114,16 @@ def test_a_fit_of_fewer_than_four_points_gives_no_verdict(tmp_path):
     ({"self-attention": 0.5, "lstm": 0.1, "gru": 0.1}, NOT_HERE),  # no idle core
 ])
 def test_parallel_threads(tmp_path, gains, verdict):
-    write_suite(tmp_path, "parallel", parallel_rows(gains))
+    write_suite(tmp_path, "threads", thread_rows(gains))
     evidence = rules.parallel_threads(Stored(tmp_path))
     assert evidence.verdict == verdict
     assert "projection" in evidence.measured
 
 
 def test_projection_is_brents_bound(tmp_path):
-    from harness.report.parallel import projection_table
+    from harness.report.threads import projection_table
 
-    frame = pd.DataFrame(parallel_rows({"self-attention": 1.0, "lstm": 1.0})).assign(
+    frame = pd.DataFrame(thread_rows({"self-attention": 1.0, "lstm": 1.0})).assign(
         status="ok")
     proj = projection_table(frame).set_index(["mixer", "seq_len"])
     lstm = proj.loc[("lstm", 1024)]

@@ -1,6 +1,7 @@
-"""Parallel hardware without a GPU: each layer's time at a fixed token count on 1 thread up to
-every core of this machine, for parallel efficiency over n, with what a work-span projection
-needs (counted FLOPs, sequential depth, time per dependent step) measured at 1 thread.
+"""Suite `threads`, parallel hardware without a GPU: each layer's time at a fixed token count
+on 1 thread up to every core of this machine, for parallel efficiency over n, with what a
+work-span projection needs (counted FLOPs, sequential depth, time per dependent step)
+measured at 1 thread.
 
 The thread counts are this machine's (powers of two up to os.cpu_count()), so each machine
 measures its own scaling.
@@ -24,16 +25,16 @@ def thread_counts(cores: int | None = None) -> list[int]:
     return sorted({*counts, cores})
 
 
-def parallel_points(suite: str, ns: tuple[int, ...], cores: int | None = None) -> list[Point]:
+def thread_points(suite: str, ns: tuple[int, ...], cores: int | None = None) -> list[Point]:
     heads = {"self-attention": {"n_heads": 4}}
     return [Point(suite, "threads", mixer, n, D_MODEL, TOKENS // n,
                   config=config(heads.get(mixer, {})), options=ThreadOptions(t))
             for mixer in MIXERS for n in ns for t in thread_counts(cores)]
 
 
-def parallel() -> list[Point]:
+def threads() -> list[Point]:
     """Self-attention, LSTM and GRU at 4096 tokens per batch, d = 128, n = 64, 256, 1024, on
     1 thread up to every core: parallel efficiency and a work-span projection (under a
     minute on 2 idle cores; minutes when other jobs hold the cores)."""
-    return parallel_points("parallel", (64, 256, 1024))
+    return thread_points("threads", (64, 256, 1024))
 

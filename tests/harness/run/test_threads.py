@@ -2,7 +2,7 @@
 
 import torch
 
-from experiments.parallel import parallel_points, thread_counts
+from experiments.threads import thread_counts, thread_points
 from harness.run.runners import run_threads
 from harness.runner import Context
 
@@ -14,7 +14,7 @@ def test_thread_counts_reach_every_core():
 
 def test_runner_restores_threads_and_measures_the_span():
     before = torch.get_num_threads()
-    points = [p for p in parallel_points("t", (16,), cores=2) if p.subject == "lstm"]
+    points = [p for p in thread_points("t", (16,), cores=2) if p.subject == "lstm"]
     ctx = Context(torch.device("cpu"), min_run_time=0.01)
     one, two = (run_threads(p, ctx).values for p in points)
     assert torch.get_num_threads() == before

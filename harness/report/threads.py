@@ -1,4 +1,4 @@
-"""Parallel hardware without a GPU, from suite `parallel`: measured speed-up over CPU threads
+"""Parallel hardware without a GPU, from suite `threads`: measured speed-up over CPU threads
 and a work-span projection (Brent's bound) for P = 1 .. 10^5 processors.
 
 The projection is arithmetic on measurements, not a measurement: with T1 the measured
@@ -21,7 +21,7 @@ PROCESSORS = (1, 10, 100, 1_000, 10_000, 100_000)
 def _rows(df: pd.DataFrame) -> pd.DataFrame:
     ok = df[(df["status"] == "ok") & (df["runner"] == "threads")].copy()
     if ok.empty:
-        raise BadInput("no thread-scaling points; run `tvr run parallel`")
+        raise BadInput("no thread-scaling points; run `tvr run threads`")
     ok["threads_used"] = ok["threads_used"].astype(int)
     return ok
 
@@ -50,7 +50,7 @@ def projection_table(df: pd.DataFrame) -> pd.DataFrame:
     ok = _rows(df)
     one = ok[(ok["threads_used"] == 1) & ok["span_ops"].notna()]
     if one.empty:
-        raise BadInput("no one-thread points with a measured span; run `tvr run parallel`")
+        raise BadInput("no one-thread points with a measured span; run `tvr run threads`")
     tau = float(one["step_ms"].min())
     rows = []
     for _, r in one.iterrows():
