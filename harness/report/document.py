@@ -106,25 +106,25 @@ def study_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
 
 def translation_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
     """Table 2 and Table 3 in miniature (whichever the suite has)."""
-    lines = []
     t2, t3, sweep = table2(df), table3(df), recipes(df)
-    if not sweep.empty:
-        lines += ["### Recipe sweep: peak learning rate and dropout per model (dev set)", "",
-                  "One seed per recipe; dev perplexity per subword, dev BLEU by beam search "
-                  "on the dev set; `chosen`: the model's lowest dev perplexity, the recipe "
-                  "a suite naming this sweep trains with.", "",
-                  _save_table(out_dir, suite, "recipes", sweep)]
-    if not t2.empty:
-        lines += ["### Table 2 in miniature: BLEU against training cost", "",
-                  "Means over seeds; BLEU and chrF by sacrebleu (signatures in results.csv) "
-                  "on detokenised beam-search output (hypotheses in `hypotheses/`); "
-                  "`train_flops` counted forward + backward; `flops_to_bleu` where the dev "
-                  "curve (greedy) first reached `target_bleu`; decoding speed in sentences/s "
-                  "with and without the cache, measured on whatever else the machine ran.", "",
-                  _save_table(out_dir, suite, "table2", t2)]
-    if not t3.empty:
-        lines += ["### Table 3 in miniature: variations of the base model (dev set)", "",
-                  _save_table(out_dir, suite, "table3", t3)]
+    parts = [
+        (sweep, "recipes", "Recipe sweep: peak learning rate and dropout per model (dev set)",
+         "One seed per recipe; dev perplexity per subword, dev BLEU by beam search on the dev "
+         "set; `chosen`: the model's lowest dev perplexity, the recipe a suite naming this "
+         "sweep trains with."),
+        (t2, "table2", "Table 2 in miniature: BLEU against training cost",
+         "Means over seeds; BLEU and chrF by sacrebleu (signatures in results.csv) on "
+         "detokenised beam-search output (hypotheses in `hypotheses/`); `train_flops` counted "
+         "forward + backward; `flops_to_bleu` where the dev curve (greedy) first reached "
+         "`target_bleu`; decoding speed in sentences/s with and without the cache, measured "
+         "on whatever else the machine ran."),
+        (t3, "table3", "Table 3 in miniature: variations of the base model (dev set)",
+         "")]
+    lines = []
+    for table, name, title, text in parts:
+        if not table.empty:
+            lines += [f"### {title}", "", *([text, ""] if text else []),
+                      _save_table(out_dir, suite, name, table)]
     return lines
 
 
