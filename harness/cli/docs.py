@@ -1,0 +1,91 @@
+"""The generated pages of docs/: docs/cli.md from the click commands themselves, and
+docs/suites.md from the rows `tvr suites --format json` prints. `tvr report` writes them as
+generated blocks (harness.report.readme), so they cannot drift from the code."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+# Help rendered at a fixed width: the terminal's would make the page depend on who wrote it.
+WIDTH = 88
+
+
+def suite_rows(builtin_only: bool = False, count: bool = True) -> list[dict]:
+    """What `tvr suites --format json` prints: name, points, description and the package it
+    comes from, per suite; `builtin_only` leaves out installed plugins' suites, and without
+    `count` the points are not built (building all of them takes seconds)."""
+    import experiments
+    from models.plugins import BUILTIN
+
+    names = [n for n in experiments.suite_names()
+             if not builtin_only or experiments.provider(n) == BUILTIN]
+    return [{"name": name} | ({"points": len(experiments.points(name))} if count else {})
+            | {"description": experiments.describe(name), "from": experiments.provider(name)}
+            for name in names]
+
+
+def _cell(text: str) -> str:
+    """Text for one Markdown table cell."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _prose(text: str) -> str:
+    """Help text as Markdown prose: `<out>` would be an HTML tag, `B*n` emphasis."""
+    return text.replace("<", "&lt;").replace("*", "\\*")
+
+
+def suites_page(_out: Path | None = None) -> str:
+    """The built-in suites as a Markdown table. Point counts are left out: the `parallel`
+    suite's depend on the machine's cores (`tvr suites` counts them on yours)."""
+    lines = ["| suite | what it measures |", "|:--|:--|"]
+    lines += [f"| `{r['name']}` | {_prose(_cell(r['description']))} |"
+              for r in suite_rows(builtin_only=True, count=False)]
+    return "\n".join(lines) + "\n"
+
+
+def _text(help_text: str) -> str:
+    """click help as Markdown: paragraphs kept, `\\b` (no-rewrap) paragraphs as code."""
+    parts = []
+    for para in inspect.cleandoc(help_text).split("\n\n"):
+        if para.startswith("\b"):
+            parts.append("```text\n" + para.removeprefix("\b").strip("\n") + "\n```")
+        elif para.strip():
+            parts.append(_prose(" ".join(para.split())))
+    return "\n\n".join(parts)
+
+
+def _command(name: str, command: click.Command, parent: click.Context) -> str:
+    ctx = click.Context(command, info_name=name, parent=parent, terminal_width=WIDTH,
+                        max_content_width=WIDTH)
+    usage = " ".join([ctx.command_path, *command.collect_usage_pieces(ctx)])
+    parts = [f"## `{ctx.command_path}`", _text(command.help or ""), f"```text\n{usage}\n```"]
+    rows = [record for param in command.get_params(ctx)
+            if (record := param.get_help_record(ctx)) is not None]
+    if rows:
+        parts.append("| option | what it does |\n|:--|:--|\n" + "\n".join(
+            f"| `{_cell(opts)}` | {_prose(_cell(what))} |" for opts, what in rows))
+    if command.epilog:
+        parts.append(_text(command.epilog))
+    return "\n\n".join(parts)
+
+
+def cli_page(group: click.Group) -> Callable[[Path], str]:
+    """The block writer of the CLI reference: the group's own help and options, then each
+    command's description, usage, options (with their defaults and environment variables,
+    as `--help` prints them) and examples."""
+    def page(_out: Path) -> str:
+        root = click.Context(group, info_name="tvr", terminal_width=WIDTH,
+                             max_content_width=WIDTH)
+        head = _command("tvr", group, None).replace("## `tvr`", "## `tvr` (every command)", 1)
+        body = [_command(name, group.commands[name], root) for name in group.commands]
+        return "\n\n".join([head, *body]) + "\n"
+    return page
+
+
+def doc_blocks(group: click.Group) -> dict[str, Callable[[Path], str]]:
+    """The blocks of docs/cli.md and docs/suites.md, for harness.report.readme.rewrite."""
+    return {"cli": cli_page(group), "suites": suites_page}
