@@ -5,6 +5,7 @@ is tests/harness/report/test_readme.py's.)"""
 from __future__ import annotations
 
 import re
+from functools import cache
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -22,6 +23,7 @@ def slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
+@cache
 def _headings_and_links(path: Path) -> tuple[set[str], list[str]]:
     anchors: set[str] = set()
     links: list[str] = []

@@ -58,16 +58,22 @@ def _text(help_text: str) -> str:
     return "\n\n".join(parts)
 
 
-def _command(name: str, command: click.Command, parent: click.Context) -> str:
-    ctx = click.Context(command, info_name=name, parent=parent, terminal_width=WIDTH,
-                        max_content_width=WIDTH)
+def _context(command: click.Command, name: str, parent: click.Context | None) -> click.Context:
+    """A context as `tvr` makes one (the command's settings: -h as --help), at WIDTH."""
+    fixed = {"terminal_width": WIDTH, "max_content_width": WIDTH}
+    return click.Context(command, info_name=name, parent=parent,
+                         **(command.context_settings | fixed))
+
+
+def _command(name: str, command: click.Command, parent: click.Context | None) -> str:
+    ctx = _context(command, name, parent)
     usage = " ".join([ctx.command_path, *command.collect_usage_pieces(ctx)])
     parts = [f"## `{ctx.command_path}`", _text(command.help or ""), f"```text\n{usage}\n```"]
     rows = [record for param in command.get_params(ctx)
             if (record := param.get_help_record(ctx)) is not None]
     if rows:
         parts.append("| option | what it does |\n|:--|:--|\n" + "\n".join(
-            f"| `{_cell(opts)}` | {_prose(_cell(what))} |" for opts, what in rows))
+            f"| `{_cell(opts)}` | {_prose(_cell(what)) or '(argument)'} |" for opts, what in rows))
     if command.epilog:
         parts.append(_text(command.epilog))
     return "\n\n".join(parts)
@@ -78,8 +84,7 @@ def cli_page(group: click.Group) -> Callable[[Path], str]:
     command's description, usage, options (with their defaults and environment variables,
     as `--help` prints them) and examples."""
     def page(_out: Path) -> str:
-        root = click.Context(group, info_name="tvr", terminal_width=WIDTH,
-                             max_content_width=WIDTH)
+        root = _context(group, "tvr", None)  # its commands inherit its settings
         head = _command("tvr", group, None).replace("## `tvr`", "## `tvr` (every command)", 1)
         body = [_command(name, group.commands[name], root) for name in group.commands]
         return "\n\n".join([head, *body]) + "\n"
