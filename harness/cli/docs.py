@@ -86,8 +86,10 @@ def cli_page(group: click.Group) -> Callable[[Path], str]:
     def page(_out: Path) -> str:
         root = _context(group, "tvr", None)  # its commands inherit its settings
         head = _command("tvr", group, None).replace("## `tvr`", "## `tvr` (every command)", 1)
+        index = "Commands: " + ", ".join(f"[`tvr {name}`](#tvr-{name})"
+                                         for name in group.commands) + "."
         body = [_command(name, group.commands[name], root) for name in group.commands]
-        return "\n\n".join([head, *body]) + "\n"
+        return "\n\n".join([index, head, *body]) + "\n"
     return page
 
 

@@ -25,7 +25,8 @@ def test_cli_page_renders_help_options_and_examples_as_markdown():
         """
 
     page = cli_page(group)(None)
-    assert "## `tvr` (every command)" in page and "## `tvr go`" in page
+    assert page.startswith("Commands: [`tvr go`](#tvr-go).\n\n## `tvr` (every command)")
+    assert "## `tvr go`" in page
     assert "Go somewhere, wrapped.\n\n```text\nkept  as is\n```" in page
     assert "```text\ntvr go [OPTIONS] SUITE\n```" in page
     assert "| `SUITE` | (argument) |" in page
