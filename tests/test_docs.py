@@ -11,7 +11,7 @@ from urllib.parse import unquote
 
 from markdown_it import MarkdownIt
 
-from harness.report.readme import documents
+from harness.cli.docs import documents
 
 ROOT = Path(__file__).resolve().parents[1]
 PARSER = MarkdownIt("commonmark").enable("table")

@@ -96,3 +96,23 @@ def cli_page(group: click.Group) -> Callable[[Path], str]:
 def doc_blocks(group: click.Group) -> dict[str, Callable[[Path], str]]:
     """The blocks of docs/cli.md and docs/suites.md, for harness.report.readme.rewrite."""
     return {"cli": cli_page(group), "suites": suites_page}
+
+
+def documents(root: Path) -> list[Path]:
+    """The files whose generated blocks `tvr report` writes: README.md and docs/*.md."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+def to_root(root: Path, path: Path) -> str:
+    """The relative path from the folder of `path` to `root`: "" or "../" (docs/)."""
+    return "../" * len(path.parent.relative_to(root).parts)
+
+
+def update_documents(root: Path, out: Path, group: click.Group) -> list[Path]:
+    """Rewrite the blocks of README.md and docs/*.md under `root` from the results under
+    `out` and from `group`'s commands; the files that changed."""
+    from harness.report.readme import update_readme
+
+    extra = doc_blocks(group)
+    return [path for path in documents(root)
+            if path.is_file() and update_readme(path, out, extra, to_root(root, path))]

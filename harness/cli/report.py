@@ -132,19 +132,17 @@ def report_cmd(out: str, suite: str | None, machine: str | None) -> None:
     """Write <out>/REPORT.md: the claims ledger and every suite's tables and figures, with
     the machine they ran on; then the generated blocks of the README.md beside <out> and
     of its docs/*.md (the CLI reference and the suite list among them)."""
-    from harness.cli.docs import doc_blocks
+    from harness.cli.docs import update_documents
     from harness.report import document as report
-    from harness.report.readme import update_documents
     from harness.results import machine_choice
 
     _check_machine(out, [suite] if suite else None, machine)
     with machine_choice(machine):
         click.echo(str(report.write_report(Path(out), suite)))
     # the blocks show the default choice: a report of one chosen machine leaves them
-    if suite is None and machine is None:
-        group = click.get_current_context().find_root().command  # `tvr` itself
-        extra = doc_blocks(group) if isinstance(group, click.Group) else {}
-        for path in update_documents(Path(out).resolve().parent, Path(out), extra):
+    group = click.get_current_context().find_root().command  # `tvr` itself
+    if suite is None and machine is None and isinstance(group, click.Group):
+        for path in update_documents(Path(out).resolve().parent, Path(out), group):
             click.echo(str(path))
 
 

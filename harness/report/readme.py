@@ -360,21 +360,21 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
 }
 
 
-def render_block(name: str, out: Path,
-                 blocks: dict[str, Callable[[Path], str]] | None = None) -> str:
+Writers = dict[str, Callable[[Path], str]]  # block name -> its text from the results folder
+
+
+def render_block(name: str, out: Path, blocks: Writers | None = None) -> str:
     try:
         return (blocks or BLOCKS)[name](out).rstrip("\n") + "\n"
     except BadInput as exc:  # missing results: the block says what to run
         return f"{exc}\n"
 
 
-# a Markdown link or image target that is a path relative to the repository root (blocks
-# write them so), not a URL, an anchor or an absolute path
+# a link or image target relative to the repository root, as blocks write them (no URL, #, /)
 RELATIVE_LINK = re.compile(r"\]\((?![a-zA-Z][a-zA-Z0-9+.-]*:|#|/)")
 
 
-def rewrite(text: str, out: Path, extra: dict[str, Callable[[Path], str]] | None = None,
-            to_root: str = "") -> str:
+def rewrite(text: str, out: Path, extra: Writers | None = None, to_root: str = "") -> str:
     """`text` with every generated block regenerated from the results under `out`; `extra`
     adds blocks that are not results (the CLI reference), `to_root` is the path from the
     file's folder to the repository root ("../" in docs/), put before the blocks' links."""
@@ -389,28 +389,9 @@ def rewrite(text: str, out: Path, extra: dict[str, Callable[[Path], str]] | None
     return MARKER.sub(block, text)
 
 
-def documents(root: Path) -> list[Path]:
-    """The files whose blocks `tvr report` writes: README.md and docs/*.md."""
-    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
-
-
-def update_readme(path: Path, out: Path, extra: dict[str, Callable[[Path], str]] | None = None,
-                  to_root: str = "") -> bool:
+def update_readme(path: Path, out: Path, extra: Writers | None = None, to_root: str = "") -> bool:
     """Rewrite the generated blocks of the Markdown file at `path`; True if it changed."""
     old = path.read_text(encoding="utf-8")
-    new = rewrite(old, out, extra, to_root)
-    if new != old:
+    if (new := rewrite(old, out, extra, to_root)) != old:
         write_atomic(path, new)
     return new != old
-
-
-def update_documents(root: Path, out: Path,
-                     extra: dict[str, Callable[[Path], str]] | None = None) -> list[Path]:
-    """Rewrite the blocks of README.md and docs/*.md under `root`; the files that changed."""
-    return [path for path in documents(root) if path.is_file() and update_readme(
-        path, out, extra, to_root(root, path))]
-
-
-def to_root(root: Path, path: Path) -> str:
-    """The relative path from the folder of `path` to `root`: "" or "../" (docs/)."""
-    return "../" * len(path.parent.relative_to(root).parts)

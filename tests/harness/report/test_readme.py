@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from harness.cli import cli
-from harness.cli.docs import doc_blocks
+from harness.cli.docs import doc_blocks, documents, to_root
 from harness.errors import BadInput
 from harness.report.document import write_report
-from harness.report.readme import BLOCKS, MARKER, documents, rewrite, to_root
+from harness.report.readme import BLOCKS, MARKER, rewrite
 
 ROOT = Path(__file__).resolve().parents[3]
 
