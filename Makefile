@@ -16,7 +16,8 @@ $(STAMP): pyproject.toml
 # convergence and ablation studies, the paper's exact identities (seconds), each layer on
 # 1..all threads (threads, seconds), Table 2 of translation in miniature, the rematch (later
 # work: scanned recurrences' throughput, MQAR against state size), then REPORT.md
-# with every table, figure and the claims ledger, and the README's generated blocks.
+# with every table, figure and the claims ledger, and the generated blocks of README.md and
+# docs/.
 # The training suites run one point per core (`--executor ray`, a Ray instance on this
 # machine): each point trains its small model on one thread, so one point at a time would
 # leave the other cores idle. The timed layer suites run one point at a time.

@@ -24,7 +24,7 @@ if os.path.basename(sys.argv[0]) in ("tvr", "-m"):
 
 import click  # noqa: E402
 
-from harness.cli import report, run, store  # noqa: E402
+from harness.cli import docs, report, run, store  # noqa: E402
 from harness.cli.common import FORMAT_JSON, echo_json  # noqa: E402
 from harness.errors import BadInput  # noqa: E402
 
@@ -160,11 +160,7 @@ def _origin(source: str) -> str:
 @click.option("--long", "long_", is_flag=True, help="Each suite's full description.")
 def suites_cmd(fmt: str, long_: bool) -> None:
     """List the suites with their point counts, one line each (--long: full descriptions)."""
-    import experiments
-
-    rows = [{"name": name, "points": len(experiments.points(name)),
-             "description": experiments.describe(name), "from": experiments.provider(name)}
-            for name in experiments.suite_names()]
+    rows = docs.suite_rows()
     if fmt == "json":
         echo_json(rows)
         return

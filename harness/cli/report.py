@@ -130,19 +130,20 @@ def plot_cmd(name: str, out: str, suite: str, machine: str | None) -> None:
 @machine_option
 def report_cmd(out: str, suite: str | None, machine: str | None) -> None:
     """Write <out>/REPORT.md: the claims ledger and every suite's tables and figures, with
-    the machine they ran on; then the generated blocks of the README.md beside <out>."""
+    the machine they ran on; then the generated blocks of the README.md beside <out> and
+    of its docs/*.md (the CLI reference and the suite list among them)."""
+    from harness.cli.docs import update_documents
     from harness.report import document as report
-    from harness.report.readme import update_readme
     from harness.results import machine_choice
 
     _check_machine(out, [suite] if suite else None, machine)
     with machine_choice(machine):
         click.echo(str(report.write_report(Path(out), suite)))
-    readme = Path(out).resolve().parent / "README.md"
-    # README's blocks show the default choice: a report of one chosen machine leaves them
-    if suite is None and machine is None and readme.is_file() and \
-            update_readme(readme, Path(out)):
-        click.echo(str(readme))
+    # the blocks show the default choice: a report of one chosen machine leaves them
+    group = click.get_current_context().find_root().command  # `tvr` itself
+    if suite is None and machine is None and isinstance(group, click.Group):
+        for path in update_documents(Path(out).resolve().parent, Path(out), group):
+            click.echo(str(path))
 
 
 @click.command("claims", epilog="""\b

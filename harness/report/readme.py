@@ -1,5 +1,5 @@
-"""The generated blocks of README.md: every measured number the README quotes, rewritten by
-`tvr report` from the stored results so that no number in it is typed by hand.
+"""The generated blocks of README.md and docs/*.md: every measured number they quote,
+rewritten by `tvr report` from the stored results so that no number in them is typed by hand.
 
 A block sits between `<!-- begin generated: NAME -->` and `<!-- end generated: NAME -->`;
 BLOCKS maps NAME to the function that writes its text. The README's explanations stay
@@ -313,27 +313,38 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
 }
 
 
-def render_block(name: str, out: Path) -> str:
+Writers = dict[str, Callable[[Path], str]]  # block name -> its text from the results folder
+
+
+def render_block(name: str, out: Path, blocks: Writers | None = None) -> str:
     try:
-        return BLOCKS[name](out).rstrip("\n") + "\n"
+        return (blocks or BLOCKS)[name](out).rstrip("\n") + "\n"
     except BadInput as exc:  # missing results: the block says what to run
         return f"{exc}\n"
 
 
-def rewrite(text: str, out: Path) -> str:
-    """`text` with every generated block regenerated from the results under `out`."""
+# a link or image target relative to the repository root, as blocks write them (no URL, #, /)
+RELATIVE_LINK = re.compile(r"\]\((?![a-zA-Z][a-zA-Z0-9+.-]*:|#|/)")
+
+
+def rewrite(text: str, out: Path, extra: Writers | None = None, to_root: str = "") -> str:
+    """`text` with every generated block regenerated from the results under `out`; `extra`
+    adds blocks that are not results (the CLI reference), `to_root` is the path from the
+    file's folder to the repository root ("../" in docs/), put before the blocks' links."""
+    blocks = BLOCKS | (extra or {})
+
     def block(match: re.Match) -> str:
         name = match["name"]
-        if name not in BLOCKS:
-            raise BadInput(f"README block {name!r} is unknown; known: {', '.join(BLOCKS)}")
-        return match.group(1) + render_block(name, out) + match.group(4)
+        if name not in blocks:
+            raise BadInput(f"README block {name!r} is unknown; known: {', '.join(blocks)}")
+        body = RELATIVE_LINK.sub(f"]({to_root}", render_block(name, out, blocks))
+        return match.group(1) + body + match.group(4)
     return MARKER.sub(block, text)
 
 
-def update_readme(path: Path, out: Path) -> bool:
-    """Rewrite the generated blocks of the README at `path`; True if it changed."""
+def update_readme(path: Path, out: Path, extra: Writers | None = None, to_root: str = "") -> bool:
+    """Rewrite the generated blocks of the Markdown file at `path`; True if it changed."""
     old = path.read_text(encoding="utf-8")
-    new = rewrite(old, out)
-    if new != old:
+    if (new := rewrite(old, out, extra, to_root)) != old:
         write_atomic(path, new)
     return new != old

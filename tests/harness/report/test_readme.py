@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.cli import cli
+from harness.cli.docs import doc_blocks, documents, to_root
 from harness.errors import BadInput
 from harness.report.document import write_report
 from harness.report.readme import BLOCKS, MARKER, rewrite
@@ -13,12 +15,26 @@ from harness.report.readme import BLOCKS, MARKER, rewrite
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def test_readme_blocks_regenerate_byte_identical_from_the_committed_results():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    names = [m["name"] for m in MARKER.finditer(text)]
-    assert set(names) == set(BLOCKS), "every block is in the README, once"
-    assert rewrite(text, ROOT / "results") == text, \
-        "README.md is stale: run `tvr report` and commit README.md and results/"
+def test_generated_blocks_regenerate_byte_identical_from_the_committed_results():
+    """README.md and docs/*.md, the CLI reference and the suite list among them."""
+    extra = doc_blocks(cli)
+    names = []
+    for path in documents(ROOT):
+        text = path.read_text(encoding="utf-8")
+        names += [m["name"] for m in MARKER.finditer(text)]
+        assert rewrite(text, ROOT / "results", extra, to_root(ROOT, path)) == text, \
+            f"{path.relative_to(ROOT)} is stale: run `tvr report` and commit it and results/"
+    assert sorted(names) == sorted(BLOCKS | extra), "every block is in README.md or docs/, once"
+
+
+def test_blocks_in_docs_link_from_their_own_folder(tmp_path):
+    (tmp_path / "docs").mkdir()
+    doc = tmp_path / "docs" / "page.md"
+    doc.write_text("<!-- begin generated: claims -->\n<!-- end generated: claims -->\n")
+    assert rewrite(doc.read_text(), tmp_path, {"claims": lambda out: "[r](results/R.md) "
+                                               "[a](#x) [u](https://x.org/y)"},
+                   to_root(tmp_path, doc)).splitlines()[1] == \
+        "[r](../results/R.md) [a](#x) [u](https://x.org/y)"
 
 
 def test_report_regenerates_results_byte_identical(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""The README's cluster guide, on loopback: a driver joins a Ray head through Ray Client
+"""The cluster guide (docs/cluster.md), on loopback: a driver joins a Ray head through Ray Client
 (`ray://127.0.0.1:PORT`, what `pip install '.[cluster]'` installs for), and an MLflow server
 with the basic-auth app takes a suite from a user with credentials, refuses one without,
 and the password appears in no output. Each server starts once per module."""
