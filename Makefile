@@ -33,7 +33,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/lint-imports
-	MPLBACKEND=Agg $(BIN)/pytest -q
+	MPLBACKEND=Agg $(BIN)/pytest -q -n auto --dist loadgroup
 
 microbench: $(STAMP)
 	$(BIN)/pytest -q tests/microbench --benchmark-only --benchmark-autosave

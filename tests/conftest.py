@@ -17,6 +17,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--runslow", action="store_true", help="run tests marked slow")
 
 
+# `make test` runs the tests on every core (pytest-xdist, one worker per core): each worker
+# gets its share of the cores for torch's intra-op threads, since workers that each spin one
+# OpenMP thread per core oversubscribe the machine (tiny ops then wait on each other).
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    torch.set_num_threads(max(1, torch.get_num_threads() // _WORKERS))
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip_slow = pytest.mark.skip(reason="slow: pass --runslow")
     skip_gpu = pytest.mark.skip(reason="needs CUDA")
@@ -25,6 +34,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip_slow)
         if "gpu" in item.keywords and not torch.cuda.is_available():
             item.add_marker(skip_gpu)
+        if _uses_a_module_fixture(item):  # `--dist loadgroup`: its module on one worker
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+def _uses_a_module_fixture(item: pytest.Item) -> bool:
+    """Whether the test shares a module-scoped fixture (a server, a Ray cluster, trained
+    points): its module's tests then run on one worker, so the fixture is built once."""
+    info = getattr(item, "_fixtureinfo", None)
+    return info is not None and any(defs and defs[-1].scope == "module"
+                                    for defs in info.name2fixturedefs.values())
 
 
 @pytest.fixture(autouse=True)

@@ -133,8 +133,10 @@ def _listening(port: int) -> bool:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
 def test_no_signal_leaves_the_server_behind(out_dir: Path, tmp_path: Path, sig: int) -> None:
-    """`tvr ui` stopped by any signal, SIGKILL included: nothing listens on its port within
-    5 seconds (the real MLflow server and its uvicorn worker both gone)."""
+    """`tvr ui` stopped by any signal, SIGKILL included: nothing listens on its port soon
+    after (the real MLflow server and its uvicorn worker both gone). The bounds are generous
+    (an idle machine takes about a second): on a loaded 2-core machine shutting the server
+    down took over 10 s."""
     with Tracker(_uri(out_dir), "ui-signal", out_dir, {}):
         pass
     port = _closed_port()
@@ -149,10 +151,10 @@ def test_no_signal_leaves_the_server_behind(out_dir: Path, tmp_path: Path, sig: 
             time.sleep(0.2)
         proc.send_signal(sig)
         stopped = time.monotonic()
-        while _listening(port) and time.monotonic() - stopped < 5:
+        while _listening(port) and time.monotonic() - stopped < 30:
             time.sleep(0.1)
-        assert not _listening(port), f"port {port} still served 5 s after {sig.name}"
-        assert proc.wait(timeout=10) == (-sig if sig == signal.SIGKILL else 0)
+        assert not _listening(port), f"port {port} still served 30 s after {sig.name}"
+        assert proc.wait(timeout=60) == (-sig if sig == signal.SIGKILL else 0)
     finally:
         if proc.poll() is None:
             proc.kill()
