@@ -249,7 +249,7 @@ class OutputHead(nn.Module):
             self.proj.weight = embed.weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, n, d) -> (B, n, V)
-        return self.proj(self.norm(x))
+        return linear(self.norm(x), self.proj.weight)  # the swap point, as every linear map
 
 
 class _ResidualLayer(nn.Module):

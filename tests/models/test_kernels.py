@@ -246,3 +246,25 @@ def test_fallbacks_are_never_removed_and_unknown_kernels_refused(monkeypatch):
     assert kernels.candidates(kernels.FFN, "cpu", torch.float64) == (kernels.FFN_SEPARATE,)
     with pytest.raises(ValueError, match="unknown kernel"):
         kernels.use_backend(kernels.FFN, "gelu")
+
+
+@pytest.mark.parametrize("backend", [pytest.param(kernels.ONEDNN, marks=needs_onednn),
+                                     kernels.F_LINEAR])
+def test_the_output_head_runs_the_swap_point_with_tied_gradients(backend):
+    from models.blocks import OutputHead, TokenEmbedding
+
+    kernels.use_linear_backend(backend)
+    embed = TokenEmbedding(11, 16)
+    head = OutputHead(embed, 11, 16, tie=True, final_norm=True)
+    tokens = torch.tensor([[1, 4, 9], [2, 2, 10]])
+    ops = _ops(lambda: head(embed(tokens)))
+    assert ("mkldnn._linear_pointwise" in ops) == (backend == kernels.ONEDNN)
+    out = head(embed(tokens))
+    out.backward(torch.arange(out.numel(), dtype=out.dtype).view_as(out) / out.numel())
+    grads = [p.grad.clone() for p in (embed.weight, head.norm.weight)]
+    embed.weight.grad = head.norm.weight.grad = None
+    expected = F.linear(head.norm(embed(tokens)), embed.weight)  # nn.Linear's arithmetic
+    expected.backward(torch.arange(out.numel(), dtype=out.dtype).view_as(out) / out.numel())
+    torch.testing.assert_close(out, expected, **TOL)
+    for g, p in zip(grads, (embed.weight, head.norm.weight), strict=True):
+        torch.testing.assert_close(g, p.grad, **TOL)
