@@ -15,15 +15,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+# The one place the models pick their kernels: MultiHeadAttention's projections and the FFN
+# call these swap points (models/kernels.py), each F.linear's (and F.relu's) arithmetic run on
+# the backend the harness measured fastest on this machine.
+from models import kernels
 from models.checks import check_choice
-
-# The one place the models pick their linear-map kernel: MultiHeadAttention's projections and
-# the FFN call this `linear`. kernels.linear is F.linear's arithmetic, run by oneDNN on CPU
-# float32 because MKL's sgemm reaches about half of oneDNN's speed on some CPUs (see
-# models/kernels.py); to time or test plain F.linear, import torch.nn.functional's here instead.
 from models.kernels import linear
 
-ATTN_BACKENDS = ("math", "sdpa")
+# "auto": sdpa or math, whichever the harness measured faster here (kernels.ATTENTION)
+ATTN_BACKENDS = ("math", "sdpa", "auto")
 NORMS = ("post", "pre")
 POS_ENCODINGS = ("sinusoidal", "learned", "none")
 
@@ -48,6 +48,8 @@ def attention(
     if causal and mask is not None:
         mask = mask & causal_mask(q.size(-2), k.size(-2), q.device)
         causal = False
+    if backend == "auto":
+        backend = kernels.backend(kernels.ATTENTION, q.device, q.dtype)
     if backend == "sdpa":
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal, scale=factor
@@ -126,8 +128,7 @@ class MultiHeadAttention(nn.Module):
         if memory is not None:
             return self.project_q(x), *self.project_kv(memory)
         r = self.qk_rows
-        qkv = linear(x, self.in_proj.weight, self.in_proj.bias)  # (B, n, 2*h*d_k + d)
-        q, k, v = qkv.split([r, r, self.d_model], dim=-1)
+        q, k, v = kernels.qkv(x, self.in_proj.weight, self.in_proj.bias, [r, r, self.d_model])
         return self._heads(q), self._heads(k), self._heads(v)
 
     def forward(
@@ -165,7 +166,7 @@ class PositionwiseFFN(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, n, d) -> (B, n, d)
-        h = F.relu(linear(x, self.linear1.weight, self.linear1.bias))  # (B, n, d_ff)
+        h = kernels.linear_relu(x, self.linear1.weight, self.linear1.bias)  # (B, n, d_ff)
         return linear(self.dropout(h), self.linear2.weight, self.linear2.bias)
 
 
@@ -248,7 +249,7 @@ class OutputHead(nn.Module):
             self.proj.weight = embed.weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, n, d) -> (B, n, V)
-        return self.proj(self.norm(x))
+        return linear(self.norm(x), self.proj.weight)  # the swap point, as every linear map
 
 
 class _ResidualLayer(nn.Module):

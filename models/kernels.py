@@ -8,6 +8,10 @@ use_linear_backend (harness.measure.kernel_choice); until then oneDNN is used wh
 $TVR_DISABLE_ONEDNN=1 removes the oneDNN candidate, as on a build without it. Both run the
 same fp32 product (tests compare with F.linear). Elsewhere (CUDA, bf16/fp16, float64) it is
 F.linear.
+
+The other swap points (QKV, FFN, ATTENTION) work alike: each has candidates that compute the
+same numbers (tests compare each with PyTorch's layers), a current choice set by use_backend
+from the harness's measurement, and $TVR_DISABLE_KERNELS ("point:name,...") to remove one.
 """
 
 from __future__ import annotations
@@ -122,3 +126,123 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     if _backend == ONEDNN and weight.dtype == torch.float32 and uses_onednn(x):
         return _OneDNNLinear.apply(x, weight, bias)
     return F.linear(x, weight, bias)
+
+
+# ---------------------------------------------------------------- the other swap points
+
+QKV, FFN, ATTENTION = "qkv", "ffn", "attention"
+LINEAR = "linear"
+QKV_FUSED, QKV_SPLIT = "fused", "split"  # one (T, 3d) matmul, or one per Q, K, V
+FFN_SEPARATE, FFN_ONEDNN_RELU = "linear+relu", "onednn-relu"  # oneDNN's bias+ReLU post-op
+ATTN_SDPA, ATTN_MATH = "sdpa", "math"
+DISABLE_ENV = "TVR_DISABLE_KERNELS"
+
+
+def disabled(point: str, name: str) -> bool:
+    """Whether $TVR_DISABLE_KERNELS (comma-separated "point:name") removes this candidate;
+    $TVR_DISABLE_ONEDNN removes every oneDNN one."""
+    if onednn_disabled() and name in (ONEDNN, FFN_ONEDNN_RELU):
+        return True
+    return f"{point}:{name}" in {s.strip() for s in os.environ.get(DISABLE_ENV, "").split(",")}
+
+
+def candidates(point: str, device: torch.device | str, dtype: torch.dtype) -> tuple[str, ...]:
+    """The candidates of a swap point for this device and dtype, the fallback last (the
+    fallback is never removed: a point always has one)."""
+    if point == LINEAR:
+        return linear_candidates(device, dtype)
+    onednn = ONEDNN in linear_candidates(device, dtype)
+    every = {QKV: (QKV_FUSED, QKV_SPLIT),
+             FFN: (FFN_ONEDNN_RELU, FFN_SEPARATE) if onednn else (FFN_SEPARATE,),
+             ATTENTION: (ATTN_SDPA, ATTN_MATH)}[point]
+    return tuple(n for n in every[:-1] if not disabled(point, n)) + every[-1:]
+
+
+_choice = {QKV: QKV_FUSED, FFN: FFN_SEPARATE, ATTENTION: ATTN_SDPA}  # until measured
+
+
+def use_backend(point: str, name: str) -> None:
+    """Run swap point `point` on candidate `name` wherever that candidate applies."""
+    if point == LINEAR:
+        return use_linear_backend(name)
+    valid = {QKV: (QKV_FUSED, QKV_SPLIT), FFN: (FFN_ONEDNN_RELU, FFN_SEPARATE),
+             ATTENTION: (ATTN_SDPA, ATTN_MATH)}
+    if name not in valid.get(point, ()):
+        raise ValueError(f"unknown kernel {point}:{name!r}; valid: {valid.get(point)}")
+    _choice[point] = name
+
+
+def backend(point: str, device: torch.device | str = "cpu",
+            dtype: torch.dtype = torch.float32) -> str:
+    """The candidate `point` runs for inputs of this device and dtype."""
+    if point == LINEAR:
+        return linear_backend(device, dtype)
+    options = candidates(point, device, dtype)
+    return _choice[point] if _choice[point] in options else options[-1]
+
+
+def qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+        sizes: list[int]) -> tuple[torch.Tensor, ...]:
+    """linear(x, weight, bias) split into `sizes` along the last dim: Q, K, V of one
+    self-attention, as one fused matmul or one matmul each (the chosen QKV backend)."""
+    return QKV_IMPLS[backend(QKV, x.device, x.dtype)](x, weight, bias, sizes)
+
+
+def _qkv_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+               sizes: list[int]) -> tuple[torch.Tensor, ...]:
+    return linear(x, weight, bias).split(sizes, dim=-1)
+
+
+def _qkv_split(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+               sizes: list[int]) -> tuple[torch.Tensor, ...]:
+    bs = bias.split(sizes) if bias is not None else [None] * len(sizes)
+    return tuple(linear(x, w, b) for w, b in zip(weight.split(sizes), bs, strict=True))
+
+
+QKV_IMPLS = {QKV_FUSED: _qkv_fused, QKV_SPLIT: _qkv_split}
+
+
+class _OneDNNLinearReLU(torch.autograd.Function):
+    """relu(x W^T + b) with the bias and ReLU fused into oneDNN's matmul (a post-op: the
+    (T, d_ff) pre-activation is never written); backward masks by the saved output, as
+    aten's relu backward does."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+        x2 = x.reshape(-1, x.shape[-1])
+        h = _ONEDNN(x2, w, b, "relu", [], "")
+        ctx.save_for_backward(x2, w, h)
+        ctx.has_bias = b is not None
+        return h.view(*x.shape[:-1], w.shape[0])
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: torch.Tensor):
+        x2, w, h = ctx.saved_tensors
+        g2 = torch.ops.aten.threshold_backward(grad.reshape(h.shape), h, 0)
+        gx = gw = gb = None
+        if ctx.needs_input_grad[0]:
+            gx = onednn_mm(g2, w.t(), None).view(*grad.shape[:-1], w.shape[1])
+        if ctx.needs_input_grad[1]:
+            gw = onednn_mm(g2.t(), x2.t(), None)
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            gb = g2.sum(0)
+        return gx, gw, gb
+
+
+def linear_relu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
+                ) -> torch.Tensor:  # (..., d_in) -> (..., d_out)
+    """F.relu(F.linear(x, weight, bias)) on the chosen FFN backend."""
+    if (backend(FFN, x.device, x.dtype) == FFN_ONEDNN_RELU and weight.dtype == torch.float32
+            and uses_onednn(x)):
+        return _OneDNNLinearReLU.apply(x, weight, bias)
+    return _linear_then_relu(x, weight, bias)
+
+
+def _linear_then_relu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+                      ) -> torch.Tensor:
+    return F.relu(linear(x, weight, bias))
+
+
+# Each FFN backend's relu(linear(...)), called directly (to time one against the other).
+FFN_IMPLS = {FFN_ONEDNN_RELU: _OneDNNLinearReLU.apply, FFN_SEPARATE: _linear_then_relu}

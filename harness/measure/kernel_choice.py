@@ -9,6 +9,18 @@ with the smaller sum of per-size medians. The choice is kept per machine
 file beside the machine id, so a machine measures once; every row records the backend that
 ran (column `linear_kernel`). $TVR_DISABLE_ONEDNN=1 (`tvr bench --no-onednn`) leaves F.linear
 as the only candidate.
+
+The other swap points of models.kernels are chosen the same way, each timed forward+backward
+at the bench's headline sizes and kept in the same cache entry: the self-attention QKV
+projection (one fused matmul or three; column qkv_kernel), the FFN's first map and its ReLU
+(oneDNN's bias+ReLU post-op or a separate ReLU; ffn_kernel) and attention (sdpa or the math
+path; attention_kernel, what attn_backend="auto" runs).
+
+torch.compile of the whole layer is not a candidate: tried on an AVX2 AMD EPYC (one thread,
+B=8, n=d=512, sdpa, forward+backward, interleaved with eager over 5 turns), inductor's graph
+took a median 3605 ms against eager's 1744 ms after 44 s of compiling (its CPU GEMMs are not
+oneDNN's for trainable weights, and the fusions it adds are the ones the FFN point has).
+`tvr run --compile` still measures it where wanted (rows say linear_kernel=inductor).
 """
 
 from __future__ import annotations
@@ -17,6 +29,7 @@ import json
 import os
 import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,6 +41,7 @@ from filelock import FileLock
 from harness.measure.compare import interleaved, timer_ms
 from harness.results import this_machine, write_atomic
 from models import kernels
+from models.blocks import attention
 
 # (tokens, d_in, d_out): a projection and the FFN's two maps at d = 512 over 512 tokens, the
 # bench's headline width (the sizes decide the winner; larger ones only take longer).
@@ -49,38 +63,111 @@ class Choice:
     backend: str
     timings_ms: dict[str, float] = field(default_factory=dict)
 
-    def columns(self) -> dict[str, str]:
-        """The row's columns: linear_kernel and, when measured, linear_kernel_ms."""
-        cols = {"linear_kernel": self.backend}
+    def columns(self, point: str = kernels.LINEAR) -> dict[str, str]:
+        """The row's columns: <point>_kernel and, when measured, <point>_kernel_ms."""
+        cols = {f"{point}_kernel": self.backend}
         if self.timings_ms:
-            cols["linear_kernel_ms"] = ";".join(f"{k}:{v:.4g}"
-                                                for k, v in self.timings_ms.items())
+            cols[f"{point}_kernel_ms"] = ";".join(f"{k}:{v:.4g}"
+                                                  for k, v in self.timings_ms.items())
         return cols
 
 
-def time_linear(backends: tuple[str, ...], device: torch.device, dtype: torch.dtype,
-                sizes: tuple[tuple[int, int, int], ...] = SIZES, reps: int = 5,
-                min_run_time: float = 0.05) -> dict[str, float]:
-    """Per backend, the sum over `sizes` of the median ms (over `reps` interleaved turns) of
-    one forward+backward (gradients of input, weight and bias)."""
-    measures = {}
-    for tokens, d_in, d_out in sizes:
-        x = torch.randn(tokens, d_in, device=device, dtype=dtype, requires_grad=True)
-        w = torch.randn(d_out, d_in, device=device, dtype=dtype, requires_grad=True)
-        b = torch.randn(d_out, device=device, dtype=dtype, requires_grad=True)
-        g = torch.randn(tokens, d_out, device=device, dtype=dtype)
-        for name in backends:
-            impl = kernels.LINEAR_IMPLS[name]
+# (B, h, n, d_k) of the attention swap point: one sequence of the headline layer (B=1 keeps
+# the timing short; sdpa's lead or lag is per (batch, head) slice).
+ATTENTION_SIZES: tuple[tuple[int, int, int, int], ...] = ((1, 8, 512, 64),)
 
-            def fwdbwd(impl=impl, x=x, w=w, b=b, g=g) -> object:
-                return torch.autograd.grad(impl(x, w, b), (x, w, b), g)
+Calls = dict[tuple[str, tuple[int, ...]], Callable[[], object]]
 
-            fwdbwd()  # warm-up: oneDNN builds its primitive on first use
-            measures[(name, tokens, d_in, d_out)] = \
-                lambda fn=fwdbwd: timer_ms(fn, min_run_time)
-    timed = interleaved(measures, reps)
-    return {name: sum(statistics.median(timed[(name, *size)]) for size in sizes)
+
+def _medians(calls: Calls, backends: tuple[str, ...], reps: int, min_run_time: float
+             ) -> dict[str, float]:
+    """Per backend, the sum over its sizes of the median ms over `reps` interleaved turns of
+    its calls (each a forward+backward, warmed up first)."""
+    for fn in calls.values():
+        fn()  # warm-up: oneDNN builds its primitives on first use
+    timed = interleaved({key: (lambda fn=fn: timer_ms(fn, min_run_time))
+                         for key, fn in calls.items()}, reps)
+    return {name: sum(statistics.median(t) for (n, _), t in timed.items() if n == name)
             for name in backends}
+
+
+def _fwdbwd(impl: Callable[..., Any], inputs: tuple[torch.Tensor, ...], *args: Any
+            ) -> Callable[[], object]:
+    """One forward+backward of impl(*inputs, *args): gradients of every input, the output
+    (or outputs) weighted by fixed random gradients."""
+    out = impl(*inputs, *args)
+    outs = out if isinstance(out, tuple) else (out,)
+    grads = tuple(torch.randn_like(o) for o in outs)
+    return lambda: torch.autograd.grad(impl(*inputs, *args), inputs, grads)
+
+
+def _param(*shape: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    return torch.randn(*shape, device=device, dtype=dtype, requires_grad=True)
+
+
+def time_linear(backends: tuple[str, ...], device: torch.device, dtype: torch.dtype,
+                sizes: tuple[tuple[int, ...], ...] = SIZES, reps: int = 5,
+                min_run_time: float = 0.05) -> dict[str, float]:
+    """Per linear backend, the sum over `sizes` (tokens, d_in, d_out) of the median ms (over
+    `reps` interleaved turns) of one forward+backward (gradients of input, weight, bias)."""
+    calls: Calls = {}
+    for t, d_in, d_out in sizes:
+        xwb = (_param(t, d_in, device=device, dtype=dtype),
+               _param(d_out, d_in, device=device, dtype=dtype),
+               _param(d_out, device=device, dtype=dtype))
+        calls |= {(name, (t, d_in, d_out)): _fwdbwd(kernels.LINEAR_IMPLS[name], xwb)
+                  for name in backends}
+    return _medians(calls, backends, reps, min_run_time)
+
+
+def time_qkv(backends: tuple[str, ...], device: torch.device, dtype: torch.dtype,
+             sizes: tuple[tuple[int, ...], ...] = SIZES[:1], reps: int = 5,
+             min_run_time: float = 0.05) -> dict[str, float]:
+    """As time_linear, for the QKV projection: (tokens, d, d) sizes, weight (3d, d)."""
+    calls: Calls = {}
+    for t, d, _ in sizes:
+        xwb = (_param(t, d, device=device, dtype=dtype),
+               _param(3 * d, d, device=device, dtype=dtype),
+               _param(3 * d, device=device, dtype=dtype))
+        calls |= {(name, (t, d)): _fwdbwd(kernels.QKV_IMPLS[name], xwb, [d, d, d])
+                  for name in backends}
+    return _medians(calls, backends, reps, min_run_time)
+
+
+def time_ffn(backends: tuple[str, ...], device: torch.device, dtype: torch.dtype,
+             sizes: tuple[tuple[int, ...], ...] = SIZES[1:2], reps: int = 5,
+             min_run_time: float = 0.05) -> dict[str, float]:
+    """As time_linear, for the FFN's relu(x W1^T + b1) at (tokens, d, d_ff) sizes."""
+    calls: Calls = {}
+    for t, d, d_ff in sizes:
+        xwb = (_param(t, d, device=device, dtype=dtype),
+               _param(d_ff, d, device=device, dtype=dtype),
+               _param(d_ff, device=device, dtype=dtype))
+        calls |= {(name, (t, d, d_ff)): _fwdbwd(kernels.FFN_IMPLS[name], xwb)
+                  for name in backends}
+    return _medians(calls, backends, reps, min_run_time)
+
+
+def time_attention(backends: tuple[str, ...], device: torch.device, dtype: torch.dtype,
+                   sizes: tuple[tuple[int, ...], ...] = ATTENTION_SIZES, reps: int = 5,
+                   min_run_time: float = 0.05) -> dict[str, float]:
+    """As time_linear, for softmax(Q K^T / sqrt(d_k)) V at (B, h, n, d_k) sizes, unmasked
+    (the bench's layer)."""
+    calls: Calls = {}
+    for size in sizes:
+        qkv = tuple(_param(*size, device=device, dtype=dtype) for _ in range(3))
+        calls |= {(name, size): _fwdbwd(_attention_impl(name), qkv) for name in backends}
+    return _medians(calls, backends, reps, min_run_time)
+
+
+def _attention_impl(name: str) -> Callable[..., torch.Tensor]:
+    return lambda q, k, v: attention(q, k, v, backend=name)
+
+
+def _timer(point: str) -> Callable[..., dict[str, float]]:
+    """The point's timing function (time_<point>), looked up when called so tests can
+    replace it."""
+    return globals()[f"time_{point}"]
 
 
 def _key(device: torch.device, dtype: torch.dtype) -> str:
@@ -102,34 +189,59 @@ def _read(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-_chosen: dict[tuple[str, str, str, tuple[str, ...]], Choice] = {}  # this process's choices
+_chosen: dict[tuple[str, ...], Choice] = {}  # this process's choices
 
 
-def choose_linear(device: torch.device, dtype: torch.dtype, path: Path | None = None,
-                  machine: str | None = None, **timing: Any) -> Choice:
-    """The faster linear backend for (device, dtype) on this machine: from the cache at
-    `path` (default cache_path()) if it has this machine's choice, else measured with
-    time_linear(**timing) and stored there. A single candidate is chosen without timing."""
-    candidates = kernels.linear_candidates(device, dtype)
+def choose(point: str, device: torch.device, dtype: torch.dtype, path: Path | None = None,
+           machine: str | None = None, **timing: Any) -> Choice:
+    """The faster candidate of swap point `point` (a models.kernels point) for (device, dtype)
+    on this machine: from the cache at `path` (default cache_path()) if it has this machine's
+    choice, else measured with time_<point>(**timing) and stored there. A single candidate is
+    chosen without timing."""
+    candidates = kernels.candidates(point, device, dtype)
     if len(candidates) == 1:
         return Choice(candidates[0])
     path = path or cache_path()
     machine = machine or this_machine()
-    memo = (str(path), machine, _key(device, dtype), candidates)
+    memo = (str(path), machine, _key(device, dtype), point, *candidates)
     if memo in _chosen:
         return _chosen[memo]
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(f"{path}.lock"):  # processes of one machine measure once, one at a time
         data = _read(path)
-        entry = data.get(machine, {}).get(memo[2])
-        if not (isinstance(entry, dict) and entry.get("linear") in candidates):
-            ms = time_linear(candidates, device, dtype, **timing)
-            entry = {"linear": min(ms, key=ms.__getitem__), "linear_ms": ms,
-                     "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-            data.setdefault(machine, {})[memo[2]] = entry
+        entry = data.setdefault(machine, {}).setdefault(memo[2], {})
+        if not (isinstance(entry, dict) and entry.get(point) in candidates):
+            ms = _timer(point)(candidates, device, dtype, **timing)
+            entry = entry if isinstance(entry, dict) else {}
+            entry |= {point: min(ms, key=ms.__getitem__), f"{point}_ms": ms,
+                      f"{point}_measured_at": datetime.now(timezone.utc).isoformat(
+                          timespec="seconds")}
+            data[machine][memo[2]] = entry
             write_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
-    _chosen[memo] = Choice(entry["linear"], dict(entry.get("linear_ms", {})))
+    _chosen[memo] = Choice(entry[point], dict(entry.get(f"{point}_ms", {})))
     return _chosen[memo]
+
+
+def choose_linear(device: torch.device, dtype: torch.dtype, **kwargs: Any) -> Choice:
+    """choose(kernels.LINEAR, ...): the linear maps' backend."""
+    return choose(kernels.LINEAR, device, dtype, **kwargs)
+
+
+# Measured in this order: the QKV and FFN timings run on the linear backend chosen first.
+POINTS = (kernels.LINEAR, kernels.QKV, kernels.FFN, kernels.ATTENTION)
+
+
+def use_measured_kernels(device: torch.device, dtype: torch.dtype, **kwargs: Any
+                         ) -> dict[str, str]:
+    """Choose (choose) and set every swap point's backend for (device, dtype); returns the
+    row's columns naming the candidate each point runs (<point>_kernel, <point>_kernel_ms)."""
+    cols: dict[str, str] = {}
+    for point in POINTS:
+        choice = choose(point, device, dtype, **kwargs)
+        if len(kernels.candidates(point, device, dtype)) > 1:
+            kernels.use_backend(point, choice.backend)
+        cols |= choice.columns(point)
+    return cols
 
 
 def use_measured_linear(device: torch.device, dtype: torch.dtype, **kwargs: Any

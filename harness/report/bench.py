@@ -111,22 +111,31 @@ def _mfu_verdict(ok: pd.DataFrame, device_type: str) -> str | None:
     return line
 
 
+# The swap points of models.kernels, as kernel_lines names them (column <point>_kernel).
+SWAP_POINTS = {"linear": "linear maps (projections, FFN)",
+               "qkv": "self-attention QKV projection",
+               "ffn": "FFN first map and its ReLU",
+               "attention": "attention (what attn_backend=auto runs)"}
+
+
 def kernel_lines(rows: pd.DataFrame) -> list[str]:
-    """Which kernel each measured swap point ran on (column linear_kernel: the linear maps
-    of attention and the FFN) and the timings that chose it (linear_kernel_ms), one line per
-    distinct choice in these rows."""
-    if "linear_kernel" not in rows:
-        return []
-    ms = rows["linear_kernel_ms"] if "linear_kernel_ms" in rows else pd.Series("", rows.index)
+    """Which kernel each measured swap point ran on (columns <point>_kernel, SWAP_POINTS)
+    and the timings that chose it (<point>_kernel_ms), one line per distinct choice in
+    these rows."""
     out = []
-    for kernel, timing in dict.fromkeys(zip(rows["linear_kernel"], ms, strict=True)):
-        if not _text(kernel):
+    for point, what in SWAP_POINTS.items():
+        col = f"{point}_kernel"
+        if col not in rows:
             continue
-        how = (f" (won, forward+backward ms at representative sizes: "
-               f"{_text(timing).replace(':', ' ').replace(';', ', ')})" if _text(timing)
-               else " (the only candidate)")
-        out.append(f"- kernel chosen by measurement on this machine: linear maps "
-                   f"(projections, FFN) -> {kernel}{how}")
+        ms = rows[f"{col}_ms"] if f"{col}_ms" in rows else pd.Series("", rows.index)
+        for kernel, timing in dict.fromkeys(zip(rows[col], ms, strict=True)):
+            if not _text(kernel):
+                continue
+            how = (f" (won, forward+backward ms at representative sizes: "
+                   f"{_text(timing).replace(':', ' ').replace(';', ', ')})" if _text(timing)
+                   else " (the only candidate)")
+            out.append(f"- kernel chosen by measurement on this machine: {what} -> "
+                       f"{kernel}{how}")
     return out
 
 
@@ -176,7 +185,9 @@ def profile_markdown(setup: Mapping[str, Any], tables: Mapping[str, pd.DataFrame
     parts = [f"torch.profiler, self time per op (ATen, oneDNN), ms per forward+backward "
              f"(train mode), B={s['batch_size']}, n={s['seq_len']}, d={s['d_model']}, "
              f"h={s['n_heads']}, {s['dtype']}, {s['device']}, {s['threads']} threads"
-             + (f", linear maps on {s['linear_kernel']}." if s.get("linear_kernel") else ".")]
+             + (f", linear maps on {s['linear_kernel']}" if s.get("linear_kernel") else "")
+             + "".join(f", {p} on {s[f'{p}_kernel']}" for p in ("qkv", "ffn", "attention")
+                       if s.get(f"{p}_kernel")) + "."]
     for backend, table in tables.items():
         parts.append(f"### ours ({backend}) vs nn.TransformerEncoderLayer\n\n"
                      + markdown_table(table.rename_axis("op").reset_index()))

@@ -17,7 +17,7 @@ import torch
 
 from experiments import bench as grids
 from experiments.spec import Point
-from harness.measure.kernel_choice import use_measured_linear
+from harness.measure.kernel_choice import use_measured_kernels
 from harness.measure.machine import machine_facts
 from harness.results import read_results, results_path
 from harness.run.sweep import SweepSummary, run_suite
@@ -69,7 +69,7 @@ def run_profile(device: torch.device, dtype: str, grid: str
                 if p.subject == "transformer-layer")
     n_heads = dict(head.config)["n_heads"]
     dt = getattr(torch, head.dtype)
-    kernels = use_measured_linear(device, dt)  # the linear maps a timed bench would run
+    kernels = use_measured_kernels(device, dt)  # the linear maps a timed bench would run
     setup = {"batch_size": head.batch_size, "seq_len": head.seq_len, "d_model": head.d_model,
              "n_heads": n_heads, "dtype": head.dtype, "device": device.type,
              "threads": torch.get_num_threads(), **kernels}

@@ -25,7 +25,7 @@ import torch
 
 from experiments.spec import Point
 from harness.errors import BadInput
-from harness.measure.kernel_choice import use_measured_linear
+from harness.measure.kernel_choice import use_measured_kernels
 from harness.measure.machine import BUSY_SHARE, Occupancy, environment_report, usable_cpus
 from harness.results import (
     SERIES_FILE,
@@ -119,7 +119,7 @@ def run_point(point: Point, ctx: Context, max_memory: int | None
         # the kernels this machine runs fastest, measured once per machine (not timed here);
         # a compiled point's graphs take inductor's GEMMs whatever the eager choice
         kernels = {"linear_kernel": "inductor"} if point.compile else \
-            use_measured_linear(ctx.device, getattr(torch, point.dtype))
+            use_measured_kernels(ctx.device, getattr(torch, point.dtype))
         started = time.perf_counter()
         with Occupancy() as occupancy:
             result = RUNNERS[point.runner](point, ctx)

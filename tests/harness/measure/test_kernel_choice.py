@@ -1,4 +1,5 @@
-"""harness.measure.kernel_choice: the linear backend measured once per machine, cached, set."""
+"""harness.measure.kernel_choice: each swap point's kernel measured once per machine, cached,
+set."""
 
 import json
 
@@ -19,9 +20,11 @@ def _fresh(monkeypatch):
     """No choice carried over from another test, and the backend restored afterwards."""
     monkeypatch.setattr(kernel_choice, "_chosen", {})
     monkeypatch.delenv(kernels.DISABLE_ONEDNN_ENV, raising=False)
-    saved = kernels._backend
+    monkeypatch.delenv(kernels.DISABLE_ENV, raising=False)
+    saved, choices = kernels._backend, dict(kernels._choice)
     yield
     kernels._backend = saved
+    kernels._choice.update(choices)
 
 
 def _timings(ms: dict[str, float]):
@@ -111,3 +114,68 @@ def test_time_linear_times_every_candidate():
     ms = kernel_choice.time_linear((kernels.ONEDNN, kernels.F_LINEAR), CPU, FP32, **TINY)
     assert set(ms) == {kernels.ONEDNN, kernels.F_LINEAR}
     assert all(v > 0 for v in ms.values())
+
+
+# the slower candidate of each swap point, faked: the other one must win
+SLOWER = {kernels.LINEAR: kernels.F_LINEAR, kernels.QKV: kernels.QKV_SPLIT,
+          kernels.FFN: kernels.FFN_SEPARATE, kernels.ATTENTION: kernels.ATTN_MATH}
+
+
+def _fake_all(monkeypatch, refuse: tuple[str, ...] = ()):
+    calls = []
+    for point, slower in SLOWER.items():
+        def fake(backends, device, dtype, slower=slower, point=point, **kw):
+            calls.append(point)
+            return {name: 2.0 if name == slower else 1.0 for name in backends}
+        monkeypatch.setattr(kernel_choice, f"time_{point}", _refuse if point in refuse else fake)
+    return calls
+
+
+@needs_onednn
+def test_every_swap_point_is_chosen_set_and_recorded(tmp_path, monkeypatch):
+    calls = _fake_all(monkeypatch)
+    cols = kernel_choice.use_measured_kernels(CPU, FP32, path=tmp_path / "k.json", machine="m")
+    assert calls == list(kernel_choice.POINTS)  # the linear maps first: the others use them
+    assert {k: v for k, v in cols.items() if not k.endswith("_ms")} == {
+        "linear_kernel": kernels.ONEDNN, "qkv_kernel": kernels.QKV_FUSED,
+        "ffn_kernel": kernels.FFN_ONEDNN_RELU, "attention_kernel": kernels.ATTN_SDPA}
+    assert cols["ffn_kernel_ms"] == "onednn-relu:1;linear+relu:2"
+    for point in SLOWER:
+        assert kernels.backend(point, "cpu", FP32) == cols[f"{point}_kernel"]
+    with OpRecorder() as rec:
+        kernels.linear_relu(torch.randn(2, 16), torch.randn(8, 16))
+    assert "aten.relu" not in rec.ops and "mkldnn._linear_pointwise" in rec.ops
+
+
+def test_a_cache_of_the_linear_choice_alone_measures_the_other_points(tmp_path, monkeypatch):
+    path = tmp_path / "k.json"
+    key = kernel_choice._key(CPU, FP32)
+    path.write_text(json.dumps({"m": {key: {"linear": kernels.F_LINEAR,
+                                            "linear_ms": {kernels.F_LINEAR: 1.0}}}}))
+    calls = _fake_all(monkeypatch, refuse=(kernels.LINEAR,))
+    cols = kernel_choice.use_measured_kernels(CPU, FP32, path=path, machine="m")
+    assert cols["linear_kernel"] == kernels.F_LINEAR and calls == [
+        p for p in kernel_choice.POINTS if len(kernels.candidates(p, "cpu", FP32)) > 1
+        and p != kernels.LINEAR]
+    entry = json.loads(path.read_text())["m"][key]
+    assert entry["linear"] == kernels.F_LINEAR and entry["qkv"] == kernels.QKV_FUSED
+    assert entry["attention"] == kernels.ATTN_SDPA
+
+
+def test_a_disabled_candidate_is_neither_timed_nor_chosen(tmp_path, monkeypatch):
+    monkeypatch.setenv(kernels.DISABLE_ENV, "attention:sdpa,qkv:fused")
+    monkeypatch.setenv(kernels.DISABLE_ONEDNN_ENV, "1")
+    _fake_all(monkeypatch, refuse=tuple(SLOWER))
+    cols = kernel_choice.use_measured_kernels(CPU, FP32, path=tmp_path / "k.json", machine="m")
+    assert cols == {"linear_kernel": kernels.F_LINEAR, "qkv_kernel": kernels.QKV_SPLIT,
+                    "ffn_kernel": kernels.FFN_SEPARATE, "attention_kernel": kernels.ATTN_MATH}
+    assert kernels.backend(kernels.ATTENTION, "cpu", FP32) == kernels.ATTN_MATH
+
+
+@pytest.mark.parametrize("point,sizes", [(kernels.QKV, ((8, 16, 16),)),
+                                         (kernels.FFN, ((8, 16, 32),)),
+                                         (kernels.ATTENTION, ((1, 2, 8, 4),))])
+def test_each_point_times_every_candidate(point, sizes):
+    names = kernels.candidates(point, CPU, FP32)
+    ms = kernel_choice._timer(point)(names, CPU, FP32, sizes=sizes, reps=2, min_run_time=0.001)
+    assert set(ms) == set(names) and all(v > 0 for v in ms.values())

@@ -145,3 +145,16 @@ def test_bench_names_the_linear_kernel_that_won_and_its_timings():
     alone = kernel_lines(_bench_rows().assign(linear_kernel="F.linear"))
     assert alone[0].endswith("-> F.linear (the only candidate)")
     assert kernel_lines(_bench_rows()) == []  # rows from before kernels were chosen
+
+
+def test_bench_names_the_winner_of_every_swap_point_in_order():
+    rows = _bench_rows().assign(linear_kernel="onednn", ffn_kernel="onednn-relu",
+                                ffn_kernel_ms="onednn-relu:40;linear+relu:52",
+                                attention_kernel="math", qkv_kernel="fused")
+    lines = kernel_lines(rows)
+    assert [line.split(": ", 1)[1].split(" -> ")[0] for line in lines] == [
+        "linear maps (projections, FFN)", "self-attention QKV projection",
+        "FFN first map and its ReLU", "attention (what attn_backend=auto runs)"]
+    assert lines[2].endswith("-> onednn-relu (won, forward+backward ms at representative "
+                             "sizes: onednn-relu 40, linear+relu 52)")
+    assert lines[3].endswith("-> math (the only candidate)")

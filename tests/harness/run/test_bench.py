@@ -197,6 +197,9 @@ def test_bench_command_writes_one_row_per_comparison_with_ratios(tmp_path):
     # the linear maps ran on the backend measured faster here, named in every row
     assert set(df["linear_kernel"]) <= set(kernels.linear_candidates("cpu", torch.float32))
     assert df["linear_kernel"].nunique() == 1
+    for point in (kernels.QKV, kernels.FFN, kernels.ATTENTION):  # and every other swap point
+        assert set(df[f"{point}_kernel"]) <= set(kernels.candidates(point, "cpu", torch.float32))
+        assert df[f"{point}_kernel"].nunique() == 1
     assert "kernel chosen by measurement on this machine: linear maps" in result.output
     assert "| transformer-layer/sdpa" in result.output
     assert "- fused LSTM vs nn.LSTM: ratio" in result.output
@@ -211,6 +214,7 @@ def test_bench_without_onednn_falls_back_to_f_linear_and_torch_mm(tmp_path, monk
     df = read_results(results_path(tmp_path, "bench"))
     assert (df["status"] == "ok").all()
     assert set(df["linear_kernel"]) == {kernels.F_LINEAR}
+    assert set(df["ffn_kernel"]) == {kernels.FFN_SEPARATE}  # the oneDNN fusion goes too
     assert set(df["peak_kernel"].dropna()) == {"mm"}
     assert "peak_onednn_flops_per_s" not in df or df["peak_onednn_flops_per_s"].isna().all()
     assert "linear maps (projections, FFN) -> F.linear (the only candidate)" in result.output
