@@ -98,12 +98,15 @@ def min_p(n_a: int, n_b: int) -> float:
     return min(1.0, 2 / comb(n_a + n_b, n_a)) if n_a and n_b else 1.0
 
 
-def seeds_gate(arms: dict[str, int], remedy: str, minimum: int = MIN_SEEDS) -> Gate:
-    """Every arm has `minimum` seeds, and the smallest arms can reach p < ALPHA exactly."""
+def seeds_gate(arms: dict[str, int], remedy: str, minimum: int = MIN_SEEDS,
+               exact: bool = True) -> Gate:
+    """Every arm has `minimum` seeds, and (with `exact`) the smallest arms can reach p < ALPHA
+    by the exact test over seeds. A rule whose significance comes from other tests (sentences
+    of a test set) passes exact=False and asks the seeds for their order (seed_order_gate)."""
     fewest = min(arms.values())
     sizes = sorted(arms.values())
     floor_p = min_p(sizes[0], sizes[1] if len(sizes) > 1 else sizes[0])
-    ok = fewest >= minimum and floor_p < ALPHA
+    ok = fewest >= minimum and (floor_p < ALPHA or not exact)
     counts = ", ".join(f"{a} {n}" for a, n in arms.items())
     return Gate("seeds", ok, f"seeds per arm: {counts}; need >= {minimum}; smallest "
                 f"attainable exact p {floor_p:.2g}", remedy)
@@ -132,6 +135,21 @@ def agree_gate(tests: list[Test] | tuple[Test, ...]) -> Gate:
     detail = "; ".join(f"{t.name} p = {t.p:.3g}" for t in tests) or "no test"
     return Gate("tests agree", ok, detail,
                 "" if ok else "more seeds or evaluation sentences until both tests agree")
+
+
+def seed_order_gate(a, b, separated: bool, label: str, remedy: str) -> Gate:
+    """Seeds that cannot be tested against each other (3 + 3: an exact two-sided test over
+    them cannot go below p = 0.1) can still order the arms: a difference the other tests call
+    significant counts only if every seed of the better arm is above every seed of the other
+    (complete separation, whose exact one-sided p is 1 / C(n_a + n_b, n_a): 0.05 at 3 + 3).
+    Where the other tests separate nothing, the order is not asked."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if not separated:
+        return Gate("seed order", True, f"{label}: not separated by the tests; no order asked")
+    hi, lo = (b, a) if b.mean() > a.mean() else (a, b)
+    ok = bool(len(a) and len(b) and hi.min() > lo.max())
+    return Gate("seed order", ok, f"{label}: the better arm's lowest seed {hi.min():.3g}, "
+                f"the other's highest {lo.max():.3g}", remedy)
 
 
 # ---------------------------------------------------------------- tests over seeds

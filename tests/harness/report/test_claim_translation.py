@@ -1,6 +1,6 @@
 """The Table 2 claim on made-up translation results: saved hypotheses chosen to yield each
-verdict through sacrebleu's paired bootstrap and approximate randomization and the exact test
-over seeds, and rows that fail each power gate."""
+verdict through sacrebleu's paired bootstrap and approximate randomization with the seeds'
+order, and rows that fail each power gate."""
 
 from __future__ import annotations
 
@@ -40,7 +40,12 @@ def poor(seed: int) -> list[str]:
 LOW = {"source-copy": (0.01, 0.1), "constant": (0.02, 0.2), "retrieval": (0.03, 0.3)}
 
 
-def _suite(out, transformer, rnn, flops=(1e12, 1e12), seeds=4, baselines=LOW):
+def mixed(seed: int) -> list[str]:
+    """Good on two seeds, poor on the third: the seeds do not order it against `good`."""
+    return good(seed) if seed < 2 else poor(seed)
+
+
+def _suite(out, transformer, rnn, flops=(1e12, 1e12), seeds=3, baselines=LOW):
     folder = out / SUITE
     write_lines(folder / "hyp" / "refs.txt", REFS)
     rows = [{"runner": "source-copy" if b == "source-copy" else "baseline", "model": b,
@@ -85,20 +90,20 @@ def test_table2_verdicts_when_every_gate_passes(tmp_path, transformer, rnn, flop
     assert all("10000 resamples" in t.detail for t in evidence.tests if "resamples" in t.detail)
 
 
-@pytest.mark.parametrize("seeds, baselines, failed", [
-    (1, LOW, "seeds"),  # one seed: seed-to-seed variation unmeasured
-    (3, LOW, "seeds"),  # 3 + 3 seeds: an exact permutation test cannot reach p < 0.05
-    (4, {"source-copy": (0.1, 1.0)}, "baselines"),  # constant and retrieval not measured
-    (4, LOW | {"retrieval": (99.0, 99.0)}, "baselines"),  # a model below retrieval
+@pytest.mark.parametrize("transformer, seeds, baselines, failed", [
+    (poor, 1, LOW, "seeds"),  # one seed: seed-to-seed variation unmeasured
+    (poor, 2, LOW, "seeds"),
+    (poor, 3, {"source-copy": (0.1, 1.0)}, "baselines"),  # constant and retrieval not measured
+    (poor, 3, LOW | {"retrieval": (99.0, 99.0)}, "baselines"),  # a model below retrieval
+    (mixed, 3, LOW, "seed order"),  # separated over sentences, but one seed says otherwise
 ])
-def test_table2_is_inconclusive_when_a_gate_fails(tmp_path, monkeypatch, seeds, baselines,
-                                                 failed):
+def test_table2_is_inconclusive_when_a_gate_fails(tmp_path, monkeypatch, transformer, seeds,
+                                                 baselines, failed):
     monkeypatch.setattr(claim_translation, "SAMPLES", 1000)  # the gates, not the tests, decide
-    _suite(tmp_path, poor, good, seeds=seeds, baselines=baselines)
+    _suite(tmp_path, transformer, good, seeds=seeds, baselines=baselines)
     evidence = judge(CLAIMS[0], Stored(tmp_path))
     assert evidence.verdict == INCONCLUSIVE
-    # 3 + 3 seeds cannot separate them by the test over seeds: the rule alone says qualified
-    assert evidence.ungated == (QUALIFIED if seeds == 3 else CONTRADICTS)
+    assert evidence.ungated == CONTRADICTS  # what the rule says without its gates
     gate = next(g for g in evidence.gates if g.name == failed and not g.passed)
     assert gate.remedy  # names what would pass it
     if "constant" not in baselines:
