@@ -199,7 +199,8 @@ def table2_bleu_at_cost(stored: Stored) -> Evidence:
         measured, verdict,
         f"supports if the Transformer's test BLEU beats every recurrent model's (both "
         f"sentence tests p < {ALPHA:g}) at no more than {FRACTION:g}x its training FLOPs; "
-        f"qualified if it beats them at no more than {COST_RATIO:g}x (the cost part untested) or is not separated; "
+        f"qualified if it beats them at no more than {COST_RATIO:g}x (the cost part untested) "
+        "or is not separated; "
         f"contradicts if a recurrent model beats it so at no more than {COST_RATIO:g}x the "
         "Transformer's FLOPs. Gates: every model above source copy, constant sentence and "
         f"retrieval on test BLEU and chrF; {MIN_SEEDS}+ seeds per model; the two sentence "
