@@ -133,28 +133,3 @@ def claim_or_skip(claims: Claims, point_id: str, resume: bool) -> str | None:
         if resume and point_id in done_points(claims.results, claims.device, claims.machine):
             return "done"
         return None if claims.take(point_id) else "elsewhere"
-
-
-OUTCOMES = ".outcomes"
-
-
-def note_outcome(suite_dir: Path, run_id: str, status: str) -> None:
-    """How a run ended (FINISHED, KILLED, FAILED) when the store could not be told: the
-    next sync closes the run with it rather than as a run killed mid-way."""
-    folder = Path(suite_dir) / OUTCOMES
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / run_id).write_text(status, encoding="utf-8")
-    except OSError:
-        pass  # a full or read-only disk: the run is closed as KILLED later, as before
-
-
-def noted_outcome(suite_dir: Path, run_id: str) -> str | None:
-    """The status note_outcome kept for `run_id`, if any (a run id is hex: no path tricks)."""
-    if not run_id.isalnum():
-        return None
-    try:
-        status = (Path(suite_dir) / OUTCOMES / run_id).read_text(encoding="utf-8").strip()
-    except OSError:
-        return None
-    return status if status in ("FINISHED", "KILLED", "FAILED") else None
