@@ -28,6 +28,7 @@ Examples:
   tvr run quick                      # the complexity sweep and crossover
   tvr run table1 --device cuda --max-memory 60GiB
   tvr run convergence-quick --only lstm --only transformer
+  tvr run convergence-quick --set steps=2000  # one setting of every point, own folder
   tvr run quick --fail-on error,oom  # exit 1 if any point failed (for CI)
   tvr run quick --threads 2          # timed points on 2 threads (default 1, as the reference)
   tvr run quick --dry-run            # list the points, measure nothing
@@ -134,7 +135,7 @@ def run_cmd(**options: Any) -> None:
 
     o = RunOptions(**options)
     suite, description, points = suite_points(o.suite, o.suite_file)
-    points, name = chosen_points(points, suite, o.only, o.corpus, o.bitext or o.parallel,
+    points, name = chosen_points(points, suite, o.only, o.corpus, o.bitext + o.parallel,
                                  o.reverse, o.dtype, o.compile_, o.set_)
     if o.dry_run:
         for p in points:

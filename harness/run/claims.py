@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.results import locked
+from harness.track.client import alive
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,14 +45,8 @@ def _alive(owner: dict) -> bool:
     if owner.get("host") != socket.gethostname():
         return True
     pid = owner.get("pid")
-    if not isinstance(pid, int):
+    if not isinstance(pid, int) or not alive(pid):
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
     return owner.get("started") in (None, _started(pid))
 
 

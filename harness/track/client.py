@@ -76,6 +76,7 @@ def hide_default(client: MlflowClient) -> None:
 
 
 def alive(pid: int) -> bool:
+    """Whether process `pid` runs on this host (another user's counts as running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
