@@ -18,8 +18,8 @@ from mlflow import MlflowClient
 
 import experiments
 from harness.run import point, sweep
-from harness.track import store
 from harness.runner import Result
+from harness.track import store
 
 SUITE = "oneline"
 
@@ -63,8 +63,8 @@ def test_library_lines_go_to_errors_log_and_warnings_above_the_bar(
 
 def test_a_corrupt_store_is_one_line_naming_the_first_damage(out_dir: Path,
                                                             tmp_path: Path) -> None:
-    from harness.track.sqlitefile import create_sqlite
     from harness.track.client import build_schema
+    from harness.track.sqlitefile import create_sqlite
 
     create_sqlite(out_dir / "mlflow.db", build_schema)
     db = tmp_path / "mlflow.db"
@@ -103,8 +103,8 @@ print("ended", tracker.error is not None)
 
 def test_after_an_outage_sync_gives_the_parent_the_runs_own_status(out_dir: Path,
                                                                     tmp_path: Path) -> None:
-    from harness.track.sqlitefile import create_sqlite
     from harness.track.client import build_schema
+    from harness.track.sqlitefile import create_sqlite
 
     create_sqlite(out_dir / "mlflow.db", build_schema)
     shutil.copy(out_dir / "mlflow.db", tmp_path / "mlflow.db")  # a store of its own, fast

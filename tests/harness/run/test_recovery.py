@@ -16,8 +16,8 @@ from pathlib import Path
 from mlflow import MlflowClient
 
 from harness.track import store
-from harness.track.sqlitefile import create_sqlite, leftovers
 from harness.track.client import build_schema
+from harness.track.sqlitefile import create_sqlite, leftovers
 
 SIX = """name = "six"
 [[grid]]

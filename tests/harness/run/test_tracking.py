@@ -13,8 +13,8 @@ from mlflow.exceptions import MlflowException
 
 import experiments
 from harness.run import point, sweep
-from harness.track.tracker import Tracker
 from harness.runner import Result
+from harness.track.tracker import Tracker
 
 
 def _uri(out_dir: Path) -> str:
