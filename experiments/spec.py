@@ -18,6 +18,9 @@ Config = tuple[tuple[str, Any], ...]  # sorted (key, value) pairs: hashable, sta
 
 # subject: a mixer kind
 LAYER_RUNNERS = ("layer", "compare", "fwdbwd", "seq-ops", "path", "threads", "identities")
+# Runners that cast the layer to Point.dtype and honour Point.compile; `tvr run
+# --dtype/--compile` changes only their points.
+CAST_RUNNERS = ("layer", "compare", "fwdbwd")
 MODEL_RUNNERS = ("train", "attn-init", "layer-grads", "grad-distance",  # subject is a model
                  "translate", "source-copy", "constant", "retrieval")
 
@@ -125,7 +128,7 @@ class TranslateOptions:
 
     steps: int = 0  # optimizer updates (0 for the source-copy baseline)
     reverse: bool = False  # the corpus's reverse direction (Bible: English -> Chichewa)
-    parallel: tuple[str, ...] = ()  # a user corpus: one TSV or two line-aligned files
+    bitext: tuple[str, ...] = ()  # a user's bilingual corpus: one TSV or two line-aligned files
     bpe: int = 4000  # shared BPE vocabulary size
     max_tokens: int = 64  # training pairs longer than this (subwords, either side) left out
     peak_lr: float = 1e-3  # the inverse-square-root schedule is scaled to peak here
@@ -148,8 +151,8 @@ class TranslateOptions:
     def columns(self) -> dict[str, Any]:
         out = _changed(self)
         match = out.pop("match", None)
-        if "parallel" in out:
-            out["parallel"] = ";".join(out["parallel"])
+        if "bitext" in out:
+            out["bitext"] = ";".join(out["bitext"])
         return {**out, **(match.columns() if match else {})}
 
 

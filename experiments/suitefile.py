@@ -18,6 +18,8 @@ file, the key and the allowed values.
     config = { form = ["parallel"] }      # optional: a list value is one more grid axis
     # measure = "path": dilation_growth = true; "compare": versus = "torch" | "timer";
     # "train": [grid.train] task = "copy", steps = 200, ... (TrainOptions and TaskSpec fields)
+    [set]                                 # optional: as `tvr run --set KEY=VALUE`, e.g.
+    seed = 1                              # a size, an option or a config key of every point
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import torch
 
 import models
 from experiments import suite_names
+from experiments.overrides import Set
 from experiments.spec import (
     CompareOptions,
     Match,
@@ -53,7 +56,7 @@ else:  # the same parser, before it joined the standard library
 
 MEASURES = ("layer", "seq-ops", "path", "compare", "train")
 DTYPES = ("float32", "bfloat16", "float16")
-TOP_KEYS = ("name", "description", "config", "grid")
+TOP_KEYS = ("name", "description", "config", "grid", "set")
 GRID_KEYS = ("measure", "mixers", "models", "n", "d", "batch", "seeds", "dtype", "fit",
              "config", "dilation_growth", "versus", "train")
 # [grid.train]: key -> type; TaskSpec's (task, alphabet_size, framing, keywords) and
@@ -150,11 +153,28 @@ def load(path: str | Path) -> tuple[str, str, list[Point]]:
         for p in _grid(f, name, f.typed(grid, dict, f"grid[{i}]"), f"grid[{i}].", defaults):
             points.setdefault(p.point_id, p)
     known = [*models.mixer_kinds(), *models.names()]
+    points = _settings(f, name, f.typed(doc.get("set", {}), dict, "set"), points)
     for subject in defaults:  # after the grids, whose unknown mixers are the likelier slip
         if subject not in known:
             raise f.fail(f"config.{subject}", f"unknown mixer or model; valid: "
                                               f"{', '.join(known)}")
     return name, description, list(points.values())
+
+
+def _settings(f: _File, suite: str, settings: dict, points: dict[str, Point]
+              ) -> dict[str, Point]:
+    """`[set]`: one setting of every point that has it, as `tvr run --set KEY=VALUE` (a
+    size, an option, a config key); the folder keeps the file's name."""
+    for key, value in settings.items():
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        override = Set(key, text, option="set")
+        try:
+            override.check(list(points.values()), suite)
+        except ValueError as exc:
+            raise f.fail(f"set.{key}", str(exc).removeprefix(f"set {key}: ")) from None
+        changed = (override(p) for p in points.values())
+        points = {p.point_id: p for p in changed}
+    return points
 
 
 def _read(f: _File) -> bytes:

@@ -1,8 +1,9 @@
 """Tidy results in and out of `<out>/<suite>/results.csv`, written so a crash never loses a row.
 
 One row per point: the identifying columns first, then the config, options and metric columns
-in first-seen order, then message / torch_version / host. Written by harness.run, read by
-harness.report; files written by older versions are read under today's column names.
+in first-seen order, then message / torch_version / host (harness.schema declares a row's
+parts). Written by harness.run, read by harness.report; files written by older versions are
+read under today's column names.
 """
 
 from __future__ import annotations
@@ -19,14 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from filelock import FileLock
 
 from harness.errors import BadInput
+from harness.files import locked, read_lines, write_atomic, write_lines  # noqa: F401
 from harness.inputs import check_table
+from harness.schema import ID_COLUMNS, KEY, TAIL_COLUMNS
 
-ID_COLUMNS = ["suite", "point_id", "runner", "model", "mixer", "seq_len", "d_model", "batch_size",
-              "device", "dtype", "seed", "status", "machine"]
-TAIL_COLUMNS = ["message", "torch_version", "host"]
 STATUSES = ("ok", "oom", "diverged", "error", "skipped")
 RESULTS_FILE = "results.csv"
 SERIES_FILE = "series.csv"
@@ -112,56 +111,6 @@ def results_path(out_dir: Path, suite: str) -> Path:
     return Path(out_dir) / suite / RESULTS_FILE
 
 
-def write_lines(path: Path, lines: list[str]) -> None:
-    """One line per item (hypotheses, references), written atomically; a line break inside
-    an item would shift every later line, so none may hold one."""
-    if any("\n" in line or "\r" in line for line in lines):
-        raise ValueError(f"{path.name}: an item holds a line break")
-    write_atomic(path, "".join(line + "\n" for line in lines))
-
-
-def read_lines(path: Path) -> list[str]:
-    """What write_lines wrote."""
-    text = Path(path).read_text(encoding="utf-8")
-    return text.split("\n")[:-1] if text else []
-
-
-def write_atomic(path: Path, text_or_bytes: str | bytes) -> None:
-    """Write a whole file so readers see the old content or the new one, never a mix.
-
-    The data goes to a temp file in the same directory (os.replace is atomic only within one
-    filesystem), is fsynced, then renamed over `path`; on any failure the temp file is removed.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = text_or_bytes.encode("utf-8") if isinstance(text_or_bytes, str) else text_or_bytes
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    # os.open with 0o666 lets the umask decide the mode, as a plain open() would;
-    # tempfile.mkstemp would leave results readable by the owner only.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Persist the rename itself; without this a power cut can undo os.replace."""
-    if os.name != "posix":  # Windows cannot open a directory; its rename is durable enough
-        return
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def order_columns(columns: Iterable[str]) -> list[str]:
     """ID_COLUMNS, then every other column in first-seen order, then TAIL_COLUMNS."""
     metrics = [c for c in dict.fromkeys(columns) if c not in _FIXED]
@@ -219,7 +168,7 @@ def _parse(path: Path, **read_csv_kwargs: Any) -> pd.DataFrame:
     return _current_names(frame)
 
 
-ROW_KEY = ("point_id", "device", "machine")  # one row per point, device and machine
+ROW_KEY = KEY  # one row per point, device and machine
 
 
 def _same_point(frame: pd.DataFrame, row: Mapping[str, Any]) -> pd.Series:
@@ -254,14 +203,6 @@ def append_row(path: Path, row: Mapping[str, Any]) -> None:
         columns = order_columns([*old.columns, *new.columns])
         table = table.reindex(columns=columns, fill_value="")
         write_atomic(path, table.to_csv(index=False, lineterminator="\n"))
-
-
-def locked(path: Path) -> FileLock:
-    """An inter-process lock for a read-modify-write of `path`: two sweeps writing into one
-    folder would otherwise each rewrite the file from what they read, losing the other's
-    rows."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return FileLock(path.with_name(f".{path.name}.lock"))
 
 
 def series_path(out_dir: Path, suite: str) -> Path:

@@ -134,7 +134,7 @@ def output_folder(out: str) -> Path:
 
 def store_uri(out_dir: Path, tracking_uri: str | None) -> str | None:
     """resolve_tracking_uri, plus bad input (not a traceback later) when MLflow is missing."""
-    from harness.run.store import mask, resolve_tracking_uri
+    from harness.track.store import mask, resolve_tracking_uri
 
     uri = resolve_tracking_uri(out_dir, tracking_uri)
     if uri is not None and importlib.util.find_spec("mlflow") is None:

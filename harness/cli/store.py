@@ -8,7 +8,7 @@ import click
 
 from harness.cli.common import complete_stored_suites, out_option, store_uri
 from harness.errors import BadInput
-from harness.run.store import mask
+from harness.track.store import mask
 
 
 @click.command("sync", epilog="""\b
@@ -21,7 +21,7 @@ Examples:
 def sync_cmd(suite: str, out: str, tracking_uri: str | None) -> None:
     """Log to MLflow every stored row of SUITE the store lacks (by point id and machine):
     rows written while tracking was off, or just before a kill."""
-    from harness.run.sync import sync_suite
+    from harness.track.sync import sync_suite
 
     out_dir = Path(out)
     if not (out_dir / suite / "results.csv").is_file():
@@ -29,7 +29,7 @@ def sync_cmd(suite: str, out: str, tracking_uri: str | None) -> None:
     uri = store_uri(out_dir, tracking_uri)
     if uri is None:
         raise BadInput("tracking is off (--tracking-uri none): there is no store to sync to")
-    from harness.run.store import check_reachable, problem
+    from harness.track.store import check_reachable, problem
 
     check_reachable(uri)
     reason = problem(uri)  # a store sync cannot write to: said before any row is read
@@ -44,7 +44,7 @@ def sync_cmd(suite: str, out: str, tracking_uri: str | None) -> None:
 
 
 def _headline(out_dir: Path, suite: str) -> tuple[dict[str, float], dict[str, str]]:
-    from harness.cli.run import headline_of
+    from harness.cli.sweeping import headline_of
 
     return headline_of(out_dir, suite)
 
@@ -52,7 +52,7 @@ def _headline(out_dir: Path, suite: str) -> tuple[dict[str, float], dict[str, st
 def build_store(out_dir: Path, uri: str) -> None:
     """Log every suite's stored rows (the reference committed with the code, on a fresh
     clone) to the store, saying so suite by suite."""
-    from harness.run.sync import suites_with_results, sync_suite
+    from harness.track.sync import suites_with_results, sync_suite
 
     for suite in suites_with_results(out_dir):
         try:
@@ -71,9 +71,9 @@ def doctor_cmd(out: str, repair: bool) -> None:
     """Check the MLflow store under --out (the default SQLite file): what a killed writer left
     (a hot journal, a WAL) is recovered in place; --repair moves aside only a store that
     cannot be opened, and rebuilds its runs from the results CSVs."""
-    from harness.run.sqlitefile import leftovers
-    from harness.run.store import REPAIR, problem, resolve_tracking_uri, sqlite_path
-    from harness.run.sync import move_aside
+    from harness.track.sqlitefile import leftovers
+    from harness.track.store import REPAIR, problem, resolve_tracking_uri, sqlite_path
+    from harness.track.sync import move_aside
 
     out_dir = Path(out)
     uri = resolve_tracking_uri(out_dir, None)
@@ -109,8 +109,8 @@ Example: tvr ui --port 5001""")
 @click.option("--tracking-uri", default=None, help="As for `tvr run`.")
 def ui_cmd(port: int, out: str, tracking_uri: str | None) -> None:
     """Browse the runs: start the MLflow UI on 127.0.0.1 with the same store."""
-    from harness.run.store import resolve_tracking_uri, sqlite_path
-    from harness.run.ui import serve_ui
+    from harness.track.store import resolve_tracking_uri, sqlite_path
+    from harness.track.ui import serve_ui
 
     out_dir = Path(out)  # only read: a missing folder is serve_ui's "no store" message
     uri = resolve_tracking_uri(out_dir, tracking_uri)

@@ -14,6 +14,8 @@ import time
 
 import torch
 
+from harness.schema import FACT_KEYS  # noqa: F401 -- the facts below, declared there
+
 
 def _cpu_model() -> str:
     try:
@@ -87,10 +89,6 @@ def build_facts() -> dict[str, str]:
 
 
 # Every key machine_facts may return: descriptions of the machine, never measurements.
-FACT_KEYS = ("cpu", "threads", "torch_version", "host", "device_name",
-             "float32_matmul_precision", "cuda_version", "cudnn_version", "driver_version",
-             "tf32_matmul", "tf32_cudnn",
-             "cpu_count", "physical_cores", "usable_cpus", "blas", "onednn", "cpu_capability")
 
 
 def machine_facts(device: torch.device) -> dict[str, str | int | bool]:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.results import locked
+from harness.track.client import alive
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,14 +45,8 @@ def _alive(owner: dict) -> bool:
     if owner.get("host") != socket.gethostname():
         return True
     pid = owner.get("pid")
-    if not isinstance(pid, int):
+    if not isinstance(pid, int) or not alive(pid):
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
     return owner.get("started") in (None, _started(pid))
 
 
@@ -133,28 +128,3 @@ def claim_or_skip(claims: Claims, point_id: str, resume: bool) -> str | None:
         if resume and point_id in done_points(claims.results, claims.device, claims.machine):
             return "done"
         return None if claims.take(point_id) else "elsewhere"
-
-
-OUTCOMES = ".outcomes"
-
-
-def note_outcome(suite_dir: Path, run_id: str, status: str) -> None:
-    """How a run ended (FINISHED, KILLED, FAILED) when the store could not be told: the
-    next sync closes the run with it rather than as a run killed mid-way."""
-    folder = Path(suite_dir) / OUTCOMES
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / run_id).write_text(status, encoding="utf-8")
-    except OSError:
-        pass  # a full or read-only disk: the run is closed as KILLED later, as before
-
-
-def noted_outcome(suite_dir: Path, run_id: str) -> str | None:
-    """The status note_outcome kept for `run_id`, if any (a run id is hex: no path tricks)."""
-    if not run_id.isalnum():
-        return None
-    try:
-        status = (Path(suite_dir) / OUTCOMES / run_id).read_text(encoding="utf-8").strip()
-    except OSError:
-        return None
-    return status if status in ("FINISHED", "KILLED", "FAILED") else None

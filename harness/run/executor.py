@@ -12,49 +12,24 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from experiments.spec import Point
+from experiments.spec import CAST_RUNNERS, Point
 from harness.errors import BadInput
 from harness.measure.machine import machine_facts
 from harness.run import raywatch
+from harness.run.point import Measured, measure, resolve_device
 from harness.run.rayaddress import check_address
-from harness.run.runners import CAST_RUNNERS
-from harness.run.store import mask
 from harness.runner import Context, Result
+from harness.track.store import mask
 
 # Runners whose numbers are times: their point gets its device to itself (one GPU, or on a
 # CPU node every core of the node), so no other point shares the cores it is timing on.
 TIMED_RUNNERS = CAST_RUNNERS
-
-
-@dataclass
-class Measured:
-    """One finished point: the runner's result, its traceback for an error, and the facts of
-    the process that measured it (the node, for Ray)."""
-
-    point: Point
-    result: Result
-    trace: str | None = None
-    facts: dict[str, Any] = field(default_factory=dict)
-    started_ms: int | None = None  # wall clock, so the point's MLflow run spans what it did
-    ended_ms: int | None = None
-
-
-def measure(point: Point, ctx: Context, max_memory: int | None,
-            facts: dict[str, Any] | None = None) -> Measured:
-    """run_point, timed on the wall clock."""
-    from harness.run.sweep import run_point
-
-    started_ms = int(time.time() * 1000)
-    result, trace = run_point(point, ctx, max_memory)
-    return Measured(point, result, trace, facts or {}, started_ms, int(time.time() * 1000))
 
 
 class NoNode(RuntimeError):
@@ -77,8 +52,6 @@ class LocalExecutor:
         return {}
 
     def resolve_device(self, name: str) -> torch.device:
-        from harness.run.sweep import resolve_device
-
         return resolve_device(name)
 
     def run(self, points: list[Point], ctx: Context, max_memory: int | None,

@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from harness.console import say
+
 # Libraries whose own log lines (MLflow's multi-line ERROR blocks, SQLAlchemy's and
 # Alembic's notes, urllib3's retries) go to the suite's errors.log, not the terminal.
 QUIET_LOGGERS = ("mlflow", "alembic", "sqlalchemy", "urllib3")
@@ -59,17 +61,6 @@ def progress_bar(items: Sequence[Any], desc: str, enabled: bool = True) -> Any:
         return _Lines(items, desc, enabled)
     return tqdm(items, desc=desc, unit="pt", file=sys.stderr, disable=not enabled,
                 dynamic_ncols=True)
-
-
-def say(text: str) -> None:
-    """One line on stderr, above a running progress bar (tqdm.write), never glued to it."""
-    line = (str(text).strip().splitlines() or [""])[0]
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        print(line, file=sys.stderr, flush=True)
-        return
-    tqdm.write(line, file=sys.stderr)
 
 
 @contextmanager

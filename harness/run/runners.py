@@ -36,9 +36,6 @@ from harness.train.translation.baselines import run_constant, run_retrieval, run
 from harness.train.translation.runner import run_translate
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-# Runners that cast the layer to Point.dtype and honour Point.compile; `tvr run
-# --dtype/--compile` changes only their points.
-CAST_RUNNERS = ("layer", "compare", "fwdbwd")
 RECURRENT = ("lstm", "gru")
 SCANNED = ("min-gru", "min-lstm")  # one layer links every position; its chain is the measure
 

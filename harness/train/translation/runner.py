@@ -58,8 +58,8 @@ def options(point: Point) -> TranslateOptions:
 
 
 def load_corpus(opts: TranslateOptions) -> corpora.Corpus:
-    if opts.parallel:
-        return corpora.user_corpus(opts.parallel, opts.reverse)
+    if opts.bitext:
+        return corpora.user_corpus(opts.bitext, opts.reverse)
     return corpora.bible(opts.reverse)
 
 

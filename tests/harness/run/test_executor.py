@@ -136,7 +136,7 @@ def test_ctrl_c_keeps_what_finished_and_marks_the_parent_run_killed(cluster, tmp
 
     from mlflow import MlflowClient
 
-    from harness.run.store import sqlite_uri
+    from harness.track.store import sqlite_uri
 
     client = MlflowClient(sqlite_uri(tmp_path / "mlflow.db"))
     experiment = client.get_experiment_by_name(suite)

@@ -20,7 +20,7 @@ from mlflow import MlflowClient
 
 import experiments
 from harness.results import append_row, read_results, results_path
-from harness.run.store import sqlite_uri
+from harness.track.store import sqlite_uri
 
 SUITE = "smoke"
 POINTS = {p.point_id for p in experiments.points(SUITE)}

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.cli import cli
-from harness.run.store import mask
+from harness.track.store import mask
 
 # Passwords carry an upper-case letter and a digit: hosts, users and paths below never do,
 # so finding the password (or a long piece of it) in the output can only mean a leak.

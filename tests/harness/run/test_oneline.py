@@ -17,8 +17,9 @@ import torch
 from mlflow import MlflowClient
 
 import experiments
-from harness.run import store, sweep
+from harness.run import point, sweep
 from harness.runner import Result
+from harness.track import store
 
 SUITE = "oneline"
 
@@ -40,7 +41,7 @@ def test_library_lines_go_to_errors_log_and_warnings_above_the_bar(
         capsys: pytest.CaptureFixture[str]) -> None:
     tmp_path = out_dir  # the module's store: building one costs seconds
     points = experiments.points("smoke")[:3]
-    monkeypatch.setattr(sweep, "run_point", _chatty_point)
+    monkeypatch.setattr(point, "run_point", _chatty_point)
     with warnings.catch_warnings():  # as outside pytest: warnings are shown, not recorded
         warnings.simplefilter("always")
         summary = sweep.run_suite(SUITE, points, torch.device("cpu"), tmp_path,
@@ -62,10 +63,10 @@ def test_library_lines_go_to_errors_log_and_warnings_above_the_bar(
 
 def test_a_corrupt_store_is_one_line_naming_the_first_damage(out_dir: Path,
                                                             tmp_path: Path) -> None:
-    from harness.run.sqlitefile import create_sqlite
-    from harness.run.tracking import _build_schema
+    from harness.track.client import build_schema
+    from harness.track.sqlitefile import create_sqlite
 
-    create_sqlite(out_dir / "mlflow.db", _build_schema)
+    create_sqlite(out_dir / "mlflow.db", build_schema)
     db = tmp_path / "mlflow.db"
     shutil.copy(out_dir / "mlflow.db", db)
     size = db.stat().st_size
@@ -84,7 +85,7 @@ import sys
 from pathlib import Path
 from mlflow.exceptions import MlflowException
 from harness.results import append_row
-from harness.run.tracking import Tracker
+from harness.track.tracker import Tracker
 
 out, uri = Path(sys.argv[1]), sys.argv[2]
 row = {"suite": "outage", "point_id": "a", "status": "ok", "device": "cpu",
@@ -102,10 +103,10 @@ print("ended", tracker.error is not None)
 
 def test_after_an_outage_sync_gives_the_parent_the_runs_own_status(out_dir: Path,
                                                                     tmp_path: Path) -> None:
-    from harness.run.sqlitefile import create_sqlite
-    from harness.run.tracking import _build_schema
+    from harness.track.client import build_schema
+    from harness.track.sqlitefile import create_sqlite
 
-    create_sqlite(out_dir / "mlflow.db", _build_schema)
+    create_sqlite(out_dir / "mlflow.db", build_schema)
     shutil.copy(out_dir / "mlflow.db", tmp_path / "mlflow.db")  # a store of its own, fast
     uri = _uri(tmp_path)
     done = subprocess.run([sys.executable, "-c", OUTAGE, str(tmp_path), uri],
@@ -117,7 +118,7 @@ def test_after_an_outage_sync_gives_the_parent_the_runs_own_status(out_dir: Path
     experiment = client.get_experiment_by_name("outage").experiment_id
     (parent,) = client.search_runs([experiment])
     assert parent.info.status == "RUNNING"  # the store never heard the end
-    from harness.run.sync import sync_suite
+    from harness.track.sync import sync_suite
 
     os.environ["TVR_MACHINE"] = "outage"
     try:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from mlflow import MlflowClient
 
-from harness.run import store
-from harness.run.sqlitefile import create_sqlite, leftovers
-from harness.run.tracking import _build_schema
+from harness.track import store
+from harness.track.client import build_schema
+from harness.track.sqlitefile import create_sqlite, leftovers
 
 SIX = """name = "six"
 [[grid]]
@@ -53,7 +53,7 @@ time.sleep(60)
 
 def test_a_writer_killed_inside_a_transaction_is_rolled_back_in_place(tmp_path: Path) -> None:
     db = tmp_path / "mlflow.db"
-    create_sqlite(db, _build_schema)
+    create_sqlite(db, build_schema)
     uri = store.sqlite_uri(db)
     client = MlflowClient(uri)
     experiment = client.create_experiment("history")

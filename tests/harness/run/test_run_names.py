@@ -12,8 +12,8 @@ from mlflow import MlflowClient
 import experiments
 from harness.cli import cli
 from harness.results import read_results
-from harness.run.context import run_names
-from harness.run.sync import sync_suite
+from harness.track.names import run_names
+from harness.track.sync import sync_suite
 
 REFERENCE = Path(__file__).resolve().parents[3] / "results"
 

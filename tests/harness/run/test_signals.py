@@ -61,7 +61,7 @@ def test_a_stopped_ray_sweep_leaves_no_ray_process_of_its_own(tmp_path: Path,
     from mlflow import MlflowClient
 
     from harness.run.raywatch import descendants
-    from harness.run.store import sqlite_uri
+    from harness.track.store import sqlite_uri
 
     env_address = os.environ.pop("RAY_ADDRESS", None)
     try:

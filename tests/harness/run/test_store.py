@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from harness.errors import BadInput
-from harness.run import store
-from harness.run.store import resolve_tracking_uri
-from harness.run.ui import ui_command
+from harness.track import store
+from harness.track.store import resolve_tracking_uri
+from harness.track.ui import ui_command
 
 
 def _closed_port() -> int:

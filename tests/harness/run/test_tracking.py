@@ -12,9 +12,9 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 import experiments
-from harness.run import sweep
-from harness.run.tracking import Tracker
+from harness.run import point, sweep
 from harness.runner import Result
+from harness.track.tracker import Tracker
 
 
 def _uri(out_dir: Path) -> str:
@@ -215,7 +215,7 @@ def test_store_failure_mid_sweep_keeps_the_sweep(out_dir: Path,
     """The sweep logs outside its per-point try: the Tracker must absorb the failure."""
     points = experiments.points("smoke")
     assert len(points) >= 3
-    monkeypatch.setattr(sweep, "run_point",
+    monkeypatch.setattr(point, "run_point",
                         lambda point, *args, **kwargs: (Result({"fwd_ms": 1.0}), None))
     calls: list[str] = []
     monkeypatch.setattr(MlflowClient, "log_batch", _locked(calls, fail_from=3))
@@ -294,7 +294,7 @@ def test_a_late_row_keeps_when_its_point_ran(out_dir: Path) -> None:
 
 
 def test_a_long_run_name_fits_postgresql_and_stays_distinct() -> None:
-    from harness.run.context import RUN_NAME_LIMIT, run_name
+    from harness.track.names import RUN_NAME_LIMIT, run_name
 
     params = {"model": "mixer-lm", "seq_len": 64, "d_model": 32, "study": "x" * 300}
     a, b = run_name(params, "point-a"), run_name(params, "point-b")

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from harness.errors import BadInput
-from harness.run import ui
-from harness.run.tracking import Tracker
-from harness.run.ui import runs_links, serve_ui, ui_command
+from harness.track import ui
+from harness.track.tracker import Tracker
+from harness.track.ui import runs_links, serve_ui, ui_command
 
 
 def _uri(out_dir: Path) -> str:

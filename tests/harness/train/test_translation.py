@@ -102,10 +102,10 @@ BAD = {
 def test_bad_corpus_files_exit_2_naming_file_and_line(case, tmp_path) -> None:
     name, first, second, message = BAD[case]
     (tmp_path / name).write_bytes(first)
-    args = ["--parallel", str(tmp_path / name)]
+    args = ["--bitext", str(tmp_path / name)]
     if second is not None:
         (tmp_path / "b.txt").write_bytes(second)
-        args += ["--parallel", str(tmp_path / "b.txt")]
+        args += ["--bitext", str(tmp_path / "b.txt")]
     result = tvr("run", "translation-tiny", "--out", str(tmp_path / "out"), "--dry-run", *args)
     assert result.exit_code == 2, result.output
     assert message in result.output and len(result.output.strip().splitlines()) == 1

@@ -14,6 +14,7 @@ import os
 import sqlite3
 import stat
 import time
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -106,13 +107,17 @@ def _open_problem(path: Path) -> str | None:
     return None
 
 
+def sqlite_uri(path: Path) -> str:
+    """sqlite:/// URI of a file, percent-encoded: SQLAlchemy decodes %XX and splits at "?",
+    so a folder named "a%20b" or "q?x=1" would otherwise send the store elsewhere."""
+    return "sqlite:///" + urllib.parse.quote(Path(path).resolve().as_posix(), safe="/")
+
+
 def create_sqlite(path: Path, build: Callable[[str], None]) -> None:
     """Create the store at `path` if it is missing, never half: `build(uri)` builds the
     schema in a temporary file, which replaces `path` only once complete, under the file lock
     so that two first runs build it once. A build interrupted by a kill leaves only the
     temporary file, which the next creation removes."""
-    from harness.run.store import sqlite_uri
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with store_lock(path):

@@ -21,28 +21,30 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from harness.console import say
 from harness.results import results_path, this_machine
-from harness.run.claims import note_outcome, noted_outcome
-from harness.run.context import (
+from harness.track.client import (
+    alive,
+    build_schema,
+    client_uri,
+    first_line,
+    hide_default,
+    note_outcome,
+    noted_outcome,
+    quiet_mlflow,
+    tracking_errors,
+)
+from harness.track.names import run_name, run_names
+from harness.track.store import create_sqlite, is_remote, mask, problem, sqlite_path
+from harness.track.values import (
     context_tags,
     fact_tags,
     flatten,
     metrics_batch,
-    row_tags,
+    row_series,
     row_times,
-    run_name,
-    run_names,
+    split_row,
 )
-from harness.run.progress import say
-from harness.run.store import (
-    create_sqlite,
-    is_remote,
-    mask,
-    problem,
-    sqlite_path,
-    without_credentials,
-)
-from harness.run.sync import row_series, split_row
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,83 +54,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 EXPERIMENT_KIND_TAG, TRAINING_KIND = "mlflow.experimentKind", "custom_model_development"
 NOTE_TAG = "mlflow.note.content"  # the description the UI shows on a run or an experiment
-
-
-def _tracking_errors() -> tuple[type[BaseException], ...]:
-    """What a failing store raises: MLflow's errors, SQLAlchemy's (SQLite "database is locked"
-    while `tvr ui` holds the file) and OS errors (requests' network errors are OSErrors)."""
-    from mlflow.exceptions import MlflowException
-
-    try:
-        from sqlalchemy.exc import SQLAlchemyError
-    except ImportError:  # mlflow-skinny has no database stores, so no SQLAlchemy errors
-        return (MlflowException, OSError)
-    return (MlflowException, SQLAlchemyError, OSError)
-
-
-class _NoTraceback(logging.Filter):
-    """MLflow's handlers print a message, never a traceback: the user gets one line."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.exc_info, record.exc_text, record.stack_info = None, None, None
-        return True
-
-
-def quiet_mlflow() -> None:
-    """MLflow, Alembic and SQLAlchemy below ERROR stay silent (schema migrations announce
-    themselves at INFO between progress bars), and no handler of theirs prints a traceback.
-    MLflow's HTTP client retries for minutes by default: a few seconds is enough here."""
-    import mlflow  # noqa: F401 -- importing it resets its logger's level: set ours after
-
-    for name in ("mlflow", "alembic", "sqlalchemy"):
-        logger = logging.getLogger(name)
-        logger.setLevel(logging.ERROR)
-        for handler in logger.handlers:
-            if not any(isinstance(f, _NoTraceback) for f in handler.filters):
-                handler.addFilter(_NoTraceback())
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
-    # a "View run ... at URL" line per nested run (and a request to build it), on a server
-    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
-
-
-def _build_schema(uri: str) -> None:
-    """Create MLflow's tables in the SQLite file of `uri` (opening a store migrates it)."""
-    from mlflow import MlflowClient
-
-    _hide_default(MlflowClient(tracking_uri=uri))
-
-
-def _hide_default(client: MlflowClient) -> None:
-    """MLflow's database stores create an experiment "Default" (id 0) that no run of ours
-    uses: delete it (a soft delete, which the UI's list hides) while it is empty. Only in
-    stores this harness made: a shared server's Default belongs to its users."""
-    from mlflow.exceptions import MlflowException
-
-    try:
-        default = client.get_experiment("0")
-    except MlflowException:
-        return
-    if default.lifecycle_stage == "active" and default.name == "Default" \
-            and not client.search_runs(["0"], max_results=1):
-        client.delete_experiment("0")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True
-
-
-def _first_line(error: BaseException, limit: int = 200) -> str:
-    """The gist of an error for one stderr line (SQLAlchemy's run to a dozen lines)."""
-    lines = str(error).strip().splitlines()
-    text = lines[0] if lines else ""
-    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 class Tracker:
@@ -172,7 +97,7 @@ class Tracker:
         try:
             self._open()
         except Exception as e:  # the store is optional: any failure to open it is a warning
-            self._off(f"{type(e).__name__}: {_first_line(e)}")
+            self._off(f"{type(e).__name__}: {first_line(e)}")
             self._terminate(self.parent_run_id, "FAILED")
             self._client = None
         return self
@@ -182,9 +107,9 @@ class Tracker:
 
         db = sqlite_path(self.uri or "")
         if db is not None:
-            create_sqlite(db, _build_schema)
-        self._errors = _tracking_errors()
-        self._client = MlflowClient(tracking_uri=_client_uri(self.uri or ""))
+            create_sqlite(db, build_schema)
+        self._errors = tracking_errors()
+        self._client = MlflowClient(tracking_uri=client_uri(self.uri or ""))
         self.experiment_id = self._experiment()
         self.close_orphans()
         run = self._client.create_run(
@@ -207,7 +132,7 @@ class Tracker:
             [self.experiment_id],
             f"attributes.status = 'RUNNING' and tags.machine = '{machine}'", max_results=1000)
         dead = {r.info.run_id for r in running if r.data.tags.get("pid", "").isdigit()
-                and not _alive(int(r.data.tags["pid"]))}
+                and not alive(int(r.data.tags["pid"]))}
         children = self._client.search_runs(
             [self.experiment_id], "attributes.status = 'RUNNING'", max_results=1000)
         orphans = [r for r in children if r.data.tags.get("mlflow.parentRunId") in dead]
@@ -257,7 +182,7 @@ class Tracker:
         if self.description:
             self._client.set_experiment_tag(experiment_id, NOTE_TAG, self.description)
         if sqlite_path(self.uri or "") is not None:
-            _hide_default(self._client)
+            hide_default(self._client)
 
     def _log_batch(self, run_id: str, params: Mapping[str, str] | None = None,
                    metrics: list[Metric] | None = None,
@@ -360,14 +285,14 @@ class Tracker:
 
     def _give_up(self, error: BaseException) -> None:
         """Turn tracking off for the rest of the run, saying so once on stderr."""
-        self._off(f"{type(error).__name__}: {_first_line(error)}", error)
+        self._off(f"{type(error).__name__}: {first_line(error)}", error)
 
     def _off(self, reason: str, error: BaseException | None = None) -> None:
         if self.error is not None:
             return
         self.error = error or RuntimeError(reason)
         csv = results_path(self.out_dir, self.suite)
-        say(f"warning: tracking off for this run: {mask(_first_line(reason, 300))}; results "
+        say(f"warning: tracking off for this run: {mask(first_line(reason, 300))}; results "
             f"go to {csv}; `tvr sync {self.suite}` logs them later")
 
     def logged(self) -> set[tuple[str, str, str]]:
@@ -403,12 +328,12 @@ class Tracker:
             device = str(row.get("device") or "")
             if {(point, machine, device), (point, "*", "*")} & seen:
                 continue
-            params, metrics = split_row(row)
+            params, metrics, tags = split_row(row)  # the commit that measured it, not today's
             started, ended = row_times(row)
             self.log_point(point, params, metrics, str(row["status"]),
                            str(row.get("message") or ""), row_series(series, point, machine),
                            machine=machine, device=device, started_ms=started, ended_ms=ended,
-                           tags=row_tags(row))  # the commit that measured it, not today's
+                           tags=tags)
             count += self.error is None
         return count
 
@@ -458,14 +383,3 @@ class Tracker:
             note_outcome(results_path(self.out_dir, self.suite).parent, self.parent_run_id,
                          status)
         self._terminate(self.parent_run_id, status)
-
-
-def _client_uri(uri: str) -> str:
-    """The URI MLflow's client gets: a server's user and password go to the environment
-    variables MLflow reads them from, so none of its messages can show them."""
-    plain, user, password = without_credentials(uri)
-    if user:
-        os.environ["MLFLOW_TRACKING_USERNAME"] = user
-    if password is not None:
-        os.environ["MLFLOW_TRACKING_PASSWORD"] = password
-    return plain

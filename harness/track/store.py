@@ -22,6 +22,15 @@ from pathlib import Path
 from harness.errors import BadInput
 from harness.inputs import check_path, check_text, is_virtual
 
+# The SQLite file itself (check, recovery, creation): re-exported for the store's users
+from harness.track.sqlitefile import (  # noqa: F401
+    LOCKED_WAIT_S,
+    REPAIR,
+    create_sqlite,
+    sqlite_problem,
+    sqlite_uri,
+)
+
 DISABLED = "none"
 PROBE_TIMEOUT_S = 3.0
 _DATABASES = ("sqlite", "postgresql", "mysql", "mssql")  # MLflow's SQLAlchemy stores
@@ -70,12 +79,6 @@ def without_credentials(uri: str) -> tuple[str, str | None, str | None]:
     unquote = urllib.parse.unquote
     return (plain, unquote(parts.username or ""),
             None if parts.password is None else unquote(parts.password))
-
-
-def sqlite_uri(path: Path) -> str:
-    """sqlite:/// URI of a file, percent-encoded: SQLAlchemy decodes %XX and splits at "?",
-    so a folder named "a%20b" or "q?x=1" would otherwise send the store elsewhere."""
-    return "sqlite:///" + urllib.parse.quote(Path(path).resolve().as_posix(), safe="/")
 
 
 def _scheme(uri: str) -> str:
@@ -301,12 +304,3 @@ def _check_sqlite(uri: str) -> str:
     if not os.access(target, os.W_OK):
         raise BadInput(f"tracking URI {uri}: {target} is not writable")
     return sqlite_uri(path) + (f"?{query}" if query else "")
-
-
-# The SQLite file itself (check, recovery, creation) lives in harness.run.sqlitefile.
-from harness.run.sqlitefile import (  # noqa: E402, F401 -- re-exported
-    LOCKED_WAIT_S,
-    REPAIR,
-    create_sqlite,
-    sqlite_problem,
-)

@@ -13,7 +13,8 @@ from pathlib import Path
 from types import FrameType
 
 from harness.errors import BadInput
-from harness.run.store import is_remote, mask, sqlite_path
+from harness.track.client import quiet_mlflow
+from harness.track.store import is_remote, mask, sqlite_path
 
 DEFAULT_PORT = 5000
 STOP_GRACE_S = 4.0  # the UI server needs ~1 s to shut down after SIGTERM; then SIGKILL
@@ -56,8 +57,6 @@ def runs_links(uri: str, port: int = DEFAULT_PORT, base: str | None = None
     overview, which shows no training runs; the link opens the model-training view's runs
     table instead."""
     from mlflow import MlflowClient
-
-    from harness.run.tracking import quiet_mlflow
 
     quiet_mlflow()
     client = MlflowClient(tracking_uri=uri)

@@ -1,0 +1,236 @@
+"""Point overrides: what `tvr run --only/--dtype/--compile/--corpus/--bitext/--reverse/--set`
+changes in a suite's points, as data. Each override is a frozen dataclass, a `Point -> Point`
+change (None leaves the point out) that names the results-folder suffix it adds; `apply`
+composes them in order. A run that changes what is measured gets its own folder
+(`quick-bfloat16-compiled`), so its rows never mix with the suite's own.
+
+An override that can apply to no point of the suite, or a value that does not fit, raises
+ValueError with one line (the CLI makes it bad input; a suite file names its file).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import typing
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from experiments.spec import CAST_RUNNERS, Point, TrainOptions, TranslateOptions
+
+
+@dataclass(frozen=True)
+class Only:
+    """`--only NAME`: the points of these mixers or models (the same points: no suffix)."""
+
+    names: tuple[str, ...]
+    suffix = ""
+
+    def check(self, points: list[Point], suite: str) -> None:
+        names = sorted({p.subject for p in points})
+        unknown = [o for o in self.names if o not in names]
+        if unknown:
+            raise ValueError(f"--only {unknown[0]}: suite {suite!r} has no such mixer or "
+                             f"model; valid: {', '.join(names)}")
+
+    def __call__(self, point: Point) -> Point | None:
+        return point if point.subject in self.names else None
+
+
+def _check_cast(points: list[Point], suite: str) -> None:
+    if not any(p.runner in CAST_RUNNERS for p in points):
+        raise ValueError(f"--dtype/--compile: suite {suite!r} has no point that honours them "
+                         f"(only {', '.join(CAST_RUNNERS)} points do)")
+
+
+@dataclass(frozen=True)
+class DType:
+    """`--dtype`: layer-level points cast to this dtype (training points keep theirs)."""
+
+    dtype: str
+
+    @property
+    def suffix(self) -> str:
+        return self.dtype
+
+    def check(self, points: list[Point], suite: str) -> None:
+        _check_cast(points, suite)
+
+    def __call__(self, point: Point) -> Point:
+        return replace(point, dtype=self.dtype) if point.runner in CAST_RUNNERS else point
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """`--compile`: layer-level points time torch.compile'd modules."""
+
+    suffix = "compiled"
+
+    def check(self, points: list[Point], suite: str) -> None:
+        _check_cast(points, suite)
+
+    def __call__(self, point: Point) -> Point:
+        return replace(point, compile=True) if point.runner in CAST_RUNNERS else point
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """`--corpus PATH`: the corpus-task training points train on this text file."""
+
+    path: str  # resolved, checked by the caller
+    stem: str  # the file's name without its extension, naming the folder
+
+    @property
+    def suffix(self) -> str:
+        return f"corpus-{self.stem}"
+
+    def check(self, points: list[Point], suite: str) -> None:
+        """Points without a corpus task are left as they are."""
+
+    def __call__(self, point: Point) -> Point:
+        opts = point.options
+        if not isinstance(opts, TrainOptions) or opts.task.name != "corpus":
+            return point
+        keywords = tuple(sorted((dict(opts.task.keywords) | {"path": self.path}).items()))
+        return replace(point, options=replace(opts, task=replace(opts.task, keywords=keywords)))
+
+
+@dataclass(frozen=True)
+class Bitext:
+    """`--bitext PATH` (a user's bilingual corpus) and `--reverse`: the translation points'
+    corpus and direction."""
+
+    paths: tuple[str, ...]  # resolved and checked by the caller; () is the Bible
+    reverse: bool
+    name: str = ""  # the corpus's name (user_corpus), naming the folder
+
+    @property
+    def suffix(self) -> str:
+        return f"bitext-{self.name}" if self.paths else "reverse"
+
+    def check(self, points: list[Point], suite: str) -> None:
+        if not any(isinstance(p.options, TranslateOptions) for p in points):
+            raise ValueError("--bitext/--reverse: this suite has no translation point "
+                             "(try translation-quick)")
+
+    def __call__(self, point: Point) -> Point:
+        if not isinstance(point.options, TranslateOptions):
+            return point
+        return replace(point, options=replace(point.options, bitext=self.paths,
+                                              reverse=self.reverse))
+
+
+SIZES = ("seq_len", "d_model", "batch_size", "seed")  # the Point fields --set may change
+_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a value that may name a folder
+
+
+@dataclass(frozen=True)
+class Set:
+    """`--set KEY=VALUE`: one setting of every point that has it: a size (seq_len, d_model,
+    batch_size, seed), a field of the point's options (steps, lr, peak_lr, ...) or a key of
+    its model config (n_heads, ...); the value is read as that setting's type."""
+
+    key: str
+    value: str
+    option: str = "--set"  # what messages call it: a suite file's `[set]` says "set"
+
+    @classmethod
+    def parse(cls, text: str) -> Set:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ValueError(f"--set {text}: write KEY=VALUE, e.g. --set steps=2000")
+        if not _PLAIN.fullmatch(value.strip()):
+            raise ValueError(f"--set {text}: the value may hold letters, digits and . _ + - "
+                             "only (it names the results folder)")
+        return cls(key.strip(), value.strip())
+
+    @property
+    def suffix(self) -> str:
+        return f"{self.key}-{self.value}"
+
+    def check(self, points: list[Point], suite: str) -> None:
+        if not any(_kind(p, self.key) for p in points):
+            keys = sorted({k for p in points for k in settable(p)})
+            raise ValueError(f"{self.option} {self.key}: no point of suite {suite!r} has that "
+                             f"setting; valid: {', '.join(keys)}")
+        for point in points:
+            self(point)  # a value that does not fit raises here, before any point runs
+
+    def __call__(self, point: Point) -> Point:
+        kind = _kind(point, self.key)
+        if kind is None:
+            return point
+        where, type_ = kind
+        value = _read(f"{self.option} {self.key}", self.value, type_)
+        if where == "point":
+            if value < (0 if self.key == "seed" else 1):
+                raise ValueError(f"{self.option} {self.key}={self.value}: must be at least "
+                                 f"{0 if self.key == 'seed' else 1}")
+            return replace(point, **{self.key: value})
+        if where == "options":
+            return replace(point, options=replace(point.options, **{self.key: value}))
+        return replace(point, config=tuple(sorted((dict(point.config) | {self.key: value})
+                                                  .items())))
+
+
+def settable(point: Point) -> dict[str, tuple[str, type]]:
+    """What --set may change in `point`: key -> (where: point, options or config; type)."""
+    keys: dict[str, tuple[str, type]] = {k: ("point", int) for k in SIZES}
+    if point.options is not None:
+        hints = typing.get_type_hints(type(point.options))
+        for f in dataclasses.fields(point.options):
+            type_ = _scalar(hints[f.name])
+            if type_ is not None:
+                keys[f.name] = ("options", type_)
+    for key, value in point.config:
+        if isinstance(value, (bool, int, float, str)):
+            keys[key] = ("config", type(value))
+    return keys
+
+
+def _kind(point: Point, key: str) -> tuple[str, type] | None:
+    return settable(point).get(key)
+
+
+def _scalar(hint: Any) -> type | None:
+    """int, float, bool or str from a field's annotation (`float | None` is float); None
+    for anything else (a task, a match, a tuple of paths)."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
+    if len(args) == 1 and args[0] in (bool, int, float, str):
+        return args[0]
+    return None
+
+
+def _read(key: str, text: str, type_: type) -> Any:
+    """`text` as a value of `type_`; ValueError naming `key` ("--set steps") and the value
+    when it is not one."""
+    if type_ is bool:
+        if text.lower() in ("true", "1", "yes"):
+            return True
+        if text.lower() in ("false", "0", "no"):
+            return False
+        raise ValueError(f"{key}={text}: not true or false")
+    if type_ is str:
+        return text
+    try:
+        return type_(text)
+    except ValueError:
+        kind = "an integer" if type_ is int else "a number"
+        raise ValueError(f"{key}={text}: not {kind}") from None
+
+
+Override = Only | DType | Compiled | Corpus | Bitext | Set
+
+
+def apply(points: list[Point], overrides: Iterable[Override], suite: str
+          ) -> tuple[list[Point], str]:
+    """The points with every override applied in turn (each checked against the points the
+    previous ones left), and the results folder's name: the suite's, then each suffix."""
+    name = [suite]
+    for override in overrides:
+        override.check(points, suite)
+        changed = (override(p) for p in points)
+        points = [p for p in changed if p is not None]
+        name += [override.suffix] if override.suffix else []
+    return points, "-".join(name)

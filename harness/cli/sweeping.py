@@ -1,0 +1,188 @@
+"""`tvr run` once its points are chosen: torch's threads, the executor, the sweep under stop
+signals, and what the command prints after it (summary, links, --fail-on)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from harness.errors import BadInput
+from harness.track.store import mask
+
+if TYPE_CHECKING:
+    from experiments.spec import Point
+    from harness.run.sweep import SweepSummary
+
+# Threads of the reference rows committed in results/ (column `threads`): a timed suite
+# runs with as many by default, so this machine's rows compare with them.
+REFERENCE_THREADS = 1
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """`tvr run`'s options, as click passes them."""
+
+    suite: str | None
+    suite_file: str | None
+    device: str
+    out: str
+    tracking_uri: str | None
+    resume: bool
+    dry_run: bool
+    max_memory: int | None
+    min_run_time: float
+    dtype: str | None
+    compile_: bool
+    corpus: str | None
+    bitext: tuple[str, ...]
+    parallel: tuple[str, ...]  # the old name of --bitext
+    reverse: bool
+    only: tuple[str, ...]
+    set_: tuple[str, ...]
+    fail_on: tuple[str, ...]
+    executor: str
+    ray_address: str | None
+    threads: int | None
+    cpus_per_point: int | None
+    keep_checkpoints: bool
+
+
+def sweep(name: str, description: str, points: list[Point], out_dir: Path, uri: str | None,
+          o: RunOptions) -> SweepSummary:
+    """Measure the points into <out>/<name>/ with the executor and threads asked for."""
+    from harness.run import sweep as sweeps
+    from harness.run.executor import make_executor
+
+    if uri is not None:
+        from harness.track.store import check_reachable
+
+        check_reachable(uri)  # a server that does not answer: bad input before any point
+    with threads_for(o.threads, points, o.executor):
+        where = make_executor(o.executor, o.ray_address, o.cpus_per_point)  # joins first
+        try:
+            device = where.resolve_device(o.device)
+            with stopping(out_dir / name / "results.csv"):
+                return sweeps.run_suite(
+                    name, points, device, out_dir, uri, o.resume, o.max_memory,
+                    o.min_run_time, description=describe(description, name),
+                    outputs=lambda: outputs(out_dir, name), executor=where,
+                    headline=lambda: headline_of(out_dir, name),
+                    keep_checkpoints=o.keep_checkpoints)
+        finally:
+            where.close()
+
+
+def tell(summary: SweepSummary, name: str, variant: bool, uri: str | None,
+         o: RunOptions) -> None:
+    """The summary line, the busy warning, where to look, and --fail-on's exit 1."""
+    click.echo(summary.line())
+    if summary.busy_warning():
+        click.echo(summary.busy_warning(), err=True)
+    if variant:
+        click.echo(f"tables and figures: tvr table --suite {name}; tvr plot all --suite {name}")
+    if uri and summary.tracking_off is None:
+        print_links(uri, name, o.out)
+    failed = {s: n for s, n in summary.statuses.items() if s in o.fail_on}
+    if failed:
+        counts = ", ".join(f"{n} {s}" for s, n in sorted(failed.items()))
+        click.echo(f"failing: {counts} (--fail-on {','.join(o.fail_on)}); see "
+                   f"{summary.results.parent / 'errors.log'}", err=True)
+        raise SystemExit(1)
+
+
+@contextmanager
+def threads_for(threads: int | None, points: list[Point], executor: str) -> Iterator[None]:
+    """torch's threads for this process's points: --threads, else the reference's for a
+    suite with timed points (a Ray task sets its own: the CPUs it reserved); as before
+    afterwards (a caller in the same process, a test)."""
+    from experiments.spec import CAST_RUNNERS
+
+    if threads is not None and executor != "local":
+        raise BadInput("--threads applies to --executor local; a Ray task runs with the CPUs "
+                       "it reserves (--cpus-per-point for training points)")
+    if threads is None and executor == "local" and any(p.runner in CAST_RUNNERS for p in points):
+        threads = REFERENCE_THREADS
+    if threads is None:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)  # recorded in every row (machine facts: threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def describe(description: str, name: str) -> str:
+    """The suite's MLflow experiment description."""
+    return (f"{description}\n\nEach child run is one point of suite `{name}` "
+            "(named by what tells it apart: mixer or model, n, d, config); the parent run of "
+            "each `tvr run` holds the summary, the results CSV, tables, figures and the "
+            "machine's environment report. Written by tvr-bench.")
+
+
+def outputs(out_dir: Path, name: str) -> list[Path]:
+    """The suite's tables and figures, regenerated from its results (MLflow artifacts). The
+    rows are stored already: a report that fails here costs a warning, not the run."""
+    from harness.report.document import suite_section
+
+    try:
+        return suite_section(out_dir, name)[1]
+    except Exception as e:  # noqa: BLE001 -- said on stderr; `tvr report` shows it again
+        click.echo(f"warning: the tables and figures of {name} were not attached to MLflow: "
+                   f"{type(e).__name__}: {e}".splitlines()[0], err=True)
+        return []
+
+
+def headline_of(out_dir: Path, name: str) -> tuple[dict[str, float], dict[str, str]]:
+    """The suite's headline numbers and verdicts for its parent run; like the outputs, a
+    report that fails here costs a warning, not the run."""
+    from harness.report.headline import headline
+
+    try:
+        return headline(out_dir, name)
+    except BadInput:  # a damaged results file is the user's one line and exit 2
+        raise
+    except Exception as e:  # noqa: BLE001 -- said on stderr; `tvr report` shows it again
+        click.echo(f"warning: the headline numbers of {name} were not logged to MLflow: "
+                   f"{type(e).__name__}: {e}".splitlines()[0], err=True)
+        return {}, {}
+
+
+def print_links(uri: str, name: str, out: str) -> None:
+    """Where to see the runs: the link to this suite's runs table in the MLflow UI."""
+    from harness.track.store import is_remote, without_credentials
+    from harness.track.ui import DEFAULT_PORT, runs_links
+
+    if is_remote(uri):  # the credentials are in MLflow's environment by now, not in links
+        plain = without_credentials(uri)[0]
+        links = runs_links(plain, base=plain.rstrip("/"))
+        click.echo(f"MLflow: {mask(uri)}")
+    else:
+        links = runs_links(uri, DEFAULT_PORT)
+        click.echo(f"MLflow: {mask(uri)}; browse with `tvr ui --out {out}`, then open")
+    for experiment, link in links:
+        if experiment == name:
+            click.echo(f"  {link}")
+
+
+@contextmanager
+def stopping(csv: Path) -> Iterator[None]:
+    """A stop signal (exit 143/130) or a failed write (exit 1) ends the command in one line."""
+    from harness.run.signals import stop_on_signals, stopped_exit
+
+    try:
+        with stop_on_signals():
+            yield
+    except KeyboardInterrupt:  # Stopped, or what Ray's wait made of it
+        raise stopped_exit(csv) from None
+    except OSError as e:  # disk full, read-only, removed folder: nothing to measure into
+        raise click.ClickException(f"cannot write the results under {csv.parent.parent}: "
+                                   f"{e.strerror or e}") from None

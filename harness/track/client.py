@@ -1,0 +1,129 @@
+"""MLflow's client as the tracker opens it: quiet logs, the errors that mean a failing store,
+the schema of a new SQLite store, credentials kept off URIs, and how a run ended when the
+store could not be told."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.track.store import without_credentials
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+
+def tracking_errors() -> tuple[type[BaseException], ...]:
+    """What a failing store raises: MLflow's errors, SQLAlchemy's (SQLite "database is locked"
+    while `tvr ui` holds the file) and OS errors (requests' network errors are OSErrors)."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        from sqlalchemy.exc import SQLAlchemyError
+    except ImportError:  # mlflow-skinny has no database stores, so no SQLAlchemy errors
+        return (MlflowException, OSError)
+    return (MlflowException, SQLAlchemyError, OSError)
+
+
+class _NoTraceback(logging.Filter):
+    """MLflow's handlers print a message, never a traceback: the user gets one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+
+def quiet_mlflow() -> None:
+    """MLflow, Alembic and SQLAlchemy below ERROR stay silent (schema migrations announce
+    themselves at INFO between progress bars), and no handler of theirs prints a traceback.
+    MLflow's HTTP client retries for minutes by default: a few seconds is enough here."""
+    import mlflow  # noqa: F401 -- importing it resets its logger's level: set ours after
+
+    for name in ("mlflow", "alembic", "sqlalchemy"):
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.ERROR)
+        for handler in logger.handlers:
+            if not any(isinstance(f, _NoTraceback) for f in handler.filters):
+                handler.addFilter(_NoTraceback())
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+    # a "View run ... at URL" line per nested run (and a request to build it), on a server
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+
+
+def build_schema(uri: str) -> None:
+    """Create MLflow's tables in the SQLite file of `uri` (opening a store migrates it)."""
+    from mlflow import MlflowClient
+
+    hide_default(MlflowClient(tracking_uri=uri))
+
+
+def hide_default(client: MlflowClient) -> None:
+    """MLflow's database stores create an experiment "Default" (id 0) that no run of ours
+    uses: delete it (a soft delete, which the UI's list hides) while it is empty. Only in
+    stores this harness made: a shared server's Default belongs to its users."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        default = client.get_experiment("0")
+    except MlflowException:
+        return
+    if default.lifecycle_stage == "active" and default.name == "Default" \
+            and not client.search_runs(["0"], max_results=1):
+        client.delete_experiment("0")
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs on this host (another user's counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def first_line(error: BaseException, limit: int = 200) -> str:
+    """The gist of an error for one stderr line (SQLAlchemy's run to a dozen lines)."""
+    lines = str(error).strip().splitlines()
+    text = lines[0] if lines else ""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def client_uri(uri: str) -> str:
+    """The URI MLflow's client gets: a server's user and password go to the environment
+    variables MLflow reads them from, so none of its messages can show them."""
+    plain, user, password = without_credentials(uri)
+    if user:
+        os.environ["MLFLOW_TRACKING_USERNAME"] = user
+    if password is not None:
+        os.environ["MLFLOW_TRACKING_PASSWORD"] = password
+    return plain
+
+
+OUTCOMES = ".outcomes"
+
+
+def note_outcome(suite_dir: Path, run_id: str, status: str) -> None:
+    """How a run ended (FINISHED, KILLED, FAILED) when the store could not be told: the
+    next sync closes the run with it rather than as a run killed mid-way."""
+    folder = Path(suite_dir) / OUTCOMES
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / run_id).write_text(status, encoding="utf-8")
+    except OSError:
+        pass  # a full or read-only disk: the run is closed as KILLED later, as before
+
+
+def noted_outcome(suite_dir: Path, run_id: str) -> str | None:
+    """The status note_outcome kept for `run_id`, if any (a run id is hex: no path tricks)."""
+    if not run_id.isalnum():
+        return None
+    try:
+        status = (Path(suite_dir) / OUTCOMES / run_id).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return status if status in ("FINISHED", "KILLED", "FAILED") else None

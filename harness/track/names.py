@@ -1,0 +1,112 @@
+"""What an MLflow run is called: readable names that tell the points of a study apart."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from harness.results import ID_COLUMNS
+from harness.track.values import FACT_TAGS, declared_params, shown
+
+# Options columns that are the same for every point of a suite: they would only lengthen names
+_NOT_IN_NAME = {"steps", "lr", "schedule", "warmup", "clip", "eval_every", "eval_batches",
+                "target", "length_gen", "alphabet_size", "framing", "path", "val_fraction",
+                "versus", "reps", "peak_n", "compile", "fit", "study", "vocab_size"}
+RUN_NAME_LIMIT = 250  # the runs table's name column: PostgreSQL refuses longer, SQLite not
+
+
+def run_name(params: Mapping[str, Any], point_id: str) -> str:
+    """What tells a point apart first: `lstm n=64 d=32`, then its config (`heads=4`), seed,
+    dtype and study. The UI cuts long names, so the subject and sizes lead. A name longer
+    than a run name may be keeps its head and a hash of the point id (the full id is the
+    run's point_id tag)."""
+    name = _describe(params) or point_id
+    if len(name) <= RUN_NAME_LIMIT:
+        return name
+    digest = hashlib.sha1(point_id.encode()).hexdigest()[:12]
+    return f"{name[:RUN_NAME_LIMIT - 13]}~{digest}"
+
+
+def _describe(params: Mapping[str, Any]) -> str:
+    subject = params.get("mixer") or params.get("model")
+    if not subject:
+        return ""
+    parts = [str(subject), f"n={params.get('seq_len')}", f"d={params.get('d_model')}"]
+    keys = declared_params()
+    parts += [f"{k}={v}" for k, v in params.items()
+              if k in keys and k not in ID_COLUMNS and k not in _NOT_IN_NAME
+              and k not in FACT_TAGS and not k.startswith("match_") and v not in ("", None)]
+    if str(params.get("seed", "0")) != "0":
+        parts.append(f"seed={params['seed']}")
+    if params.get("dtype") not in (None, "", "float32"):
+        parts.append(str(params["dtype"]))
+    group = params.get("study") or params.get("fit")
+    if group:
+        parts.append(f"[{group}]")
+    return " ".join(parts)
+
+
+# A point's own fields: what names it besides its config columns (which its id lists)
+_FIELDS = ("batch_size", "dtype", "seed", "compile", "runner")
+_IN_EVERY_NAME = ("suite", "mixer", "model", "seq_len", "d_model", "fit", "study")
+
+
+def _config(row: Mapping[str, Any]) -> dict[str, str]:
+    """What tells a point apart: its fields and the config columns its id lists (`-k=4`;
+    the row's value where it has that column, else the id's, up to a `-`)."""
+    listed = dict(re.findall(r"-([A-Za-z_]\w*)=([^-]*)", str(row.get("point_id", ""))))
+    config = {k: shown(row[k]) if k in row else v for k, v in listed.items()}
+    config |= {k: shown(row[k]) for k in _FIELDS if k in row}
+    return {k: v for k, v in config.items() if k not in _IN_EVERY_NAME}
+
+
+def _subject(row: Mapping[str, Any]) -> str:
+    return shown(row.get("mixer")) or shown(row.get("model")) or shown(row.get("runner"))
+
+
+def _telling(members: list[Mapping[str, Any]], configs: dict[str, dict[str, str]]
+             ) -> list[str]:
+    """The config keys a name needs: each key whose value differs between points that agree
+    on subject, n, d and the keys taken before it (so batch_size, set by n, is left out;
+    the point's own fields come last)."""
+    keys = sorted({k for c in configs.values() for k in c}, key=lambda k: (k in _FIELDS, k))
+    taken: list[str] = []
+    for key in keys:
+        values: dict[tuple[str, ...], set[str]] = {}
+        for row in members:
+            config = configs[str(row["point_id"])]
+            base = (_subject(row), shown(row.get("seq_len")),
+                    shown(row.get("d_model")), *(config.get(k, "") for k in taken))
+            values.setdefault(base, set()).add(config.get(key, ""))
+        if any(len(v) > 1 for v in values.values()):
+            taken.append(key)
+    return taken
+
+
+def run_names(rows: list[Mapping[str, Any]]) -> dict[str, str]:
+    """point_id -> a short run name, unique within its study (or Table 1 fit): the subject,
+    n and d, then each field that tells points of the same study apart (`k=3`, `heads=4`,
+    `seed=1`), then the study. Two points alike in all of these (a bug in the suite) get a
+    hash of their id."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        group = shown(row.get("study")) or shown(row.get("fit"))
+        groups.setdefault(group, []).append(row)
+    names: dict[str, str] = {}
+    for group, members in groups.items():
+        configs = {str(r["point_id"]): _config(r) for r in members}
+        telling = _telling(members, configs)
+        for row in members:
+            point_id, config = str(row["point_id"]), configs[str(row["point_id"])]
+            subject = _subject(row) or point_id
+            parts = [str(subject), f"n={shown(row.get('seq_len'))}",
+                     f"d={shown(row.get('d_model'))}"]
+            parts += [f"{k}={config[k]}" for k in telling if config.get(k, "") != ""]
+            names[point_id] = " ".join(parts + ([f"[{group}]"] if group else []))
+    seen: dict[str, int] = {}
+    for name in names.values():
+        seen[name] = seen.get(name, 0) + 1
+    return {p: n if seen[n] == 1 else f"{n} #{hashlib.sha1(p.encode()).hexdigest()[:6]}"
+            for p, n in names.items()}

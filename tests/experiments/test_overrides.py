@@ -1,0 +1,101 @@
+"""Point overrides: each a Point -> Point change naming its folder suffix, composed in order;
+`tvr run --set KEY=VALUE` and a suite file's `[set]` use the same ones. All in-process, on
+declared points (nothing is measured)."""
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import experiments
+from experiments import overrides as o
+from experiments.spec import TrainOptions, TranslateOptions
+from experiments.suitefile import SuiteFileError, load
+from harness.cli import cli
+
+
+def test_folder_names_compose_as_before():
+    """The folder variants the CLI always made: suite, corpus, corpus choice, dtype, compiled."""
+    points = experiments.points("quick")
+    chosen, name = o.apply(points, [o.DType("bfloat16"), o.Compiled()], "quick")
+    assert name == "quick-bfloat16-compiled"
+    assert {p.dtype for p in chosen} == {"bfloat16"} and all(p.compile for p in chosen)
+    assert [p.point_id for p in chosen] != [p.point_id for p in points]
+    assert o.apply(points, [], "quick") == (points, "quick")
+    translation = experiments.points("translation-quick")
+    assert o.apply(translation, [o.Bitext((), True)], "t")[1] == "t-reverse"
+    assert o.apply(translation, [o.Bitext(("/a.tsv",), False, "mine")], "t")[1] \
+        == "t-bitext-mine"
+
+
+def test_only_filters_without_a_suffix_and_names_the_valid_subjects():
+    points = experiments.points("smoke")
+    chosen, name = o.apply(points, [o.Only(("lstm",))], "smoke")
+    assert name == "smoke" and chosen and {p.subject for p in chosen} == {"lstm"}
+    with pytest.raises(ValueError, match="--only mamba: suite 'smoke' has no such mixer"):
+        o.apply(points, [o.Only(("mamba",))], "smoke")
+
+
+def test_corpus_sets_the_path_of_corpus_task_points_only():
+    points = experiments.points("convergence-smoke")
+    chosen, name = o.apply(points, [o.Corpus("/x/tiny.txt", "tiny")], "c")
+    assert name == "c-corpus-tiny"
+    for before, after in zip(points, chosen, strict=True):
+        task = before.options.task if isinstance(before.options, TrainOptions) else None
+        if task is not None and task.name == "corpus":
+            assert dict(after.options.task.keywords)["path"] == "/x/tiny.txt"
+        else:
+            assert after == before
+
+
+def test_set_changes_an_option_a_size_or_a_config_key_where_the_point_has_it():
+    points = experiments.points("translation-quick")
+    chosen, name = o.apply(points, [o.Set.parse("steps=7"), o.Set.parse("seed=3")], "t")
+    assert name == "t-steps-7-seed-3"
+    assert all(p.seed == 3 for p in chosen)
+    assert all(p.options.steps == 7 for p in chosen if isinstance(p.options, TranslateOptions))
+    heads = [p for p in experiments.points("identities") if "n_heads" in dict(p.config)]
+    assert heads, "identities has a point with n_heads"
+    changed, _ = o.apply(heads, [o.Set.parse("n_heads=1")], "s")
+    assert all(dict(p.config)["n_heads"] == 1 for p in changed)
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("steps", "write KEY=VALUE"),
+    ("steps=a/b", "letters, digits"),
+    ("nosuch=1", "no point of suite"),
+    ("seq_len=abc", "not an integer"),
+    ("seq_len=0", "at least 1"),
+])
+def test_set_refuses_a_bad_key_or_value_in_one_line(text, needle):
+    with pytest.raises(ValueError, match=needle):
+        o.apply(experiments.points("smoke"), [o.Set.parse(text)], "smoke")
+
+
+def test_cli_set_is_bad_input_exit_2():
+    result = CliRunner().invoke(cli, ["run", "smoke", "--set", "nosuch=1", "--dry-run"])
+    assert result.exit_code == 2 and "--set nosuch" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_suite_file_set_table(tmp_path: Path):
+    path = tmp_path / "s.toml"
+    grid = ('name = "mine"\n[[grid]]\nmixers = ["lstm"]\nn = 8\nd = 4\nbatch = 1\n'
+            "[set]\n")
+    path.write_text(grid + "seed = 2\n")
+    name, _, points = load(path)
+    assert name == "mine" and [p.seed for p in points] == [2]
+    path.write_text(grid + "nosuch = 2\n")
+    with pytest.raises(SuiteFileError, match=r"set\.nosuch: no point"):
+        load(path)
+
+
+def test_parallel_is_read_as_bitext_with_one_line_saying_so(tmp_path: Path):
+    """The old name of --bitext still works; stderr says it is now --bitext."""
+    (tmp_path / "c.tsv").write_text("a\tb\n")  # too small: both names fail on it alike
+    for flag in ("--bitext", "--parallel"):
+        result = CliRunner().invoke(
+            cli, ["run", "translation-tiny", flag, str(tmp_path / "c.tsv"), "--dry-run"])
+        assert result.exit_code == 2 and "--bitext" in result.stderr
+        said = "--parallel is now --bitext" in result.stderr
+        assert said == (flag == "--parallel"), result.stderr
