@@ -15,18 +15,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("models", "harness", "experiments")
 
-# Circles that exist today, each to be removed: the test fails when a new one appears and
-# when one of these is gone but still listed here (then delete its line).
-KNOWN: set[frozenset[str]] = {
-    # MLflow: tracking -> context -> sync -> tracking
-    frozenset({"harness.run.context", "harness.run.sync", "harness.run.tracking"}),
-    # the executor calls sweep.run_point and sweep.resolve_device; the sweep makes executors
-    frozenset({"harness.run.executor", "harness.run.sweep"}),
-    # store re-exports sqlitefile's names; sqlitefile calls store.sqlite_uri in a function
-    frozenset({"harness.run.sqlitefile", "harness.run.store"}),
-}
-
-
 def _modules() -> dict[str, Path]:
     found = {}
     for package in PACKAGES:
@@ -115,7 +103,4 @@ def test_sees_imports_inside_functions():
 
 def test_no_import_circles():
     found = circles(import_graph())
-    new, gone = found - KNOWN, KNOWN - found
-    every = f"\nevery circle now:\n{_show(found)}"
-    assert not new, f"new import circles (imports inside functions included):\n{_show(new)}{every}"
-    assert not gone, f"circles gone: delete them from KNOWN:\n{_show(gone)}{every}"
+    assert not found, f"import circles (imports inside functions included):\n{_show(found)}"
