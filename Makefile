@@ -31,9 +31,11 @@ run: $(STAMP)
 	$(BIN)/tvr run rematch-quick --executor ray
 	$(BIN)/tvr report
 
+# Every test, one pytest-xdist worker per core (tests/conftest.py keeps a module whose tests
+# share a server or cluster on one worker); the ten slowest are listed at the end.
 test: $(STAMP)
 	$(BIN)/lint-imports
-	MPLBACKEND=Agg $(BIN)/pytest -q -n auto --dist loadgroup
+	MPLBACKEND=Agg $(BIN)/pytest -q -n auto --dist loadgroup --durations=10
 
 microbench: $(STAMP)
 	$(BIN)/pytest -q tests/microbench --benchmark-only --benchmark-autosave
