@@ -226,11 +226,13 @@ Override = Only | DType | Compiled | Corpus | Bitext | Set
 def apply(points: list[Point], overrides: Iterable[Override], suite: str
           ) -> tuple[list[Point], str]:
     """The points with every override applied in turn (each checked against the points the
-    previous ones left), and the results folder's name: the suite's, then each suffix."""
+    previous ones left), and the results folder's name: the suite's, then each suffix. Points
+    an override made identical (`--set seq_len=64` on a grid over n) are kept once."""
     name = [suite]
     for override in overrides:
         override.check(points, suite)
         changed = (override(p) for p in points)
         points = [p for p in changed if p is not None]
         name += [override.suffix] if override.suffix else []
-    return points, "-".join(name)
+    once = {p.point_id: p for p in reversed(points)}  # the first of equal points wins
+    return [p for p in points if once.get(p.point_id) is p], "-".join(name)

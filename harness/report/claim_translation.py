@@ -2,9 +2,10 @@
 has trained models, else `translation-quick`:
 test BLEU and chrF of the saved hypotheses (beam 4), against the trivial baselines of the same
 suite, compared by sacrebleu's paired bootstrap and approximate randomization over sentences
-(the seeds' hypotheses stacked), which must agree, with every seed ordering the two models
-alike, all behind the power gates. The exact permutation test over seeds is reported too; at
-3 + 3 seeds it cannot go below p = 0.1, so it informs and does not decide."""
+(the seeds' hypotheses stacked), which must agree, and, as a consistency check, every seed
+ordering the two models alike, all behind the power gates. The exact permutation test over
+seeds is reported too; at 3 + 3 seeds it cannot go below p = 0.1, so it informs and does not
+decide."""
 
 from __future__ import annotations
 

@@ -108,8 +108,8 @@ def seeds_gate(arms: dict[str, int], remedy: str, minimum: int = MIN_SEEDS,
     floor_p = min_p(sizes[0], sizes[1] if len(sizes) > 1 else sizes[0])
     ok = fewest >= minimum and (floor_p < ALPHA or not exact)
     counts = ", ".join(f"{a} {n}" for a, n in arms.items())
-    return Gate("seeds", ok, f"seeds per arm: {counts}; need >= {minimum}; smallest "
-                f"attainable exact p {floor_p:.2g}", remedy)
+    exact_p = f"; smallest attainable exact p {floor_p:.2g}" if exact else ""
+    return Gate("seeds", ok, f"seeds per arm: {counts}; need >= {minimum}{exact_p}", remedy)
 
 
 def range_gate(arms: dict[str, float], metric: str, ceiling: float, floor: float,
@@ -138,11 +138,12 @@ def agree_gate(tests: list[Test] | tuple[Test, ...]) -> Gate:
 
 
 def seed_order_gate(a, b, separated: bool, label: str, remedy: str) -> Gate:
-    """Seeds that cannot be tested against each other (3 + 3: an exact two-sided test over
-    them cannot go below p = 0.1) can still order the arms: a difference the other tests call
-    significant counts only if every seed of the better arm is above every seed of the other
-    (complete separation, whose exact one-sided p is 1 / C(n_a + n_b, n_a): 0.05 at 3 + 3).
-    Where the other tests separate nothing, the order is not asked."""
+    """A consistency check, not a significance test: where the seeds are too few for a test
+    over them (3 + 3: an exact two-sided test cannot go below p = 0.1), a difference the
+    other tests call significant counts only if every seed of the better arm is above every
+    seed of the other (complete separation, the most 3 + 3 seeds can show; its exact
+    one-sided p, 1 / C(6, 3) = 0.05, is not below ALPHA). Where the other tests separate
+    nothing, the order is not asked."""
     a, b = np.asarray(a, float), np.asarray(b, float)
     if not separated:
         return Gate("seed order", True, f"{label}: not separated by the tests; no order asked")

@@ -99,3 +99,12 @@ def test_parallel_is_read_as_bitext_with_one_line_saying_so(tmp_path: Path):
         assert result.exit_code == 2 and "--bitext" in result.stderr
         said = "--parallel is now --bitext" in result.stderr
         assert said == (flag == "--parallel"), result.stderr
+
+
+def test_points_an_override_makes_equal_are_kept_once():
+    """A size set on a grid over that size: one point per remaining combination."""
+    points, name = o.apply(experiments.points("quick"), [o.Set.parse("seq_len=64")], "quick")
+    ids = [p.point_id for p in points]
+    assert len(ids) == len(set(ids)) and name == "quick-seq_len-64"
+    assert {p.seq_len for p in points} == {64}
+    assert len(ids) < len(experiments.points("quick"))

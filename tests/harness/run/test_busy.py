@@ -2,6 +2,7 @@
 `tvr compare` names the differences and compares like with like."""
 
 import math
+import os
 import subprocess
 import sys
 
@@ -37,13 +38,27 @@ def test_occupancy_records_load_and_cpu_share() -> None:
 def busy_loops():
     """Processes spinning, two per usable CPU plus one: a one-thread timed point beside them
     gets about a third of a core, far below BUSY_SHARE on any machine (one loop per core
-    gave 0.5-0.83 on a 2-core CI machine, which straddles the bound)."""
+    gave 0.5-0.83 on a 2-core CI machine, which straddles the bound). Where the OS allows,
+    this process and the loops are pinned to one CPU for the test, so the load stays off
+    the cores that other test workers (pytest-xdist) use."""
+    pinned = hasattr(os, "sched_setaffinity")
+    if pinned:
+        before = os.sched_getaffinity(0)
+        cpu = min(before)
+        os.sched_setaffinity(0, {cpu})
     procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
              for _ in range(2 * (usable_cpus() or 1) + 1)]
-    yield
-    for proc in procs:
-        proc.kill()
-        proc.wait()
+    if pinned:
+        for proc in procs:
+            os.sched_setaffinity(proc.pid, {cpu})
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+        if pinned:
+            os.sched_setaffinity(0, before)
 
 
 def test_a_sweep_under_load_flags_its_rows_busy_and_warns_once(tmp_path, busy_loops):
