@@ -207,7 +207,8 @@ def table2_bleu_at_cost(stored: Stored) -> Evidence:
         f"retrieval on test BLEU and chrF; {MIN_SEEDS}+ seeds per model; the two sentence "
         "tests agree; a separated pair ordered alike by every seed",
         training_scale(rows), tuple(gates), tuple(tests),
-        scale_facts(rows, int(rows["test_sentences"].iloc[0])))
+        scale_facts(rows, int(rows["test_sentences"].iloc[0])),
+        figure=f"{suite}/bleu-vs-cost.png")
 
 
 CLAIMS = [

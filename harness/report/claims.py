@@ -69,7 +69,8 @@ def ledger(out_dir: Path, claims: list[Claim] | None = None) -> pd.DataFrame:
     rows = []
     for claim in claims:
         e = judge(claim, stored)
-        figure = claim.figure if claim.figure and (Path(out_dir) / claim.figure).exists() else ""
+        chosen = e.figure or claim.figure
+        figure = chosen if chosen and (Path(out_dir) / chosen).exists() else ""
         facts = {k: e.facts.get(k, "") for k in SCALE_FIELDS}
         rows.append({"key": claim.key, "claim": claim.claim, "verdict": e.verdict,
                      "kind": e.kind, "measured": e.measured, "points": e.points,

@@ -44,6 +44,8 @@ class Evidence:
     facts: dict = field(default_factory=dict)  # SCALE_FIELDS, as numbers where they are
     kind: str = EMPIRICAL  # EMPIRICAL or IDENTITY: counted apart in the ledger's tally
     ungated: str = ""  # the verdict the rule's thresholds chose before a gate failed
+    figure: str = ""  # the figure of the suite the evidence came from, where the claim's
+    #                   suite is chosen from the rows (else the claim's own figure)
 
 
 def gated(evidence: Evidence) -> Evidence:

@@ -117,7 +117,9 @@ def test_the_cpu_reference_decides_once_it_has_trained_models(tmp_path):
     reference = SUITES[0]
     write_suite(tmp_path, reference, [{"runner": "retrieval", "model": "retrieval",
                                        "test_bleu": 1.0, "test_chrf": 10.0}])
-    assert judge(CLAIMS[0], Stored(tmp_path)).points.startswith(SUITE)
+    demo = judge(CLAIMS[0], Stored(tmp_path))
+    assert demo.points.startswith(SUITE) and demo.figure == f"{SUITE}/bleu-vs-cost.png"
     shutil.rmtree(tmp_path / reference)
     shutil.move(tmp_path / SUITE, tmp_path / reference)  # the reference with its models
-    assert judge(CLAIMS[0], Stored(tmp_path)).points.startswith(reference)
+    full = judge(CLAIMS[0], Stored(tmp_path))  # its figure too, not the demo's
+    assert full.points.startswith(reference) and full.figure == f"{reference}/bleu-vs-cost.png"

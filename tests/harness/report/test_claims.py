@@ -42,7 +42,7 @@ def test_committed_table2_is_inconclusive_below_its_baselines(committed):
     row = committed[committed["key"] == "table2-bleu-cost"].iloc[0]
     assert row["verdict"] == INCONCLUSIVE
     failed = {g["name"] for g in row["gates"] if not g["passed"]}
-    assert {"baselines", "seeds"} <= failed
+    assert "baselines" in failed  # a Transformer below retrieval carries no verdict
     assert any("missing" in g["detail"] or "not above" in g["detail"]
                for g in row["gates"] if g["name"] == "baselines")
 
@@ -50,8 +50,9 @@ def test_committed_table2_is_inconclusive_below_its_baselines(committed):
 def test_json_rows_carry_gates_tests_and_scale(committed):
     rows = json.loads(render(committed, "json"))
     table2 = next(r for r in rows if r["key"] == "table2-bleu-cost")
-    assert set(SCALE_FIELDS) <= set(table2) and table2["seeds"] == 1
-    assert table2["eval_size"] == 100 and table2["device"].startswith("cpu")
+    assert set(SCALE_FIELDS) <= set(table2) and table2["seeds"] >= 1
+    # the suite judged: the CPU reference's whole test set, or the demo's 100 verses
+    assert table2["eval_size"] in (100, 2281) and table2["device"].startswith("cpu")
     assert {"name", "passed", "detail", "remedy"} <= set(table2["gates"][0])
     assert any("approximate randomization" in t["name"] for t in table2["tests"])
     csv = render(committed, "csv")
