@@ -34,7 +34,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip_slow)
         if "gpu" in item.keywords and not torch.cuda.is_available():
             item.add_marker(skip_gpu)
-        if _uses_a_module_fixture(item):  # `--dist loadgroup`: its module on one worker
+        # `--dist loadgroup`: a module's own group (its xdist_group mark, e.g. "ray"), else
+        # the module on one worker when its tests share a module fixture
+        if not any(item.iter_markers("xdist_group")) and _uses_a_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 

@@ -18,7 +18,10 @@ import pytest
 
 from harness.results import read_results, results_path
 
-pytestmark = pytest.mark.loopback
+# The modules that start Ray run on one test worker, one after another: two Ray instances on
+# one machine share the client server's port range, and a driver's server once failed to
+# start beside another module's instance.
+pytestmark = [pytest.mark.loopback, pytest.mark.xdist_group("ray")]
 FAST = ["--min-run-time", "0.01"]
 
 

@@ -23,6 +23,11 @@ from harness.results import read_results, results_path
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'tvr-bench[cluster]')")
 from ray.cluster_utils import Cluster  # noqa: E402
 
+# The modules that start Ray run on one test worker, one after another: two Ray instances on
+# one machine share the client server's port range, and a driver's server once failed to
+# start beside another module's instance.
+pytestmark = pytest.mark.xdist_group("ray")
+
 FAST = ["--min-run-time", "0.01", "--tracking-uri", "none"]
 HEAD = {"num_cpus": 1, "include_dashboard": False}  # no dashboard: no fixed port taken
 # Columns that do not depend on timing or on where a point ran: counted FLOPs, saved bytes,

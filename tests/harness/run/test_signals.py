@@ -14,6 +14,11 @@ from pathlib import Path
 
 import pytest
 
+# The modules that start Ray run on one test worker, one after another: two Ray instances on
+# one machine share the client server's port range, and a driver's server once failed to
+# start beside another module's instance.
+pytestmark = pytest.mark.xdist_group("ray")
+
 
 def tvr(out: Path, *args: str) -> subprocess.Popen:
     env = {**os.environ, "TVR_MACHINE": "signals", "MLFLOW_DISABLE_TELEMETRY": "true"}
