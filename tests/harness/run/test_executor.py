@@ -23,9 +23,9 @@ from harness.results import read_results, results_path
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'tvr-bench[cluster]')")
 from ray.cluster_utils import Cluster  # noqa: E402
 
-# The modules that start Ray run on one test worker, one after another: two Ray instances on
-# one machine share the client server's port range, and a driver's server once failed to
-# start beside another module's instance.
+# The modules that start Ray run on one test worker, one after another, as in a serial run:
+# two Ray instances on one machine share the client server's port range (the Ray Client
+# test took 224 s, its retry path, in a parallel run that had them side by side).
 pytestmark = pytest.mark.xdist_group("ray")
 
 FAST = ["--min-run-time", "0.01", "--tracking-uri", "none"]
@@ -147,7 +147,17 @@ def test_ctrl_c_keeps_what_finished_and_marks_the_parent_run_killed(cluster, tmp
     experiment = client.get_experiment_by_name(suite)
     parents = [r for r in client.search_runs([experiment.experiment_id])
                if "mlflow.parentRunId" not in r.data.tags]
-    assert [r.info.status for r in parents] == ["KILLED"]
+    assert len(parents) == 1
+    (parent,) = parents
+    if parent.info.status == "RUNNING":
+        # Seen 1 run in 4: the SIGINT cut an MLflow write whose SQLite lock outlived it, so
+        # the store could not be told ("database is locked"); the outcome is then kept
+        # beside the results and the next tracker (here `tvr sync`) closes the run with it
+        noted = path.parent / ".outcomes" / parent.info.run_id
+        assert noted.read_text(encoding="utf-8") == "KILLED"
+        synced = CliRunner().invoke(cli, ["sync", suite, "--out", str(tmp_path)])
+        assert synced.exit_code == 0, synced.output
+    assert client.get_run(parent.info.run_id).info.status == "KILLED"
 
 
 def test_no_password_of_the_command_line_reaches_the_cluster(cluster, tmp_path):

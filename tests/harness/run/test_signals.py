@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-# The modules that start Ray run on one test worker, one after another: two Ray instances on
-# one machine share the client server's port range, and a driver's server once failed to
-# start beside another module's instance.
+# The modules that start Ray run on one test worker, one after another, as in a serial run:
+# two Ray instances on one machine share the client server's port range (the Ray Client
+# test took 224 s, its retry path, in a parallel run that had them side by side).
 pytestmark = pytest.mark.xdist_group("ray")
 
 
