@@ -105,6 +105,13 @@ def _param(*shape: int, device: torch.device, dtype: torch.dtype) -> torch.Tenso
     return torch.randn(*shape, device=device, dtype=dtype, requires_grad=True)
 
 
+def _xwb(t: int, d_in: int, d_out: int, device: torch.device, dtype: torch.dtype) -> tuple:
+    """Input x[t, d_in], weight W[d_out, d_in] and bias b[d_out] of a linear map."""
+    return (_param(t, d_in, device=device, dtype=dtype),
+            _param(d_out, d_in, device=device, dtype=dtype),
+            _param(d_out, device=device, dtype=dtype))
+
+
 def time_linear(backends: tuple[str, ...], device: torch.device, dtype: torch.dtype,
                 sizes: tuple[tuple[int, ...], ...] = SIZES, reps: int = 5,
                 min_run_time: float = 0.05) -> dict[str, float]:
@@ -112,9 +119,7 @@ def time_linear(backends: tuple[str, ...], device: torch.device, dtype: torch.dt
     `reps` interleaved turns) of one forward+backward (gradients of input, weight, bias)."""
     calls: Calls = {}
     for t, d_in, d_out in sizes:
-        xwb = (_param(t, d_in, device=device, dtype=dtype),
-               _param(d_out, d_in, device=device, dtype=dtype),
-               _param(d_out, device=device, dtype=dtype))
+        xwb = _xwb(t, d_in, d_out, device, dtype)
         calls |= {(name, (t, d_in, d_out)): _fwdbwd(kernels.LINEAR_IMPLS[name], xwb)
                   for name in backends}
     return _medians(calls, backends, reps, min_run_time)
@@ -126,9 +131,7 @@ def time_qkv(backends: tuple[str, ...], device: torch.device, dtype: torch.dtype
     """As time_linear, for the QKV projection: (tokens, d, d) sizes, weight (3d, d)."""
     calls: Calls = {}
     for t, d, _ in sizes:
-        xwb = (_param(t, d, device=device, dtype=dtype),
-               _param(3 * d, d, device=device, dtype=dtype),
-               _param(3 * d, device=device, dtype=dtype))
+        xwb = _xwb(t, d, 3 * d, device, dtype)
         calls |= {(name, (t, d)): _fwdbwd(kernels.QKV_IMPLS[name], xwb, [d, d, d])
                   for name in backends}
     return _medians(calls, backends, reps, min_run_time)
@@ -140,9 +143,7 @@ def time_ffn(backends: tuple[str, ...], device: torch.device, dtype: torch.dtype
     """As time_linear, for the FFN's relu(x W1^T + b1) at (tokens, d, d_ff) sizes."""
     calls: Calls = {}
     for t, d, d_ff in sizes:
-        xwb = (_param(t, d, device=device, dtype=dtype),
-               _param(d_ff, d, device=device, dtype=dtype),
-               _param(d_ff, device=device, dtype=dtype))
+        xwb = _xwb(t, d, d_ff, device, dtype)
         calls |= {(name, (t, d, d_ff)): _fwdbwd(kernels.FFN_IMPLS[name], xwb)
                   for name in backends}
     return _medians(calls, backends, reps, min_run_time)
