@@ -65,8 +65,13 @@ def this_machine() -> str:
     repeat across VMs and containers (and images share /etc/machine-id), so two machines
     sharing a results folder would take each other's rows for their own."""
     name = os.environ.get(MACHINE_ENV, "").strip()
-    if name:
-        return name
+    return name or this_host()
+
+
+def this_host() -> str:
+    """The host this process runs on, whatever $TVR_MACHINE says: its host name and the tag
+    kept in ~/.config/tvr-bench/machine-id. What depends on the hardware itself (which
+    kernel is faster) is keyed by this, not by a label a user pins across sittings."""
     global _machine_tag
     if _machine_tag is None:
         _machine_tag = _kept_tag(_MACHINE_FILE)

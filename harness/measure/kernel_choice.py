@@ -4,11 +4,11 @@ On CPU in float32 the linear maps of our layers (attention's projections, the FF
 oneDNN or on F.linear (the BLAS); which is faster depends on the CPU. choose_linear times both,
 forward+backward through each backend, at the sizes our layers use, interleaved in one process
 (harness.measure.compare.interleaved, one torch.utils.benchmark turn each), and keeps the one
-with the smaller sum of per-size medians. The choice is kept per machine
-(harness.results.this_machine), device, dtype, thread count and torch version in a small JSON
-file beside the machine id, so a machine measures once; every row records the backend that
-ran (column `linear_kernel`). $TVR_DISABLE_ONEDNN=1 (`tvr bench --no-onednn`) leaves F.linear
-as the only candidate.
+with the smaller sum of per-size medians. The choice is kept per host (harness.results.
+this_host, not the $TVR_MACHINE label, which may name several hosts), device, dtype, thread
+count and torch version in a small JSON file beside the machine id, so a host measures once;
+every row records the backend that ran (column `linear_kernel`). $TVR_DISABLE_ONEDNN=1 (`tvr
+bench --no-onednn`) leaves F.linear as the only candidate.
 
 The other swap points of models.kernels are chosen the same way, each timed forward+backward
 at the bench's headline sizes and kept in the same cache entry: the self-attention QKV
@@ -39,7 +39,7 @@ import torch
 from filelock import FileLock
 
 from harness.measure.compare import interleaved, timer_ms
-from harness.results import this_machine, write_atomic
+from harness.results import this_host, write_atomic
 from models import kernels
 from models.blocks import attention
 
@@ -203,7 +203,7 @@ def choose(point: str, device: torch.device, dtype: torch.dtype, path: Path | No
     if len(candidates) == 1:
         return Choice(candidates[0])
     path = path or cache_path()
-    machine = machine or this_machine()
+    machine = machine or this_host()
     memo = (str(path), machine, _key(device, dtype), point, *candidates)
     if memo in _chosen:
         return _chosen[memo]

@@ -54,7 +54,7 @@ def run_point(point: Point, ctx: Context, max_memory: int | None
                 return Result(predicted, status="skipped", message=(
                     f"predicted {predicted['predicted_bytes']:,} bytes > "
                     f"--max-memory {max_memory:,}")), None
-        # the kernels this machine runs fastest, measured once per machine (not timed here);
+        # the kernels this machine runs fastest, measured once per host (not timed here);
         # a compiled point's graphs take inductor's GEMMs whatever the eager choice
         kernels = {"linear_kernel": "inductor"} if point.compile else \
             use_measured_kernels(ctx.device, getattr(torch, point.dtype))

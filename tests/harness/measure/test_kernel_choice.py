@@ -1,4 +1,4 @@
-"""harness.measure.kernel_choice: each swap point's kernel measured once per machine, cached,
+"""harness.measure.kernel_choice: each swap point's kernel measured once per host, cached,
 set."""
 
 import json
@@ -75,6 +75,20 @@ def test_the_choice_is_kept_per_machine_and_measured_once(tmp_path, monkeypatch)
     assert kernel_choice.choose_linear(CPU, FP32, path=path, machine="m2").backend \
         == kernels.F_LINEAR
     assert calls and set(json.loads(path.read_text())) == {"m1", "m2"}
+
+
+@needs_onednn
+def test_a_machine_label_shares_its_hosts_choice(tmp_path, monkeypatch):
+    """$TVR_MACHINE names rows (one label may cover several sittings or hosts); the kernel
+    choice depends on the host, so a new label on a measured host measures nothing."""
+    path = tmp_path / "kernels.json"
+    monkeypatch.setenv("TVR_MACHINE", "label-one")
+    first = kernel_choice.choose_linear(CPU, FP32, path=path, **TINY)
+    assert set(json.loads(path.read_text())) == {kernel_choice.this_host()}
+    monkeypatch.setattr(kernel_choice, "_chosen", {})
+    monkeypatch.setattr(kernel_choice, "time_linear", _refuse)
+    monkeypatch.setenv("TVR_MACHINE", "label-two")
+    assert kernel_choice.choose_linear(CPU, FP32, path=path) == first
 
 
 @needs_onednn
