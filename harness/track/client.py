@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.track.sqlitefile import sqlite_problem, sqlite_uri
 from harness.track.store import without_credentials
 
 if TYPE_CHECKING:
@@ -53,11 +57,51 @@ def quiet_mlflow() -> None:
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
 
-def build_schema(uri: str) -> None:
-    """Create MLflow's tables in the SQLite file of `uri` (opening a store migrates it)."""
+TEMPLATE_ENV = "TVR_STORE_TEMPLATE"
+
+
+def schema_template() -> Path:
+    """$TVR_STORE_TEMPLATE, else the empty store of this MLflow version in the user's cache
+    (~/.cache/tvr-bench/, or under $XDG_CACHE_HOME)."""
+    import mlflow
+
+    if os.environ.get(TEMPLATE_ENV):
+        return Path(os.environ[TEMPLATE_ENV])
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "tvr-bench" / f"mlflow-{mlflow.__version__}-empty.db"
+
+
+def build_schema(path: Path) -> None:
+    """Create MLflow's tables in the new SQLite file `path`. Opening a new store runs MLflow's
+    migrations (2-5 s on CPU, most of what tracking costs a short sweep), so the first store
+    built per MLflow version is kept, empty, as a template, and later ones start as its copy;
+    a template that fails the store check is built again."""
     from mlflow import MlflowClient
 
-    hide_default(MlflowClient(tracking_uri=uri))
+    template = schema_template()
+    if _complete(template):
+        shutil.copyfile(template, path)
+        return
+    hide_default(MlflowClient(tracking_uri=sqlite_uri(path)))
+    tmp = template.with_name(f".{template.name}.{os.getpid()}.tmp")
+    try:
+        template.parent.mkdir(parents=True, exist_ok=True)
+        with closing(sqlite3.connect(path)) as src, closing(sqlite3.connect(tmp)) as dst:
+            src.backup(dst)  # a consistent copy, whatever MLflow's engine still holds open
+        os.replace(tmp, template)
+    except (OSError, sqlite3.Error):
+        # The template only saves time: where the cache cannot be written (a read-only home),
+        # each new store is built by MLflow, as it was without one.
+        tmp.unlink(missing_ok=True)
+
+
+def _complete(template: Path) -> bool:
+    """Whether `template` is a sound store with MLflow's schema (an empty file is sound)."""
+    if not template.is_file() or sqlite_problem(template) is not None:
+        return False
+    with closing(sqlite3.connect(template)) as con:
+        return con.execute("SELECT 1 FROM sqlite_master WHERE name = 'alembic_version'"
+                           ).fetchone() is not None
 
 
 def hide_default(client: MlflowClient) -> None:

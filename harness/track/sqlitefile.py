@@ -113,8 +113,8 @@ def sqlite_uri(path: Path) -> str:
     return "sqlite:///" + urllib.parse.quote(Path(path).resolve().as_posix(), safe="/")
 
 
-def create_sqlite(path: Path, build: Callable[[str], None]) -> None:
-    """Create the store at `path` if it is missing, never half: `build(uri)` builds the
+def create_sqlite(path: Path, build: Callable[[Path], None]) -> None:
+    """Create the store at `path` if it is missing, never half: `build(file)` builds the
     schema in a temporary file, which replaces `path` only once complete, under the file lock
     so that two first runs build it once. A build interrupted by a kill leaves only the
     temporary file, which the next creation removes."""
@@ -127,7 +127,7 @@ def create_sqlite(path: Path, build: Callable[[str], None]) -> None:
             stale.unlink(missing_ok=True)  # a killed build's leftovers: no one else builds
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.time_ns()}.building")
         try:
-            build(sqlite_uri(tmp))
+            build(tmp)
             os.replace(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)

@@ -179,3 +179,53 @@ def test_server_credentials_leave_the_uri(uri: str, plain: str, user: str | None
     """MLflow reads a server's credentials from its environment; the URI it gets (and may
     print) has none."""
     assert store.without_credentials(uri) == (plain, user, password)
+
+
+def _schema(db: Path) -> tuple[list, str]:
+    with sqlite3.connect(db) as con:
+        tables = con.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
+        head = con.execute("SELECT version_num FROM alembic_version").fetchone()[0]
+    con.close()
+    return tables, head
+
+
+def test_new_stores_start_as_a_copy_of_the_first_one_built(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """The first store per MLflow version is built by MLflow's migrations and kept as the
+    template; later stores copy it, and MLflow opens and writes them as its own."""
+    from mlflow import MlflowClient
+
+    from harness.track.client import build_schema
+    from harness.track.sqlitefile import create_sqlite
+
+    template = tmp_path / "cache" / "empty.db"
+    monkeypatch.setenv("TVR_STORE_TEMPLATE", str(template))
+    create_sqlite(tmp_path / "a" / "mlflow.db", build_schema)
+    assert template.is_file() and _schema(template) == _schema(tmp_path / "a" / "mlflow.db")
+    copied = tmp_path / "b" / "mlflow.db"
+    create_sqlite(copied, build_schema)
+    assert copied.read_bytes() == template.read_bytes()
+    client = MlflowClient(store.sqlite_uri(copied))
+    assert client.get_experiment("0").lifecycle_stage == "deleted"  # Default stays hidden
+    run = client.create_run(client.create_experiment("smoke")).info.run_id
+    client.log_metric(run, "ms", 1.5)
+    assert client.get_run(run).data.metrics == {"ms": 1.5}
+    assert template.read_bytes() != copied.read_bytes()  # the template stays empty
+
+
+@pytest.mark.parametrize("damage", ["garbage", "empty"])
+def test_a_broken_template_is_built_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          damage: str) -> None:
+    from mlflow import MlflowClient
+
+    from harness.track.client import build_schema
+    from harness.track.sqlitefile import create_sqlite
+
+    template = tmp_path / "empty.db"
+    template.write_bytes(b"not a database" * 50 if damage == "garbage" else b"")
+    monkeypatch.setenv("TVR_STORE_TEMPLATE", str(template))
+    db = tmp_path / "out" / "mlflow.db"
+    create_sqlite(db, build_schema)
+    assert MlflowClient(store.sqlite_uri(db)).search_experiments() == []
+    assert _schema(template) == _schema(db)
