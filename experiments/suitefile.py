@@ -9,9 +9,9 @@ file, the key and the allowed values.
     [[grid]]                              # one or more grids; each is a product of its lists
     measure = "layer"                     # layer | seq-ops | path | compare | train
     mixers = ["linear-attention", "lstm"] # layer-level measures; train takes `models`
-    n = [256, 512]                        # sequence lengths
-    d = [32]                              # widths (d_model)
-    batch = 2                             # a number or a list of numbers
+    seq_len = [256, 512]                  # sequence lengths (n)
+    d_model = [32]                        # widths (d)
+    batch_size = 2                        # a number or a list of numbers
     seeds = [0]                           # optional (default 0)
     dtype = "float32"                     # optional (default float32)
     fit = "n"                             # optional: the Table 1 group these points fill
@@ -57,8 +57,8 @@ else:  # the same parser, before it joined the standard library
 MEASURES = ("layer", "seq-ops", "path", "compare", "train")
 DTYPES = ("float32", "bfloat16", "float16")
 TOP_KEYS = ("name", "description", "config", "grid", "set")
-GRID_KEYS = ("measure", "mixers", "models", "n", "d", "batch", "seeds", "dtype", "fit",
-             "config", "dilation_growth", "versus", "train")
+GRID_KEYS = ("measure", "mixers", "models", "seq_len", "d_model", "batch_size", "seeds", "dtype",
+             "fit", "config", "dilation_growth", "versus", "train")
 # [grid.train]: key -> type; TaskSpec's (task, alphabet_size, framing, keywords) and
 # TrainOptions' settings
 TRAIN_KEYS: dict[str, type | tuple[type, ...]] = {
@@ -71,7 +71,10 @@ MAX_NAME = 100  # a folder name with room for a variant's suffix (--dtype, --cor
 MAX_BYTES = 1 << 20  # a suite file is a few hundred bytes; 1 MiB is a generous bound
 MAX_DEPTH = 8  # tables and lists: a suite file needs 4 levels
 # What one machine can run, per axis: a point beyond these is an error row, never a result.
-BOUNDS = {"n": (1, 1 << 20), "d": (1, 1 << 16), "batch": (1, 1 << 16),
+# A grid's sizes are spelled as the rows' columns; files written before say n, d and batch.
+OLD_SIZES = {"n": "seq_len", "d": "d_model", "batch": "batch_size"}
+BOUNDS = {"seq_len": (1, 1 << 20), "d_model": (1, 1 << 16), "batch_size": (1, 1 << 16),
+          "n": (1, 1 << 20), "d": (1, 1 << 16), "batch": (1, 1 << 16),
           "seeds": (0, (1 << 32) - 1), "steps": (1, 10**7), "warmup": (0, 10**7),
           "eval_every": (1, 10**7), "eval_batches": (1, 10**4),
           "alphabet_size": (2, 1 << 20)}
@@ -221,7 +224,7 @@ def _check_numbers(f: _File, value: Any, key: str, depth: int) -> None:
 
 
 def _grid(f: _File, suite: str, grid: dict, at: str, defaults: dict) -> list[Point]:
-    f.keys(grid, GRID_KEYS, at)
+    f.keys({k: v for k, v in grid.items() if k not in OLD_SIZES}, GRID_KEYS, at)
     measure = f.typed(grid.get("measure", "layer"), str, f"{at}measure")
     if measure not in MEASURES:
         raise f.fail(f"{at}measure", f"unknown measure {measure!r}; valid: {', '.join(MEASURES)}")
@@ -235,11 +238,15 @@ def _grid(f: _File, suite: str, grid: dict, at: str, defaults: dict) -> list[Poi
     for s in subjects:
         if s not in valid:
             raise f.fail(f"{at}{key}", f"unknown {key[:-1]} {s!r}; valid: {', '.join(valid)}")
-    for k in ("n", "d", "batch"):
-        if k not in grid:
+    size = {}
+    for old, k in OLD_SIZES.items():
+        if k in grid and old in grid:
+            raise f.fail(f"{at}{old}", f"the older spelling of {k}, also given; keep {k}")
+        if k not in grid and old not in grid:
             raise f.fail(f"{at}{k}", "missing")
-    axes = dict(n=f.axis(grid["n"], int, f"{at}n", 1), d=f.axis(grid["d"], int, f"{at}d", 1),
-                batch=f.axis(grid["batch"], int, f"{at}batch", 1),
+        given = k if k in grid else old
+        size[k] = f.axis(grid[given], int, f"{at}{given}", 1)
+    axes = dict(**size,
                 seed=f.axis(grid.get("seeds", 0), int, f"{at}seeds", 0),
                 dtype=f.axis(grid.get("dtype", "float32"), str, f"{at}dtype"))
     for dt in axes["dtype"]:
@@ -259,10 +266,10 @@ def _grid(f: _File, suite: str, grid: dict, at: str, defaults: dict) -> list[Poi
         base = dict(defaults.get(subject, {})) | own
         knob_axes = {k: _knob(f, v, f"{at}config.{k}") for k, v in base.items()}
         for cfg in product(**knob_axes):
-            _check_config(f, measure, subject, cfg, axes["d"],
+            _check_config(f, measure, subject, cfg, axes["d_model"],
                           f"{at}config" if own else f"config.{subject}")
-            out += [Point(suite, measure, subject, p["n"], p["d"], p["batch"], p["dtype"],
-                          p["seed"], config(cfg), options, fit=fit)
+            out += [Point(suite, measure, subject, p["seq_len"], p["d_model"], p["batch_size"],
+                          p["dtype"], p["seed"], config(cfg), options, fit=fit)
                     for p in product(**axes)]
     return out
 

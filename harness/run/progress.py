@@ -48,9 +48,10 @@ class _Lines:
         """Nothing to tear down: every line is already complete."""
 
 
-def label(point: Any) -> str:
-    """A point in a few words for the bar: `lstm n=64 d=32` (the full id is in its row)."""
-    return f"{point.subject} n={point.seq_len} d={point.d_model}"
+def label(point: Any, d_model: int) -> str:
+    """A point in a few words for the bar: `lstm seq_len=64 d_model=32`, the width it trained
+    at (the full id is in its row)."""
+    return f"{point.subject} seq_len={point.seq_len} d_model={d_model}"
 
 
 def progress_bar(items: Sequence[Any], desc: str, enabled: bool = True) -> Any:

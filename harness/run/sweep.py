@@ -44,6 +44,7 @@ from harness.schema import Parts
 from harness.track.names import run_names
 from harness.track.tracker import Tracker
 from harness.track.values import code_facts
+from harness.train.points import trained_width
 
 
 @dataclass
@@ -148,8 +149,8 @@ def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Pa
     claims = Claims(path, device.type, machine)
     with logs_to(path.parent / "errors.log", tracking_uri is not None), \
             Tracker(tracking_uri, suite, out_dir, params, description, facts) as tracker:
-        tracker.names = run_names([{**p.fields(), **p.columns(), "point_id": p.point_id}
-                                   for p in points])
+        tracker.names = run_names([{**p.fields(), **p.columns(), "point_id": p.point_id,
+                                    "d_model": trained_width(p)} for p in points])
         summary.synced = _sync_mine(tracker, path, claims)
         bar = progress_bar(todo, suite, enabled=progress)
         # closed on any exit, a stop signal's included: its line ends before the next message
@@ -157,7 +158,8 @@ def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Pa
             with closing(bar), closing(executor.run(todo, ctx, max_memory, _skipper(
                     claims, summary, resume))) as finished:
                 for done in finished:
-                    bar.set_postfix_str(label(done.point), refresh=False)
+                    bar.set_postfix_str(label(done.point, trained_width(done.point)),
+                                        refresh=False)
                     bar.update(1)
                     # the node's facts (Ray) override the driver's; `machine` stays the driver's
                     _record(done, path, device, facts | done.facts | {"machine": machine},

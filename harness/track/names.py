@@ -18,10 +18,10 @@ RUN_NAME_LIMIT = 250  # the runs table's name column: PostgreSQL refuses longer,
 
 
 def run_name(params: Mapping[str, Any], point_id: str) -> str:
-    """What tells a point apart first: `lstm n=64 d=32`, then its config (`heads=4`), seed,
-    dtype and study. The UI cuts long names, so the subject and sizes lead. A name longer
-    than a run name may be keeps its head and a hash of the point id (the full id is the
-    run's point_id tag)."""
+    """What tells a point apart first: `lstm seq_len=64 d_model=32` (the row's columns), then
+    its config (`heads=4`), seed, dtype and study. The UI cuts long names, so the subject
+    and sizes lead. A name longer than a run name may be keeps its head and a hash of the
+    point id (the full id is the run's point_id tag)."""
     name = _describe(params) or point_id
     if len(name) <= RUN_NAME_LIMIT:
         return name
@@ -33,7 +33,8 @@ def _describe(params: Mapping[str, Any]) -> str:
     subject = params.get("mixer") or params.get("model")
     if not subject:
         return ""
-    parts = [str(subject), f"n={params.get('seq_len')}", f"d={params.get('d_model')}"]
+    parts = [str(subject), f"seq_len={params.get('seq_len')}",
+             f"d_model={params.get('d_model')}"]
     keys = declared_params()
     parts += [f"{k}={v}" for k, v in params.items()
               if k in keys and k not in ID_COLUMNS and k not in _NOT_IN_NAME
@@ -69,8 +70,8 @@ def _subject(row: Mapping[str, Any]) -> str:
 def _telling(members: list[Mapping[str, Any]], configs: dict[str, dict[str, str]]
              ) -> list[str]:
     """The config keys a name needs: each key whose value differs between points that agree
-    on subject, n, d and the keys taken before it (so batch_size, set by n, is left out;
-    the point's own fields come last)."""
+    on subject, seq_len, d_model and the keys taken before it (so batch_size, set by seq_len,
+    is left out; the point's own fields come last)."""
     keys = sorted({k for c in configs.values() for k in c}, key=lambda k: (k in _FIELDS, k))
     taken: list[str] = []
     for key in keys:
@@ -87,9 +88,9 @@ def _telling(members: list[Mapping[str, Any]], configs: dict[str, dict[str, str]
 
 def run_names(rows: list[Mapping[str, Any]]) -> dict[str, str]:
     """point_id -> a short run name, unique within its study (or Table 1 fit): the subject,
-    n and d, then each field that tells points of the same study apart (`k=3`, `heads=4`,
-    `seed=1`), then the study. Two points alike in all of these (a bug in the suite) get a
-    hash of their id."""
+    seq_len and d_model, then each field that tells points of the same study apart (`k=3`,
+    `heads=4`, `seed=1`), then the study. Two points alike in all of these (a bug in the
+    suite) get a hash of their id."""
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:
         group = shown(row.get("study")) or shown(row.get("fit"))
@@ -101,8 +102,8 @@ def run_names(rows: list[Mapping[str, Any]]) -> dict[str, str]:
         for row in members:
             point_id, config = str(row["point_id"]), configs[str(row["point_id"])]
             subject = _subject(row) or point_id
-            parts = [str(subject), f"n={shown(row.get('seq_len'))}",
-                     f"d={shown(row.get('d_model'))}"]
+            parts = [str(subject), f"seq_len={shown(row.get('seq_len'))}",
+                     f"d_model={shown(row.get('d_model'))}"]
             parts += [f"{k}={config[k]}" for k in telling if config.get(k, "") != ""]
             names[point_id] = " ".join(parts + ([f"[{group}]"] if group else []))
     seen: dict[str, int] = {}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
@@ -84,6 +84,23 @@ def matched_d_model(point: Point, vocab_size: int, max_len: int) -> int:
     base = {"max_len": max_len} | dict(match.config) | {"vocab_size": vocab_size,
                                                          "d_model": point.d_model}
     return _matched_d_model(point.subject, match.model, tuple(sorted(base.items())))
+
+
+def trained_width(point: Point) -> int:
+    """The d_model a point's row will record: a model matched to another's parameter count
+    trains at the width that matches (which neither the seed nor the steps change). A point
+    that cannot be built keeps its declared width here: running it makes its error row."""
+    if not isinstance(point.options, TrainOptions) or point.options.match is None:
+        return point.d_model
+    try:
+        return _trained_width(replace(point, seed=0))
+    except ValueError:
+        return point.d_model
+
+
+@cache
+def _trained_width(point: Point) -> int:
+    return train_spec(point).model["d_model"]
 
 
 def _options(point: Point) -> TrainOptions:

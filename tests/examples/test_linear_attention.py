@@ -29,47 +29,47 @@ n_heads = 2
 [[grid]]
 fit = "n"
 mixers = ["linear-attention", "self-attention", "lstm"]
-n = [16, 32, 64, 128]  # an exponent needs at least 4 points
-d = 8
-batch = 1
+seq_len = [16, 32, 64, 128]  # an exponent needs at least 4 points
+d_model = 8
+batch_size = 1
 [[grid]]
 fit = "d"
 mixers = ["linear-attention", "self-attention", "lstm"]
-n = 16
-d = [8, 16]
-batch = 1
+seq_len = 16
+d_model = [8, 16]
+batch_size = 1
 [[grid]]
 measure = "seq-ops"
 fit = "seq-ops"
 mixers = ["linear-attention", "linear-attention-rnn", "self-attention"]
-n = [8, 16]
-d = 8
-batch = 1
+seq_len = [8, 16]
+d_model = 8
+batch_size = 1
 [[grid]]
 measure = "path"
 fit = "path"
 mixers = ["linear-attention", "self-attention"]
-n = [4, 8, 16, 32]
-d = 4
-batch = 1
+seq_len = [4, 8, 16, 32]
+d_model = 4
+batch_size = 1
 [[grid]]
 mixers = ["linear-attention", "self-attention", "lstm"]
-n = [8, 16, 32]
-d = 8
-batch = 1
+seq_len = [8, 16, 32]
+d_model = 8
+batch_size = 1
 [[grid]]
 measure = "compare"
 versus = "timer"
 mixers = ["linear-attention"]
-n = 16
-d = 8
-batch = 1
+seq_len = 16
+d_model = 8
+batch_size = 1
 [[grid]]
 measure = "train"
 models = ["mixer-lm"]
-n = 4
-d = 16
-batch = 8
+seq_len = 4
+d_model = 16
+batch_size = 8
 config = { mixer_kind = "linear-attention", n_layers = 1, n_heads = 2, d_ff = 32 }
 [grid.train]
 task = "copy"

@@ -15,15 +15,15 @@ name = "mine"
 n_heads = 2
 [[grid]]
 mixers = ["self-attention", "lstm"]
-n = [8, 16]
-d = 8
-batch = 1
+seq_len = [8, 16]
+d_model = 8
+batch_size = 1
 seeds = [0, 1]
 [[grid]]
 measure = "path"
 fit = "path"
 mixers = ["convolutional"]
-n = 8
+n = 8  # the older spellings of seq_len, d_model and batch_size
 d = 4
 batch = 1
 dilation_growth = true
@@ -47,14 +47,20 @@ def test_grid_is_the_product_of_its_axes(tmp_path):
     path = [p for p in points if p.runner == "path"]
     assert sorted(dict(p.config)["kernel_size"] for p in path) == [3, 5]
     assert all(p.options.dilation_growth and p.fit == "path" for p in path)
+    assert {(p.seq_len, p.d_model, p.batch_size) for p in layer} == {(8, 8, 1), (16, 8, 1)}
+    assert {(p.seq_len, p.d_model, p.batch_size) for p in path} == {(8, 4, 1)}
 
 
 BAD = {  # what to change in GOOD -> the key the message must name
     "unknown top key": (("name = \"mine\"", "name = \"mine\"\nmixer = 1"), "mixer"),
     "unknown grid key": (("seeds = [0, 1]", "seed = [0, 1]"), "grid[0].seed"),
-    "wrong type": (("n = [8, 16]", "n = [8, \"16\"]"), "grid[0].n"),
-    "wrong type of batch": (("batch = 1\nseeds", "batch = true\nseeds"), "grid[0].batch"),
-    "empty axis": (("n = [8, 16]", "n = []"), "grid[0].n"),
+    "wrong type": (("seq_len = [8, 16]", "seq_len = [8, \"16\"]"), "grid[0].seq_len"),
+    "wrong type of batch": (("batch_size = 1\nseeds", "batch_size = true\nseeds"),
+                            "grid[0].batch_size"),
+    "empty axis": (("seq_len = [8, 16]", "seq_len = []"), "grid[0].seq_len"),
+    "old and new spelling": (("d_model = 8", "d_model = 8\nd = 8"), "grid[0].d"),
+    "missing size": (("d_model = 8\n", ""), "grid[0].d_model"),
+    "old spelling, wrong type": (("d = 4", "d = \"4\""), "grid[1].d"),
     "unknown mixer": (("\"self-attention\", \"lstm\"]", "\"self-attention\", \"mamba\"]"),
                       "grid[0].mixers"),
     "unknown config subject": (("[config.self-attention]", "[config.self-atention]"),

@@ -47,7 +47,7 @@ def test_run_logs_parent_and_nested_runs_to_mlflow(smoke_out):
     child = children[0]
     assert child.data.tags["status"] == "ok"
     assert child.data.metrics["flops_fwd"] > 0 and "seq_len" in child.data.params
-    assert re.fullmatch(r"\S+ n=\d+ d=\d+", child.info.run_name), child.info.run_name
+    assert re.fullmatch(r"\S+ seq_len=\d+ d_model=\d+", child.info.run_name), child.info.run_name
     artifacts = {a.path for a in client.list_artifacts(parents[0].info.run_id)}
     assert {"results.csv", "environment.txt", "crossover.png", "complexity.md"} <= artifacts
     assert parents[0].data.metrics["points_ok"] == len(experiments.points("smoke"))

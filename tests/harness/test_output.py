@@ -36,7 +36,7 @@ def test_suites_one_line_each_and_long_descriptions() -> None:
 
 def test_progress_labels_are_short() -> None:
     point = next(p for p in experiments.points("convergence-quick") if p.study == "heads")
-    assert label(point) == f"{point.subject} n={point.seq_len} d={point.d_model}"
+    assert label(point, 78) == f"{point.subject} seq_len={point.seq_len} d_model=78"
 
 
 def test_ui_on_a_fresh_clone_builds_the_store_from_the_csvs(tmp_path: Path,

@@ -70,7 +70,7 @@ def test_runs_table_shows_the_parent_and_named_children(tmp_path: Path) -> None:
             parent = name.filter(has_text="smoke 20").first
             parent.wait_for(timeout=60_000)  # the runs table, not the GenAI overview
             parent.locator("button").first.click()  # nested runs open under their parent
-            for child in ("lstm n=16 d=32", "lstm n=64 d=32"):
+            for child in ("lstm seq_len=16 d_model=32", "lstm seq_len=64 d_model=32"):
                 name.filter(has_text=child).first.wait_for(timeout=30_000)
             page.screenshot(path=str(tmp_path / "runs-table.png"))
             browser.close()

@@ -23,9 +23,9 @@ SIX = """name = "six"
 [[grid]]
 measure = "path"
 mixers = ["lstm", "gru", "self-attention"]
-n = [4, 8]
-d = [8]
-batch = 1
+seq_len = [4, 8]
+d_model = [8]
+batch_size = 1
 """
 
 

@@ -23,7 +23,7 @@ def test_committed_rows_get_short_names_unique_within_their_study(suite: str) ->
     rows = read_results(REFERENCE / suite / "results.csv").to_dict("records")
     names = run_names(rows)
     assert len(set(names.values())) == len(rows)
-    assert max(len(n) for n in names.values()) <= 100
+    assert max(len(n) for n in names.values()) <= 110  # the sizes as the rows spell them
     assert not any("#" in n or "nan" in n for n in names.values()), names
 
 
@@ -38,8 +38,22 @@ def test_a_plain_sweep_is_named_by_subject_and_sizes_only() -> None:
     points = experiments.points("smoke")
     names = run_names([{**p.fields(), **p.columns(), "point_id": p.point_id}
                        for p in points])
-    assert sorted(names.values()) == sorted(f"{p.subject} n={p.seq_len} d={p.d_model}"
-                                            for p in points)
+    assert sorted(names.values()) == sorted(
+        f"{p.subject} seq_len={p.seq_len} d_model={p.d_model}" for p in points)
+
+
+def test_a_matched_model_is_named_by_the_width_its_row_records() -> None:
+    """convergence-quick's LSTM is matched to the Transformer's parameters at d_model 64 and
+    trains (and records) a wider d_model: its live run name says the same as a synced one."""
+    from harness.train.points import trained_width
+
+    rows = read_results(REFERENCE / "convergence-quick" / "results.csv")
+    lstm = rows[rows["model"] == "lstm-lm"]
+    point = next(p for p in experiments.points("convergence-quick")
+                 if p.point_id == lstm["point_id"].iloc[0])
+    assert point.d_model == 64 and trained_width(point) == lstm["d_model"].iloc[0] > 64
+    assert f"d_model={lstm['d_model'].iloc[0]}" in run_names(lstm.to_dict("records"))[
+        point.point_id]
 
 
 def _runs(uri: str, suite: str):  # noqa: ANN202

@@ -86,7 +86,7 @@ def test_point_runs_are_named_timed_and_tagged(out_dir: Path) -> None:
         tracker.log_summary({"points_ok": 1, "wall_s": 1.0})
     client = MlflowClient(uri)
     run = client.get_run(run_id)
-    assert run.info.run_name == "lstm-lm n=64 d=32 n_heads=4 seed=2 [heads]"
+    assert run.info.run_name == "lstm-lm seq_len=64 d_model=32 n_heads=4 seed=2 [heads]"
     assert run.info.end_time - run.info.start_time >= 1000
     assert run.data.tags["cpu"] == "Some CPU" and run.data.tags["blas"] == "mkl"
     assert run.data.tags["mlflow.parentRunId"] == tracker.parent_run_id
@@ -288,7 +288,7 @@ def test_a_late_row_keeps_when_its_point_ran(out_dir: Path) -> None:
         assert tracker.sync(rows) == 1
     client = MlflowClient(uri)
     (run,) = client.search_runs([tracker.experiment_id], "tags.point_id = 'p'")
-    assert run.info.run_name == "gru n=16 d=8"
+    assert run.info.run_name == "gru seq_len=16 d_model=8"
     assert run.info.end_time == 1767323045000
     assert run.info.end_time - run.info.start_time == 30_000
 
@@ -299,5 +299,5 @@ def test_a_long_run_name_fits_postgresql_and_stays_distinct() -> None:
     params = {"model": "mixer-lm", "seq_len": 64, "d_model": 32, "study": "x" * 300}
     a, b = run_name(params, "point-a"), run_name(params, "point-b")
     assert len(a) == len(b) == RUN_NAME_LIMIT
-    assert a.startswith("mixer-lm n=64 d=32") and a != b
-    assert run_name({"model": "gru"}, "p") == "gru n=None d=None"
+    assert a.startswith("mixer-lm seq_len=64 d_model=32") and a != b
+    assert run_name({"model": "gru"}, "p") == "gru seq_len=None d_model=None"
