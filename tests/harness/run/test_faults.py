@@ -60,11 +60,12 @@ def children(out: Path) -> list:
     return runs
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(3))
 def test_kill_9_at_a_random_moment_loses_nothing_written(tmp_path: Path, seed: int) -> None:
-    """The first run is killed at a random moment (often while MLflow builds its store);
-    the rerun measures exactly the missing points, logs the ones written but not yet
-    logged, and marks the killed parent run KILLED."""
+    """The first run is killed at a random moment (starting, measuring, logging); the rerun
+    measures exactly the missing points, logs the ones written but not yet logged, and marks
+    the killed parent run KILLED. (A kill while the store is built, now a copy of a few
+    milliseconds, has its own test in test_recovery.py.)"""
     rng = random.Random(seed)
     proc = tvr(tmp_path, "run", SUITE, *FAST)
     time.sleep(rng.uniform(1.0, 9.0))

@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from mlflow import MlflowClient
 
 from harness.track import store
@@ -132,3 +133,37 @@ time.sleep(60)
     assert mine.holder("p")["pid"] == os.getpid()
     mine.release_all()
     assert mine.holder("p") is None
+
+
+# A first run killed while it builds its store: MLflow's migrations for the template, the copy
+# of the template for a later store (a kill -9 runs no `finally`, so nothing cleans up).
+BUILDER = """
+import os, sys
+from pathlib import Path
+from harness.track.client import build_schema
+from harness.track.sqlitefile import create_sqlite
+
+def build(tmp):
+    if sys.argv[2] == "copy":
+        build_schema(tmp)  # the template's copy, then killed before it replaces the store
+    else:
+        tmp.write_bytes(b"SQLite format 3\\x00" + b"\\x00" * 4000)  # migrations cut short
+    os.kill(os.getpid(), 9)
+
+create_sqlite(Path(sys.argv[1]), build)
+"""
+
+
+@pytest.mark.parametrize("stage", ["migrations", "copy"])
+def test_a_first_run_killed_while_building_its_store_leaves_none(tmp_path: Path,
+                                                                  stage: str) -> None:
+    db = tmp_path / "out" / "mlflow.db"
+    create_sqlite(tmp_path / "template-maker" / "mlflow.db", build_schema)  # the template
+    killed = subprocess.run([sys.executable, "-c", BUILDER, str(db), stage])
+    assert killed.returncode == -signal.SIGKILL
+    assert not db.exists() and list(db.parent.glob(".mlflow.db.*.building"))
+    create_sqlite(db, build_schema)  # the next run: the leftover removed, the store built
+    assert not list(db.parent.glob(".mlflow.db.*.building"))
+    client = MlflowClient(store.sqlite_uri(db))
+    assert client.search_experiments() == []
+    client.create_experiment("after")
