@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from harness.errors import BadInput
-from harness.files import locked, read_lines, write_atomic, write_lines  # noqa: F401
+from harness.files import locked, write_atomic
 from harness.inputs import check_table
 from harness.schema import ID_COLUMNS, KEY, TAIL_COLUMNS
 

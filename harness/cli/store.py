@@ -71,8 +71,8 @@ def doctor_cmd(out: str, repair: bool) -> None:
     """Check the MLflow store under --out (the default SQLite file): what a killed writer left
     (a hot journal, a WAL) is recovered in place; --repair moves aside only a store that
     cannot be opened, and rebuilds its runs from the results CSVs."""
-    from harness.track.sqlitefile import leftovers
-    from harness.track.store import REPAIR, problem, resolve_tracking_uri, sqlite_path
+    from harness.track.sqlitefile import REPAIR, leftovers
+    from harness.track.store import problem, resolve_tracking_uri, sqlite_path
     from harness.track.sync import move_aside
 
     out_dir = Path(out)

@@ -1,7 +1,7 @@
 """Which kernel models.kernels' linear swap point runs on this machine: measured, not assumed.
 
 On CPU in float32 the linear maps of our layers (attention's projections, the FFN) can run on
-oneDNN or on F.linear (the BLAS); which is faster depends on the CPU. choose_linear times both,
+oneDNN or on F.linear (the BLAS); which is faster depends on the CPU. choose times both,
 forward+backward through each backend, at the sizes our layers use, interleaved in one process
 (harness.measure.compare.interleaved, one torch.utils.benchmark turn each), and keeps the one
 with the smaller sum of per-size medians. The choice is kept per host (harness.results.
@@ -38,8 +38,9 @@ from typing import Any
 import torch
 from filelock import FileLock
 
+from harness.files import write_atomic
 from harness.measure.compare import interleaved, timer_ms
-from harness.results import this_host, write_atomic
+from harness.results import this_host
 from models import kernels
 from models.blocks import attention
 
@@ -223,11 +224,6 @@ def choose(point: str, device: torch.device, dtype: torch.dtype, path: Path | No
     return _chosen[memo]
 
 
-def choose_linear(device: torch.device, dtype: torch.dtype, **kwargs: Any) -> Choice:
-    """choose(kernels.LINEAR, ...): the linear maps' backend."""
-    return choose(kernels.LINEAR, device, dtype, **kwargs)
-
-
 # Measured in this order: the QKV and FFN timings run on the linear backend chosen first.
 POINTS = (kernels.LINEAR, kernels.QKV, kernels.FFN, kernels.ATTENTION)
 
@@ -243,13 +239,3 @@ def use_measured_kernels(device: torch.device, dtype: torch.dtype, **kwargs: Any
             kernels.use_backend(point, choice.backend)
         cols |= choice.columns(point)
     return cols
-
-
-def use_measured_linear(device: torch.device, dtype: torch.dtype, **kwargs: Any
-                        ) -> dict[str, str]:
-    """Choose (choose_linear) and set models.kernels' linear backend for (device, dtype);
-    returns the row's columns naming the backend that runs."""
-    choice = choose_linear(device, dtype, **kwargs)
-    if len(kernels.linear_candidates(device, dtype)) > 1:
-        kernels.use_linear_backend(choice.backend)
-    return choice.columns()

@@ -14,8 +14,6 @@ import time
 
 import torch
 
-from harness.schema import FACT_KEYS  # noqa: F401 -- the facts below, declared there
-
 
 def _cpu_model() -> str:
     try:

@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
+from harness.files import write_atomic
 from harness.report.markdown import markdown_table
-from harness.results import write_atomic
 
 TABLE_FILE = "table.md"  # under <out>/bench/
 PROFILE_FILE = "profile.md"

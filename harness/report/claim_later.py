@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from harness.report.evidence import Claim, Evidence, Missing, Stored
+from harness.report.gates import MIN_SEEDS  # recall verdicts: seeds per configuration
 from harness.report.stats import fmt, loglog_fit, paired
 from harness.report.verdicts import CONTRADICTS, QUALIFIED, SUPPORTS
 
@@ -19,7 +20,6 @@ LATER = "Later work, not the paper's"  # every claim here starts with it
 LOG_EXP_MAX = 0.5  # a depth growing as log n fits n^k with k well below this over n = 16..256
 DOUBLING_SPREAD = 0.25  # per-doubling depth increments within this of their mean: log n
 MIN_SPEEDUP = 1.0  # the scan must beat the loop by more than this at the longest n
-MIN_SEEDS = 3  # recall verdicts need this many seeds per configuration
 RECALLED = 0.9  # attention has learned recall where its mean accuracy reaches this
 SCANNED = ("min-gru", "min-lstm")
 RECURRENT = ("lstm", "gru", "min-gru", "min-lstm")

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from harness.files import read_lines
 from harness.report import gates
 from harness.report.claim_training import training_scale
 from harness.report.claim_translation import BASELINES, sentence_tests
 from harness.report.evidence import Claim, Evidence, Missing, Stored, scale_facts
 from harness.report.verdicts import CONTRADICTS, QUALIFIED, SUPPORTS
-from harness.results import read_lines
 
 SUITE = "translation-table3-quick"
 FULL_SUITE = "translation-table3"

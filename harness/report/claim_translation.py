@@ -16,10 +16,12 @@ import pandas as pd
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
 
+from harness.files import read_lines
 from harness.report.claim_training import training_scale
 from harness.report.evidence import Claim, Evidence, Missing, Stored, scale_facts
-from harness.report.gates import (
+from harness.report.gates import (  # MIN_SEEDS per model: their order is a gate, not a test
     ALPHA,
+    MIN_SEEDS,
     Gate,
     Test,
     agree_gate,
@@ -30,7 +32,6 @@ from harness.report.gates import (
 )
 from harness.report.translation import BASELINES
 from harness.report.verdicts import CONTRADICTS, QUALIFIED, SUPPORTS
-from harness.results import read_lines
 
 SUITES = ("translation-cpu", "translation-quick")  # the CPU reference first, then the demo
 FULL_SUITE = "translation-cpu"  # 3 seeds, whole test set: the reference a CPU can afford
@@ -38,7 +39,6 @@ COST_RATIO = 1.1  # "no more training": at most 1.1x the other model's counted F
 FRACTION = 0.5  # "a fraction of the training cost": at most half the other model's FLOPs
 SAMPLES = 10_000  # resamples of each sentence-level test
 SEED = "12345"  # sacrebleu's RNG seed (SACREBLEU_SEED), fixed: the same verdict every time
-MIN_SEEDS = 3  # seeds per model; their order is a gate (seed_order_gate), not their test
 
 
 @contextmanager

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.errors import BadInput
+from harness.files import write_atomic
 from harness.report import figures as plots
 from harness.report import tables
 from harness.report.claims import ledger
@@ -21,7 +22,7 @@ from harness.report.studies import TABLE_RUNNERS, study_tables
 from harness.report.table1 import is_table1, table1
 from harness.report.translation import RUNNERS as TRANSLATION_RUNNERS
 from harness.report.translation import recipes, table2, table3
-from harness.results import RESULTS_FILE, SERIES_FILE, load_results, write_atomic
+from harness.results import RESULTS_FILE, SERIES_FILE, load_results
 
 
 def _machine(df: pd.DataFrame, every: pd.DataFrame) -> str:

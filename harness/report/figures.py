@@ -22,10 +22,11 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from harness.errors import BadInput  # noqa: E402
+from harness.files import write_atomic  # noqa: E402
 from harness.report import rematch, studies  # noqa: E402
 from harness.report.labels import title_above  # noqa: E402
 from harness.report.tables import crossover_table, sweep_frame  # noqa: E402
-from harness.results import load_results, write_atomic  # noqa: E402
+from harness.results import load_results  # noqa: E402
 
 PALETTE = {"self-attention": "#1f77b4", "attention-core": "#ff7f0e", "lstm": "#d62728",
            "gru": "#2ca02c", "transformer-layer": "#9467bd", "convolutional": "#8c564b",

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.errors import BadInput
+from harness.files import write_atomic
 from harness.report import tables
 from harness.report.claims import counts, ledger
 from harness.report.labels import labelled
@@ -22,7 +23,7 @@ from harness.report.markdown import markdown_table
 from harness.report.stats import fmt
 from harness.report.studies import BY_NAME, STUDIES
 from harness.report.table1 import table1
-from harness.results import RESULTS_FILE, load_results, write_atomic
+from harness.results import RESULTS_FILE, load_results
 
 MARKER = re.compile(r"(<!-- begin generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)"
                     r"(<!-- end generated: (?P=name) -->)", re.DOTALL)

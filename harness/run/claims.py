@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.results import locked
+from harness.files import locked
 from harness.track.client import alive
 
 if TYPE_CHECKING:

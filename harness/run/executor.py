@@ -18,18 +18,14 @@ from typing import Any
 
 import torch
 
-from experiments.spec import CAST_RUNNERS, Point
+from experiments.spec import Point
 from harness.errors import BadInput
 from harness.measure.machine import machine_facts
 from harness.run import raywatch
-from harness.run.point import Measured, measure, resolve_device
+from harness.run.point import TIMED_RUNNERS, Measured, measure, resolve_device
 from harness.run.rayaddress import check_address
 from harness.runner import Context, Result
 from harness.track.store import mask
-
-# Runners whose numbers are times: their point gets its device to itself (one GPU, or on a
-# CPU node every core of the node), so no other point shares the cores it is timing on.
-TIMED_RUNNERS = CAST_RUNNERS
 
 
 class NoNode(RuntimeError):

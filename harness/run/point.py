@@ -16,13 +16,16 @@ from typing import Any
 
 import torch
 
-from experiments.spec import CAST_RUNNERS as TIMED_RUNNERS
-from experiments.spec import Point
+from experiments.spec import CAST_RUNNERS, Point
 from harness.errors import BadInput
 from harness.measure.kernel_choice import use_measured_kernels
 from harness.measure.machine import Occupancy
 from harness.run.runners import PREDICTORS, RUNNERS
 from harness.runner import Context, Result
+
+# Runners whose numbers are times: their point gets its device to itself (one GPU, or on a
+# CPU node every core of the node), so no other point shares the cores it is timing on.
+TIMED_RUNNERS = CAST_RUNNERS
 
 
 def resolve_device(name: str) -> torch.device:

@@ -21,15 +21,7 @@ from pathlib import Path
 
 from harness.errors import BadInput
 from harness.inputs import check_path, check_text, is_virtual
-
-# The SQLite file itself (check, recovery, creation): re-exported for the store's users
-from harness.track.sqlitefile import (  # noqa: F401
-    LOCKED_WAIT_S,
-    REPAIR,
-    create_sqlite,
-    sqlite_problem,
-    sqlite_uri,
-)
+from harness.track.sqlitefile import sqlite_problem, sqlite_uri
 
 DISABLED = "none"
 PROBE_TIMEOUT_S = 3.0

@@ -35,7 +35,8 @@ from harness.track.client import (
     tracking_errors,
 )
 from harness.track.names import run_name, run_names
-from harness.track.store import create_sqlite, is_remote, mask, problem, sqlite_path
+from harness.track.sqlitefile import create_sqlite
+from harness.track.store import is_remote, mask, problem, sqlite_path
 from harness.track.values import (
     context_tags,
     fact_tags,

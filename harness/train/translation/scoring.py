@@ -3,7 +3,7 @@ how they were computed.
 
 sacrebleu's defaults: BLEU with its 13a tokeniser, mixed case, exponential smoothing; chrF
 with character 6-grams and beta 2. The hypotheses file of a point (written by the sweep with
-harness.results.write_lines) holds one detokenised hypothesis per line in the order of the
+harness.files.write_lines) holds one detokenised hypothesis per line in the order of the
 split's references (corpus order).
 """
 

@@ -43,11 +43,12 @@ def _refuse(*args, **kwargs):
 @needs_onednn
 def test_the_faster_backend_is_chosen_set_and_recorded(tmp_path, monkeypatch):
     for faster, slower in ((kernels.F_LINEAR, kernels.ONEDNN), (kernels.ONEDNN, kernels.F_LINEAR)):
+        _fake_all(monkeypatch)
         fake, calls = _timings({faster: 1.0, slower: 2.0})
         monkeypatch.setattr(kernel_choice, "time_linear", fake)
         monkeypatch.setattr(kernel_choice, "_chosen", {})
-        cols = kernel_choice.use_measured_linear(CPU, FP32, path=tmp_path / f"{faster}.json",
-                                                 machine="m1")
+        cols = kernel_choice.use_measured_kernels(CPU, FP32, path=tmp_path / f"{faster}.json",
+                                                  machine="m1")
         assert cols["linear_kernel"] == faster and len(calls) == 1
         assert f"{faster}:1;{slower}:2" in cols["linear_kernel_ms"] \
             or f"{slower}:2;{faster}:1" in cols["linear_kernel_ms"]
@@ -60,7 +61,7 @@ def test_the_faster_backend_is_chosen_set_and_recorded(tmp_path, monkeypatch):
 @needs_onednn
 def test_the_choice_is_kept_per_machine_and_measured_once(tmp_path, monkeypatch):
     path = tmp_path / "kernels.json"
-    first = kernel_choice.choose_linear(CPU, FP32, path=path, machine="m1", **TINY)
+    first = kernel_choice.choose(kernels.LINEAR, CPU, FP32, path=path, machine="m1", **TINY)
     assert first.backend in (kernels.ONEDNN, kernels.F_LINEAR)
     assert set(first.timings_ms) == {kernels.ONEDNN, kernels.F_LINEAR}
     stored = json.loads(path.read_text())
@@ -69,10 +70,10 @@ def test_the_choice_is_kept_per_machine_and_measured_once(tmp_path, monkeypatch)
     # another process of the same machine reads it; another machine measures its own
     monkeypatch.setattr(kernel_choice, "_chosen", {})
     monkeypatch.setattr(kernel_choice, "time_linear", _refuse)
-    assert kernel_choice.choose_linear(CPU, FP32, path=path, machine="m1") == first
+    assert kernel_choice.choose(kernels.LINEAR, CPU, FP32, path=path, machine="m1") == first
     fake, calls = _timings({kernels.ONEDNN: 3.0, kernels.F_LINEAR: 1.0})
     monkeypatch.setattr(kernel_choice, "time_linear", fake)
-    assert kernel_choice.choose_linear(CPU, FP32, path=path, machine="m2").backend \
+    assert kernel_choice.choose(kernels.LINEAR, CPU, FP32, path=path, machine="m2").backend \
         == kernels.F_LINEAR
     assert calls and set(json.loads(path.read_text())) == {"m1", "m2"}
 
@@ -83,12 +84,12 @@ def test_a_machine_label_shares_its_hosts_choice(tmp_path, monkeypatch):
     choice depends on the host, so a new label on a measured host measures nothing."""
     path = tmp_path / "kernels.json"
     monkeypatch.setenv("TVR_MACHINE", "label-one")
-    first = kernel_choice.choose_linear(CPU, FP32, path=path, **TINY)
+    first = kernel_choice.choose(kernels.LINEAR, CPU, FP32, path=path, **TINY)
     assert set(json.loads(path.read_text())) == {kernel_choice.this_host()}
     monkeypatch.setattr(kernel_choice, "_chosen", {})
     monkeypatch.setattr(kernel_choice, "time_linear", _refuse)
     monkeypatch.setenv("TVR_MACHINE", "label-two")
-    assert kernel_choice.choose_linear(CPU, FP32, path=path) == first
+    assert kernel_choice.choose(kernels.LINEAR, CPU, FP32, path=path) == first
 
 
 @needs_onednn
@@ -97,7 +98,7 @@ def test_an_unreadable_cache_is_measured_over_with_a_warning(tmp_path, monkeypat
     path.write_text("{not json")
     fake, calls = _timings({kernels.ONEDNN: 1.0, kernels.F_LINEAR: 2.0})
     monkeypatch.setattr(kernel_choice, "time_linear", fake)
-    assert kernel_choice.choose_linear(CPU, FP32, path=path, machine="m").backend \
+    assert kernel_choice.choose(kernels.LINEAR, CPU, FP32, path=path, machine="m").backend \
         == kernels.ONEDNN
     assert "unreadable" in capsys.readouterr().err and calls
     assert json.loads(path.read_text())["m"]
@@ -105,21 +106,22 @@ def test_an_unreadable_cache_is_measured_over_with_a_warning(tmp_path, monkeypat
 
 def test_disabled_onednn_leaves_f_linear_unmeasured(tmp_path, monkeypatch):
     monkeypatch.setenv(kernels.DISABLE_ONEDNN_ENV, "1")
-    monkeypatch.setattr(kernel_choice, "time_linear", _refuse)
-    cols = kernel_choice.use_measured_linear(CPU, FP32, path=tmp_path / "k.json", machine="m")
-    assert cols == {"linear_kernel": kernels.F_LINEAR}
+    _fake_all(monkeypatch, refuse=(kernels.LINEAR,))
+    cols = kernel_choice.use_measured_kernels(CPU, FP32, path=tmp_path / "k.json", machine="m")
+    assert cols["linear_kernel"] == kernels.F_LINEAR and "linear_kernel_ms" not in cols
     assert kernels.linear_backend("cpu", FP32) == kernels.F_LINEAR
-    assert not (tmp_path / "k.json").exists()
+    (entry,) = json.loads((tmp_path / "k.json").read_text())["m"].values()
+    assert "linear" not in entry  # one candidate: nothing measured, nothing kept
     with OpRecorder() as rec:
         kernels.linear(torch.randn(2, 16), torch.randn(8, 16))
     assert "mkldnn._linear_pointwise" not in rec.ops
 
 
 def test_other_dtypes_have_one_candidate(tmp_path, monkeypatch):
-    monkeypatch.setattr(kernel_choice, "time_linear", _refuse)
+    _fake_all(monkeypatch, refuse=(kernels.LINEAR,))
     saved = kernels._backend
-    cols = kernel_choice.use_measured_linear(CPU, torch.float64, path=tmp_path / "k.json")
-    assert cols == {"linear_kernel": kernels.F_LINEAR}
+    cols = kernel_choice.use_measured_kernels(CPU, torch.float64, path=tmp_path / "k.json")
+    assert cols["linear_kernel"] == kernels.F_LINEAR and "linear_kernel_ms" not in cols
     assert kernels._backend == saved  # the float32 choice is left alone
 
 

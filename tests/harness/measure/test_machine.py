@@ -6,7 +6,8 @@ import os
 
 import torch
 
-from harness.measure.machine import FACT_KEYS, build_facts, environment_report, machine_facts
+from harness.measure.machine import build_facts, environment_report, machine_facts
+from harness.schema import FACT_KEYS
 
 
 def test_facts_describe_this_machine() -> None:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from sacrebleu.metrics import BLEU
 
+from harness.files import write_lines
 from harness.report import claim_table3, claim_translation
 from harness.report.claim_table3 import SUITE
 from harness.report.evidence import Stored, gated
 from harness.report.verdicts import CONTRADICTS, INCONCLUSIVE, QUALIFIED, SUPPORTS
-from harness.results import write_lines
 from tests.harness.report.claim_frames import write_suite
 from tests.harness.report.test_claim_translation import REFS, good, good_too, poor
 

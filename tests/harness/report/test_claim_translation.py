@@ -9,12 +9,12 @@ import shutil
 import pytest
 from sacrebleu.metrics import BLEU, CHRF
 
+from harness.files import write_lines
 from harness.report import claim_translation
 from harness.report.claim_translation import CLAIMS, SUITES
 from harness.report.claims import judge
 from harness.report.evidence import Stored
 from harness.report.verdicts import CONTRADICTS, INCONCLUSIVE, QUALIFIED, SUPPORTS
-from harness.results import write_lines
 from tests.harness.report.claim_frames import write_suite
 
 SUITE = SUITES[-1]  # the demo suite: the reference (SUITES[0]) takes over once it has models

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import BadInput
-from harness.track import store
+from harness.track import sqlitefile, store
 from harness.track.store import resolve_tracking_uri
 from harness.track.ui import ui_command
 
@@ -141,28 +141,28 @@ def _sqlite_with(path: Path, *tables: str) -> None:
 def test_sqlite_problems_are_named_in_one_line(tmp_path: Path) -> None:
     """A folder, a foreign file, a half-built store (an interrupted first run's leftover
     Alembic tables), a corrupt one and a locked one each get their own reason, quickly."""
-    assert store.sqlite_problem(tmp_path / "missing.db") is None
+    assert sqlitefile.sqlite_problem(tmp_path / "missing.db") is None
     (tmp_path / "dir.db").mkdir()
-    assert "is a folder" in store.sqlite_problem(tmp_path / "dir.db")
+    assert "is a folder" in sqlitefile.sqlite_problem(tmp_path / "dir.db")
     (tmp_path / "text.db").write_text("hello")
-    assert "not an SQLite database" in store.sqlite_problem(tmp_path / "text.db")
+    assert "not an SQLite database" in sqlitefile.sqlite_problem(tmp_path / "text.db")
     _sqlite_with(tmp_path / "half.db", "experiments", "_alembic_tmp_runs")
-    reason = store.sqlite_problem(tmp_path / "half.db")
+    reason = sqlitefile.sqlite_problem(tmp_path / "half.db")
     assert "half-built" in reason and "tvr doctor --repair" in reason
     _sqlite_with(tmp_path / "nover.db", "experiments")
-    assert "half-built" in store.sqlite_problem(tmp_path / "nover.db")
+    assert "half-built" in sqlitefile.sqlite_problem(tmp_path / "nover.db")
     _sqlite_with(tmp_path / "ok.db", "alembic_version", "experiments")
-    assert store.sqlite_problem(tmp_path / "ok.db") is None
+    assert sqlitefile.sqlite_problem(tmp_path / "ok.db") is None
     data = (tmp_path / "ok.db").read_bytes()
     (tmp_path / "bad.db").write_bytes(data[:100] + b"\xff" * (len(data) - 100))
-    assert "corrupt" in store.sqlite_problem(tmp_path / "bad.db") or \
-        "cannot be read" in store.sqlite_problem(tmp_path / "bad.db")
+    assert "corrupt" in sqlitefile.sqlite_problem(tmp_path / "bad.db") or \
+        "cannot be read" in sqlitefile.sqlite_problem(tmp_path / "bad.db")
     holder = sqlite3.connect(tmp_path / "ok.db")
     holder.execute("BEGIN EXCLUSIVE")
     try:
         t0 = time.monotonic()
-        assert "locked by another process" in store.sqlite_problem(tmp_path / "ok.db")
-        assert time.monotonic() - t0 < store.LOCKED_WAIT_S + 2
+        assert "locked by another process" in sqlitefile.sqlite_problem(tmp_path / "ok.db")
+        assert time.monotonic() - t0 < sqlitefile.LOCKED_WAIT_S + 2
     finally:
         holder.rollback()
         holder.close()

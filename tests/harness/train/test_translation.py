@@ -11,7 +11,8 @@ from sacrebleu.metrics import BLEU
 
 from harness.cli import cli
 from harness.errors import BadInput
-from harness.results import read_lines, read_results, results_path, write_lines
+from harness.files import read_lines, write_lines
+from harness.results import read_results, results_path
 from harness.train.translation import corpus as C
 from harness.train.translation import recipe
 from harness.train.translation.baselines import best_constant
