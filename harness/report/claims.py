@@ -112,7 +112,8 @@ def _markdown(table: pd.DataFrame) -> str:
         if row.kind != EMPIRICAL:
             parts[-2] = f"**{i}. {row.claim}** ({row.kind}): {row.verdict}."
         if row.ungated:
-            names = ", ".join(g["name"] for g in row.gates if not g["passed"])
+            # one name per failed gate kind (the baselines gate is judged on BLEU and chrF)
+            names = ", ".join(dict.fromkeys(g["name"] for g in row.gates if not g["passed"]))
             parts.insert(-1, f"The rule alone would say \"{row.ungated}\"; failed gates: "
                          f"{names}.")
         for label, value in (("measured", row.measured), ("points", row.points),
