@@ -123,9 +123,9 @@ def threads_for(threads: int | None, points: list[Point], executor: str) -> Iter
 def describe(description: str, name: str) -> str:
     """The suite's MLflow experiment description."""
     return (f"{description}\n\nEach child run is one point of suite `{name}` "
-            "(named by what tells it apart: mixer or model, n, d, config); the parent run of "
-            "each `tvr run` holds the summary, the results CSV, tables, figures and the "
-            "machine's environment report. Written by tvr-bench.")
+            "(named by what tells it apart: mixer or model, seq_len, d_model, config); the "
+            "parent run of each `tvr run` holds the summary, the results CSV, tables, figures "
+            "and the machine's environment report. Written by tvr-bench.")
 
 
 def outputs(out_dir: Path, name: str) -> list[Path]:

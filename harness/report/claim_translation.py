@@ -19,7 +19,7 @@ from sacrebleu.significance import PairedTest
 from harness.files import read_lines
 from harness.report.claim_training import training_scale
 from harness.report.evidence import Claim, Evidence, Missing, Stored, scale_facts
-from harness.report.gates import (  # MIN_SEEDS per model: their order is a gate, not a test
+from harness.report.gates import (
     ALPHA,
     MIN_SEEDS,
     Gate,
