@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from experiments.spec import Point
+from harness.files import write_lines
 from harness.measure.machine import BUSY_SHARE, environment_report, usable_cpus
 from harness.results import (
     SERIES_FILE,
@@ -33,7 +34,6 @@ from harness.results import (
     read_series,
     results_path,
     this_machine,
-    write_lines,
 )
 from harness.run.claims import Claims, claim_or_skip, sync_lock
 from harness.run.executor import LocalExecutor, RayExecutor

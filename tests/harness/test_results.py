@@ -11,6 +11,7 @@ import pytest
 
 from harness import results
 from harness.errors import BadInput
+from harness.files import write_atomic
 from harness.results import (
     ID_COLUMNS,
     TAIL_COLUMNS,
@@ -19,7 +20,6 @@ from harness.results import (
     load_results,
     read_results,
     results_path,
-    write_atomic,
 )
 
 
