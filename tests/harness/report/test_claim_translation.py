@@ -123,3 +123,24 @@ def test_the_cpu_reference_decides_once_it_has_trained_models(tmp_path):
     shutil.move(tmp_path / SUITE, tmp_path / reference)  # the reference with its models
     full = judge(CLAIMS[0], Stored(tmp_path))  # its figure too, not the demo's
     assert full.points.startswith(reference) and full.figure == f"{reference}/bleu-vs-cost.png"
+
+
+def test_the_best_model_is_tested_against_retrieval_sentence_by_sentence(tmp_path):
+    """Retrieval's saved hypotheses: the best model (here the recurrent one) against them,
+    sentence by sentence, stacked over its seeds."""
+    _suite(tmp_path, poor, good)
+    folder = tmp_path / SUITE
+    write_lines(folder / "hyp" / "retrieval.txt", poor(5))
+    rows = (folder / "results.csv").read_text().splitlines()
+    head = rows[0].split(",")
+    at, model = head.index("test_hypotheses"), head.index("model")
+    rows[1:] = [",".join(c if i != at or r.split(",")[model] != "retrieval"
+                         else "hyp/retrieval.txt" for i, c in enumerate(r.split(",")))
+                for r in rows[1:]]
+    (folder / "results.csv").write_text("\n".join(rows) + "\n")
+    evidence = judge(CLAIMS[0], Stored(tmp_path))
+    versus = [t for t in evidence.tests if "vs retrieval" in t.name]
+    assert {t.name for t in versus} == {
+        f"lstm-attention vs retrieval, {m}, {k}" for m in ("BLEU", "chrF")
+        for k in ("paired bootstrap", "approximate randomization")}
+    assert all(t.p < 0.05 and f"{3 * len(REFS)} sentences" in t.detail for t in versus)
