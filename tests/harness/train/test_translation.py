@@ -3,6 +3,8 @@ the shared BPE, and one run end to end whose saved hypotheses rescore to the rep
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -322,3 +324,32 @@ def test_the_recipe_table_marks_what_the_suite_takes(tmp_path) -> None:
         assert (got["peak_lr"], got["dropout"]) == (chosen["peak_lr"], chosen["dropout"])
         best = rows.loc[rows["model"] == model, "dev_ppl"].min()
         assert got["recipe_dev_ppl"] == chosen["dev_ppl"] == best
+
+
+COMMITTED = Path(__file__).resolve().parents[3] / "results"
+
+
+@pytest.mark.parametrize("suite", sorted(p.parent.name for p in COMMITTED.glob(
+    "translation*/results.csv")))
+def test_committed_hypotheses_rescore_to_their_rows_exactly(suite: str) -> None:
+    """Every committed translation row with saved hypotheses (models and baselines): sacrebleu
+    on the files gives the row's BLEU (dev and test) and test chrF."""
+    from sacrebleu.metrics import CHRF
+
+    rows = read_results(COMMITTED / suite / "results.csv")
+    checked = 0
+    for _, row in rows.iterrows():
+        for split in ("dev", "test"):
+            saved = row.get(f"{split}_hypotheses")
+            if not isinstance(saved, str) or not saved:
+                continue
+            hyps = read_lines(COMMITTED / suite / saved)
+            refs = read_lines(COMMITTED / suite / row[f"{split}_references"])
+            assert len(hyps) == len(refs) == row[f"{split}_sentences"]
+            assert BLEU().corpus_score(hyps, [refs]).score == pytest.approx(
+                row[f"{split}_bleu"], abs=1e-9), (saved, split)
+            if split == "test" and pd.notna(row.get("test_chrf")):  # chrF: slow, test only
+                assert CHRF().corpus_score(hyps, [refs]).score == pytest.approx(
+                    row[f"{split}_chrf"], abs=1e-9), saved
+            checked += 1
+    assert checked or "test_hypotheses" not in rows, suite
