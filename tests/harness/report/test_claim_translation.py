@@ -87,7 +87,8 @@ def test_table2_verdicts_when_every_gate_passes(tmp_path, transformer, rnn, flop
     names = " ".join(t.name for t in evidence.tests)
     assert "paired bootstrap" in names and "approximate randomization" in names
     assert "BLEU per seed" in names
-    assert all("10000 resamples" in t.detail for t in evidence.tests if "resamples" in t.detail)
+    assert all(f"{claim_translation.SAMPLES} resamples" in t.detail
+               for t in evidence.tests if "resamples" in t.detail)
 
 
 @pytest.mark.parametrize("transformer, seeds, baselines, failed", [
