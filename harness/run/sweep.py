@@ -120,6 +120,12 @@ def _record(done: Measured, path: Path, device: torch.device, facts: dict[str, A
                       device.type, started_ms=done.started_ms, ended_ms=done.ended_ms)
 
 
+def _named(p: Point) -> dict[str, Any]:
+    """A point's columns as its row will record them (a matched model's trained width), for
+    its run name before it runs."""
+    return {**p.fields(), **p.columns(), "point_id": p.point_id, "d_model": trained_width(p)}
+
+
 def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Path,
               tracking_uri: str | None, resume: bool = True, max_memory: int | None = None,
               min_run_time: float = 0.2, progress: bool = True, description: str = "",
@@ -149,8 +155,7 @@ def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Pa
     claims = Claims(path, device.type, machine)
     with logs_to(path.parent / "errors.log", tracking_uri is not None), \
             Tracker(tracking_uri, suite, out_dir, params, description, facts) as tracker:
-        tracker.names = run_names([{**p.fields(), **p.columns(), "point_id": p.point_id,
-                                    "d_model": trained_width(p)} for p in points])
+        tracker.names = run_names([_named(p) for p in points])
         summary.synced = _sync_mine(tracker, path, claims)
         bar = progress_bar(todo, suite, enabled=progress)
         # closed on any exit, a stop signal's included: its line ends before the next message
@@ -158,8 +163,7 @@ def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Pa
             with closing(bar), closing(executor.run(todo, ctx, max_memory, _skipper(
                     claims, summary, resume))) as finished:
                 for done in finished:
-                    bar.set_postfix_str(label(done.point, trained_width(done.point)),
-                                        refresh=False)
+                    bar.set_postfix_str(label(done.point, trained_width(done.point)), False)
                     bar.update(1)
                     # the node's facts (Ray) override the driver's; `machine` stays the driver's
                     _record(done, path, device, facts | done.facts | {"machine": machine},
