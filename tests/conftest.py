@@ -3,6 +3,8 @@ import tempfile
 
 import pytest
 import torch
+import xdist
+from packaging.version import Version
 
 # MLflow and matplotlib write caches/telemetry under $HOME; keep tests hermetic.
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -41,6 +43,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # the module on one worker when its tests share a module fixture
         if not any(item.iter_markers("xdist_group")) and _uses_a_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Refuse `--dist loadgroup` where it silently does not group: pytest 9.2's structured
+    node ids drop the group suffix pytest-xdist (up to 3.8) appends, so every shared server,
+    cluster or trained fixture would be built once per worker."""
+    if config.getvalue("dist") == "loadgroup" and \
+            Version(pytest.__version__) >= Version("9.2") and \
+            Version(xdist.__version__) <= Version("3.8.0"):
+        raise pytest.UsageError(f"--dist loadgroup does not group tests with pytest "
+                                f"{pytest.__version__} and pytest-xdist {xdist.__version__}: "
+                                "install the pytest pyproject.toml allows (<9.2)")
 
 
 def _uses_a_module_fixture(item: pytest.Item) -> bool:

@@ -84,16 +84,29 @@ def sentence_tests(ours: list[str], theirs: list[str], refs: list[str], name: st
                    chrf: bool = True, reference: str = "transformer") -> list[Test]:
     """Paired bootstrap and approximate randomization of `theirs` against `ours` (the
     baseline system), BLEU and chrF, SAMPLES resamples each with sacrebleu's fixed seed."""
-    out = []
-    metrics = {"BLEU": BLEU(), **({"chrF": CHRF()} if chrf else {})}
+    return against(ours, {name: theirs}, refs, reference, chrf)[name]
+
+
+def against(ours: list[str], systems: dict[str, list[str]], refs: list[str],
+            reference: str = "transformer", chrf: bool = True) -> dict[str, list[Test]]:
+    """`sentence_tests` of several systems against one baseline, by system. One sacrebleu
+    PairedTest per test takes them all: the references' and the baseline's statistics are
+    extracted once, not once per pair, and each system's p-values are those of its own pair
+    (each comparison draws its resamples from the same fixed seed)."""
+    out: dict[str, list[Test]] = {name: [] for name in systems}
+    # references cached in the metric once, for both tests (PairedTest gets references=None)
+    metrics = {"BLEU": BLEU(references=[refs]),
+               **({"chrF": CHRF(references=[refs])} if chrf else {})}
     for kind, label in (("bs", "paired bootstrap"), ("ar", "approximate randomization")):
         with _fixed_seed():
-            _, scores = PairedTest([(reference, ours), (name, theirs)], metrics, [refs],
+            _, scores = PairedTest([(reference, ours), *systems.items()], metrics, None,
                                    test_type=kind, n_samples=SAMPLES)()
         for metric, column in zip(metrics, [k for k in scores if k != "System"], strict=True):
-            p = scores[column][1].p_value
-            out.append(Test(f"{name} vs {reference}, {metric}, {label}", float(p),
-                            f"{len(refs)} sentences, {SAMPLES} resamples, seed {SEED}"))
+            for name, result in zip(systems, scores[column][1:], strict=True):
+                out[name].append(Test(f"{name} vs {reference}, {metric}, {label}",
+                                      float(result.p_value),
+                                      f"{len(refs)} sentences, {SAMPLES} resamples, "
+                                      f"seed {SEED}"))
     return out
 
 
@@ -119,17 +132,35 @@ def _baselines(stored: Stored, metric: str) -> dict[str, float | None]:
     return {b: value.get(b) for b in BASELINES}
 
 
-def _compare(stored: Stored, rows: pd.DataFrame, model: str, refs: list[str]) -> list[Test]:
-    """`model` against the Transformer: sentence-level tests on the seeds both ran (their
-    hypotheses stacked, references repeated), and the permutation test over seeds."""
+def _versus_transformer(stored: Stored, rows: pd.DataFrame, models: list[str],
+                        refs: list[str]) -> dict[str, list[Test]]:
+    """The sentence-level tests of each model against the Transformer, on the seeds both ran
+    (their hypotheses stacked, references repeated): models that share those seeds (as a
+    complete suite's all do) share one run of the tests."""
     suite = _suite(stored)
-    ours, theirs = (rows[rows["model"] == m].set_index("seed") for m in ("transformer", model))
-    common = sorted(set(ours.index) & set(theirs.index))
-    if not common:
-        raise Missing(suite, f"suite {suite} has no seed run by both transformer and {model}")
-    hyp_a = sum(_lines(stored, [ours.loc[s, "test_hypotheses"] for s in common]), [])
-    hyp_b = sum(_lines(stored, [theirs.loc[s, "test_hypotheses"] for s in common]), [])
-    tests = sentence_tests(hyp_a, hyp_b, refs * len(common), model)
+    ours = rows[rows["model"] == "transformer"].set_index("seed")
+    by_seeds: dict[tuple, list[str]] = {}
+    for model in models:
+        common = tuple(sorted(set(ours.index) & set(rows.loc[rows["model"] == model, "seed"])))
+        if not common:
+            raise Missing(suite, f"suite {suite} has no seed run by both transformer and "
+                                 f"{model}")
+        by_seeds.setdefault(common, []).append(model)
+    out: dict[str, list[Test]] = {}
+    for common, names in by_seeds.items():
+        def stacked(model: str, seeds: tuple = common) -> list[str]:
+            files = rows[rows["model"] == model].set_index("seed")["test_hypotheses"]
+            return sum(_lines(stored, [files.loc[s] for s in seeds]), [])
+        out |= against(stacked("transformer"), {m: stacked(m) for m in names},
+                       refs * len(common))
+    return out
+
+
+def _compare(rows: pd.DataFrame, model: str, sentence: list[Test]) -> list[Test]:
+    """`model` against the Transformer: its sentence-level tests, and the permutation test
+    over seeds."""
+    ours, theirs = (rows[rows["model"] == m] for m in ("transformer", model))
+    tests = list(sentence)
     if min(len(ours), len(theirs)) >= 2:  # one seed has no seed-to-seed test (the seeds gate)
         tests += seed_tests(ours["test_bleu"].to_numpy(float),
                             theirs["test_bleu"].to_numpy(float),
@@ -192,8 +223,9 @@ def table2_bleu_at_cost(stored: Stored) -> Evidence:
     flops = {m: float(pd.to_numeric(g["train_flops"]).mean()) for m, g in by.items()}
     gates = _table2_gates(stored, suite, by, bleu, chrf)
     tests, better, worse = [], [], []
+    sentence = _versus_transformer(stored, rows, models[1:], refs)
     for model in models[1:]:
-        pair = _compare(stored, rows, model, refs)
+        pair = _compare(rows, model, sentence[model])
         tests += pair
         separated, pair_gates = _pair_gates(pair, by, model)
         gates += pair_gates

@@ -145,3 +145,16 @@ def test_the_best_model_is_tested_against_retrieval_sentence_by_sentence(tmp_pat
         f"lstm-attention vs retrieval, {m}, {k}" for m in ("BLEU", "chrF")
         for k in ("paired bootstrap", "approximate randomization")}
     assert all(t.p < 0.05 and f"{3 * len(REFS)} sentences" in t.detail for t in versus)
+
+
+def test_systems_tested_together_get_their_own_pairs_p_values():
+    """`against` runs one sacrebleu PairedTest for several systems: each system's p-values
+    are exactly those of its pair run alone (same baseline, same fixed seed)."""
+    base, refs = poor(0) + good(1), REFS * 2
+    systems = {"a": good(2) + good(3), "b": mixed(2) + poor(1), "c": good_too(0) + mixed(2)}
+    together = claim_translation.against(base, systems, refs)
+    for name, hyps in systems.items():
+        alone = claim_translation.sentence_tests(base, hyps, refs, name)
+        assert [(t.name, t.p, t.detail) for t in together[name]] == \
+            [(t.name, t.p, t.detail) for t in alone]
+    assert len({t.p for tests in together.values() for t in tests}) > 1  # not all at the floor
