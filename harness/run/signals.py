@@ -17,6 +17,7 @@ from types import FrameType
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 _received: list[int] = []  # the first stop signal of this process, if any
+_pending: list[int] = []  # a stop signal inside stop_on_signals not yet acted on
 
 
 class Stopped(KeyboardInterrupt):
@@ -48,7 +49,17 @@ def _stop(signum: int, _frame: FrameType | None) -> None:
     for s in SIGNALS:
         signal.signal(s, signal.SIG_IGN)
     _received.append(signum)
+    _pending.append(signum)
     raise Stopped(signum)
+
+
+def check() -> None:
+    """Raise Stopped again for a stop signal whose Stopped was lost: Python runs the handler
+    between any two bytecodes, and one raised inside a weakref callback or a __del__
+    (SQLAlchemy's session cleanup, say) is printed as "Exception ignored" and dropped, so the
+    sweep would run on and exit 0. The sweep calls this between points."""
+    if _pending:
+        raise Stopped(_pending[0])
 
 
 def _stop_early(signum: int, _frame: FrameType | None) -> None:
@@ -99,5 +110,6 @@ def stop_on_signals() -> Iterator[None]:
     try:
         yield
     finally:
+        _pending.clear()  # acted on: the block is left
         for s, handler in old.items():
             signal.signal(s, handler)

@@ -35,6 +35,7 @@ from harness.results import (
     results_path,
     this_machine,
 )
+from harness.run import signals
 from harness.run.claims import Claims, claim_or_skip, sync_lock
 from harness.run.executor import LocalExecutor, RayExecutor
 from harness.run.point import Measured
@@ -170,8 +171,10 @@ def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Pa
                             tracker)
                     claims.release(done.point.point_id)  # written and logged: done
                     summary.count(done.result)
+                    signals.check()  # a stop whose Stopped a library's cleanup swallowed
         finally:
             claims.release_all()  # the points in flight when stopped: free for the next sweep
+        signals.check()
         summary.wall_s = time.perf_counter() - started
         _finish(tracker, summary, path, outputs, headline)
     return summary

@@ -122,3 +122,26 @@ def _running(db: Path) -> bool:
             con.close()
     except sqlite3.Error:
         return False  # not built yet
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_stop_a_cleanup_callback_swallowed_still_stops_the_sweep() -> None:
+    """A signal handled inside a weakref callback (as SQLAlchemy's session cleanup runs):
+    Python prints its Stopped as "Exception ignored" and goes on; the sweep's check between
+    points raises it again, and leaving the block forgets it."""
+    import weakref
+
+    from harness.run import signals
+
+    class Held:
+        pass
+
+    with signals.stop_on_signals():
+        held = Held()
+        ref = weakref.ref(held, lambda _: signal.raise_signal(signal.SIGINT))
+        del held  # the callback runs here; its Stopped is swallowed
+        assert ref() is None
+        with pytest.raises(signals.Stopped) as stopped:
+            signals.check()
+        assert stopped.value.exit_code == 130
+    signals.check()  # outside the block: nothing pending
