@@ -66,3 +66,8 @@ def locked(path: Path) -> FileLock:
     rows."""
     path.parent.mkdir(parents=True, exist_ok=True)
     return FileLock(path.with_name(f".{path.name}.lock"))
+
+
+def user_cache() -> Path:
+    """tvr-bench's folder in the user's cache: ~/.cache/tvr-bench, or under $XDG_CACHE_HOME."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tvr-bench"

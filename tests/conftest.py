@@ -13,6 +13,8 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # Kernel choices are measured once per test session, never read from or kept in $HOME.
 os.environ.setdefault("TVR_KERNEL_CACHE",
                       os.path.join(tempfile.mkdtemp(prefix="tvr-kernels-"), "kernels.json"))
+# So are the sentence-level tests of the ledger (the committed results' run once per session).
+os.environ.setdefault("TVR_SENTENCE_CACHE", tempfile.mkdtemp(prefix="tvr-sentence-"))
 # So is the empty MLflow store new stores are copied from (built by the session's first one).
 os.environ.setdefault("TVR_STORE_TEMPLATE",
                       os.path.join(tempfile.mkdtemp(prefix="tvr-store-"), "empty.db"))

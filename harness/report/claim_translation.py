@@ -9,14 +9,18 @@ decide."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from contextlib import contextmanager
+from pathlib import Path
 
 import pandas as pd
+import sacrebleu
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
 
-from harness.files import read_lines
+from harness.files import locked, read_lines, user_cache, write_atomic
 from harness.report.claim_training import training_scale
 from harness.report.evidence import Claim, Evidence, Missing, Stored, scale_facts
 from harness.report.gates import (
@@ -42,6 +46,7 @@ FRACTION = 0.5  # "a fraction of the training cost": at most half the other mode
 # (4 model pairs of 6,843 sentences, BLEU and chrF, bootstrap and randomization).
 SAMPLES = 1_000
 SEED = "12345"  # sacrebleu's RNG seed (SACREBLEU_SEED), fixed: the same verdict every time
+CACHE_ENV = "TVR_SENTENCE_CACHE"
 
 
 @contextmanager
@@ -89,10 +94,36 @@ def sentence_tests(ours: list[str], theirs: list[str], refs: list[str], name: st
 
 def against(ours: list[str], systems: dict[str, list[str]], refs: list[str],
             reference: str = "transformer", chrf: bool = True) -> dict[str, list[Test]]:
-    """`sentence_tests` of several systems against one baseline, by system. One sacrebleu
-    PairedTest per test takes them all: the references' and the baseline's statistics are
-    extracted once, not once per pair, and each system's p-values are those of its own pair
-    (each comparison draws its resamples from the same fixed seed)."""
+    """`sentence_tests` of several systems against one baseline, by system; kept in the
+    user's cache under the hash of everything they depend on, so the ledger's later passes
+    (`tvr claims`, then `tvr report`) do not run them again."""
+    key = hashlib.sha256(json.dumps(
+        [reference, ours, systems, refs, chrf, SAMPLES, SEED, sacrebleu.__version__]
+    ).encode()).hexdigest()
+    path = sentence_cache() / f"{key}.json"
+    with locked(path):  # two processes asking for the same tests: one runs them
+        if path.is_file():
+            try:
+                return {name: [Test(*t) for t in tests]
+                        for name, tests in json.loads(path.read_text()).items()}
+            except (ValueError, TypeError):
+                pass  # a damaged cache file: run the tests again and replace it
+        out = _paired(ours, systems, refs, reference, chrf)
+        write_atomic(path, json.dumps({n: [[t.name, t.p, t.detail] for t in tests]
+                                       for n, tests in out.items()}))
+    return out
+
+
+def sentence_cache() -> Path:
+    """$TVR_SENTENCE_CACHE, else sentence-tests/ in the user's cache (~/.cache/tvr-bench/)."""
+    return Path(os.environ.get(CACHE_ENV) or user_cache() / "sentence-tests")
+
+
+def _paired(ours: list[str], systems: dict[str, list[str]], refs: list[str], reference: str,
+            chrf: bool) -> dict[str, list[Test]]:
+    """One sacrebleu PairedTest per test takes all the systems: the references' and the
+    baseline's statistics are extracted once, not once per pair, and each system's p-values
+    are those of its own pair (each comparison draws its resamples from the same seed)."""
     out: dict[str, list[Test]] = {name: [] for name in systems}
     # references cached in the metric once, for both tests (PairedTest gets references=None)
     metrics = {"BLEU": BLEU(references=[refs]),

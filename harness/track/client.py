@@ -12,6 +12,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.files import user_cache
 from harness.track.sqlitefile import sqlite_problem, sqlite_uri
 from harness.track.store import without_credentials
 
@@ -67,8 +68,7 @@ def schema_template() -> Path:
 
     if os.environ.get(TEMPLATE_ENV):
         return Path(os.environ[TEMPLATE_ENV])
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "tvr-bench" / f"mlflow-{mlflow.__version__}-empty.db"
+    return user_cache() / f"mlflow-{mlflow.__version__}-empty.db"
 
 
 def build_schema(path: Path) -> None:

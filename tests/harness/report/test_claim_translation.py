@@ -158,3 +158,26 @@ def test_systems_tested_together_get_their_own_pairs_p_values():
         assert [(t.name, t.p, t.detail) for t in together[name]] == \
             [(t.name, t.p, t.detail) for t in alone]
     assert len({t.p for tests in together.values() for t in tests}) > 1  # not all at the floor
+
+
+def test_sentence_tests_are_kept_by_what_they_depend_on(tmp_path, monkeypatch):
+    """A second ledger pass reads the tests' p-values from the cache; other hypotheses,
+    another resample count or a damaged cache file run them again."""
+    monkeypatch.setenv(claim_translation.CACHE_ENV, str(tmp_path))
+    base, systems = poor(0), {"a": good(1), "b": mixed(2)}
+    first = claim_translation.against(base, systems, REFS)
+    (kept,) = list(tmp_path.glob("*.json"))
+
+    def fail(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("ran again")
+
+    monkeypatch.setattr(claim_translation, "_paired", fail)
+    assert claim_translation.against(base, systems, REFS) == first
+    for changed in ({"systems": {"a": good(3), "b": mixed(2)}}, {"samples": 999}):
+        monkeypatch.setattr(claim_translation, "SAMPLES", changed.get("samples", 1_000))
+        with pytest.raises(AssertionError, match="ran again"):
+            claim_translation.against(base, changed.get("systems", systems), REFS)
+    monkeypatch.setattr(claim_translation, "SAMPLES", 1_000)
+    kept.write_text("{not json")
+    with pytest.raises(AssertionError, match="ran again"):
+        claim_translation.against(base, systems, REFS)
