@@ -47,6 +47,7 @@ FRACTION = 0.5  # "a fraction of the training cost": at most half the other mode
 SAMPLES = 1_000
 SEED = "12345"  # sacrebleu's RNG seed (SACREBLEU_SEED), fixed: the same verdict every time
 CACHE_ENV = "TVR_SENTENCE_CACHE"
+OPTIONS: dict[str, dict] = {"BLEU": {}, "chrF": {}}  # sacrebleu's defaults (13a; chrF6, beta 2)
 
 
 @contextmanager
@@ -97,9 +98,8 @@ def against(ours: list[str], systems: dict[str, list[str]], refs: list[str],
     """`sentence_tests` of several systems against one baseline, by system; kept in the
     user's cache under the hash of everything they depend on, so the ledger's later passes
     (`tvr claims`, then `tvr report`) do not run them again."""
-    key = hashlib.sha256(json.dumps(
-        [reference, ours, systems, refs, chrf, SAMPLES, SEED, sacrebleu.__version__]
-    ).encode()).hexdigest()
+    key = hashlib.sha256(json.dumps([reference, ours, systems, refs, chrf, SAMPLES, SEED,
+                                     OPTIONS, sacrebleu.__version__]).encode()).hexdigest()
     path = sentence_cache() / f"{key}.json"
     with locked(path):  # two processes asking for the same tests: one runs them
         if path.is_file():
@@ -126,8 +126,8 @@ def _paired(ours: list[str], systems: dict[str, list[str]], refs: list[str], ref
     are those of its own pair (each comparison draws its resamples from the same seed)."""
     out: dict[str, list[Test]] = {name: [] for name in systems}
     # references cached in the metric once, for both tests (PairedTest gets references=None)
-    metrics = {"BLEU": BLEU(references=[refs]),
-               **({"chrF": CHRF(references=[refs])} if chrf else {})}
+    metrics = {"BLEU": BLEU(references=[refs], **OPTIONS["BLEU"]),
+               **({"chrF": CHRF(references=[refs], **OPTIONS["chrF"])} if chrf else {})}
     for kind, label in (("bs", "paired bootstrap"), ("ar", "approximate randomization")):
         with _fixed_seed():
             _, scores = PairedTest([(reference, ours), *systems.items()], metrics, None,

@@ -162,7 +162,7 @@ def test_systems_tested_together_get_their_own_pairs_p_values():
 
 def test_sentence_tests_are_kept_by_what_they_depend_on(tmp_path, monkeypatch):
     """A second ledger pass reads the tests' p-values from the cache; other hypotheses,
-    another resample count or a damaged cache file run them again."""
+    another resample count, other metric options or a damaged cache file run them again."""
     monkeypatch.setenv(claim_translation.CACHE_ENV, str(tmp_path))
     base, systems = poor(0), {"a": good(1), "b": mixed(2)}
     first = claim_translation.against(base, systems, REFS)
@@ -178,6 +178,10 @@ def test_sentence_tests_are_kept_by_what_they_depend_on(tmp_path, monkeypatch):
         with pytest.raises(AssertionError, match="ran again"):
             claim_translation.against(base, changed.get("systems", systems), REFS)
     monkeypatch.setattr(claim_translation, "SAMPLES", 1_000)
+    monkeypatch.setattr(claim_translation, "OPTIONS", {"BLEU": {"lowercase": True}, "chrF": {}})
+    with pytest.raises(AssertionError, match="ran again"):
+        claim_translation.against(base, systems, REFS)
+    monkeypatch.setattr(claim_translation, "OPTIONS", {"BLEU": {}, "chrF": {}})
     kept.write_text("{not json")
     with pytest.raises(AssertionError, match="ran again"):
         claim_translation.against(base, systems, REFS)
