@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.console import say
+from harness.track.names import sized
 
 # Libraries whose own log lines (MLflow's multi-line ERROR blocks, SQLAlchemy's and
 # Alembic's notes, urllib3's retries) go to the suite's errors.log, not the terminal.
@@ -51,7 +52,7 @@ class _Lines:
 def label(point: Any, d_model: int) -> str:
     """A point in a few words for the bar: `lstm seq_len=64 d_model=32`, the width it trained
     at (the full id is in its row)."""
-    return f"{point.subject} seq_len={point.seq_len} d_model={d_model}"
+    return sized(point.subject, point.seq_len, d_model)
 
 
 def progress_bar(items: Sequence[Any], desc: str, enabled: bool = True) -> Any:

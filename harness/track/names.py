@@ -17,6 +17,14 @@ _NOT_IN_NAME = {"steps", "lr", "schedule", "warmup", "clip", "eval_every", "eval
 RUN_NAME_LIMIT = 250  # the runs table's name column: PostgreSQL refuses longer, SQLite not
 
 
+def sized(subject: Any, seq_len: Any, d_model: Any) -> str:
+    """`lstm seq_len=64 d_model=32`: a subject and its sizes; a baseline's (0, or none) are
+    left out."""
+    sizes = [f"{k}={shown(v)}" for k, v in (("seq_len", seq_len), ("d_model", d_model))
+             if shown(v) not in ("", "0", "None", "nan")]
+    return " ".join([str(subject), *sizes])
+
+
 def run_name(params: Mapping[str, Any], point_id: str) -> str:
     """What tells a point apart first: `lstm seq_len=64 d_model=32` (the row's columns), then
     its config (`heads=4`), seed, dtype and study. The UI cuts long names, so the subject
@@ -33,8 +41,7 @@ def _describe(params: Mapping[str, Any]) -> str:
     subject = params.get("mixer") or params.get("model")
     if not subject:
         return ""
-    parts = [str(subject), f"seq_len={params.get('seq_len')}",
-             f"d_model={params.get('d_model')}"]
+    parts = [sized(subject, params.get("seq_len"), params.get("d_model"))]
     keys = declared_params()
     parts += [f"{k}={v}" for k, v in params.items()
               if k in keys and k not in ID_COLUMNS and k not in _NOT_IN_NAME
@@ -102,8 +109,7 @@ def run_names(rows: list[Mapping[str, Any]]) -> dict[str, str]:
         for row in members:
             point_id, config = str(row["point_id"]), configs[str(row["point_id"])]
             subject = _subject(row) or point_id
-            parts = [str(subject), f"seq_len={shown(row.get('seq_len'))}",
-                     f"d_model={shown(row.get('d_model'))}"]
+            parts = [sized(subject, row.get("seq_len"), row.get("d_model"))]
             parts += [f"{k}={config[k]}" for k in telling if config.get(k, "") != ""]
             names[point_id] = " ".join(parts + ([f"[{group}]"] if group else []))
     seen: dict[str, int] = {}

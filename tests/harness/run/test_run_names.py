@@ -12,7 +12,7 @@ from mlflow import MlflowClient
 import experiments
 from harness.cli import cli
 from harness.results import read_results
-from harness.track.names import run_names
+from harness.track.names import run_name, run_names
 from harness.track.sync import sync_suite
 
 REFERENCE = Path(__file__).resolve().parents[3] / "results"
@@ -40,6 +40,20 @@ def test_a_plain_sweep_is_named_by_subject_and_sizes_only() -> None:
                        for p in points])
     assert sorted(names.values()) == sorted(
         f"{p.subject} seq_len={p.seq_len} d_model={p.d_model}" for p in points)
+
+
+def test_sizes_a_point_has_not_are_left_out_of_its_name() -> None:
+    """Translation's points keep their sizes in their config (a baseline has none): their
+    run names and progress labels say `retrieval`, not `retrieval seq_len=0 d_model=0`."""
+    from harness.run.progress import label
+
+    points = experiments.points("translation-quick")
+    assert {p.seq_len for p in points} == {0}
+    names = run_names([{**p.fields(), **p.columns(), "point_id": p.point_id} for p in points])
+    assert len(set(names.values())) == len(points)
+    assert not any("seq_len" in n or "d_model=0" in n for n in names.values()), names
+    assert {label(p, 0) for p in points} == {p.subject for p in points}
+    assert run_name({"model": "retrieval", "seq_len": 0, "d_model": 0}, "x") == "retrieval"
 
 
 def test_a_matched_model_is_named_by_the_width_its_row_records() -> None:
