@@ -56,8 +56,7 @@ def assert_intact(out: Path) -> set[str]:
 def children(out: Path) -> list:
     client = MlflowClient(sqlite_uri(out / "mlflow.db"))
     exp = client.get_experiment_by_name(SUITE)
-    runs = client.search_runs([exp.experiment_id], max_results=1000)
-    return runs
+    return [] if exp is None else client.search_runs([exp.experiment_id], max_results=1000)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -68,10 +67,15 @@ def test_kill_9_at_a_random_moment_loses_nothing_written(tmp_path: Path, seed: i
     milliseconds, has its own test in test_recovery.py.)"""
     rng = random.Random(seed)
     proc = tvr(tmp_path, "run", SUITE, *FAST)
-    time.sleep(rng.uniform(1.0, 9.0))
+    time.sleep(rng.uniform(1.0, 7.0))
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     before = assert_intact(tmp_path)
+    # on a fast machine the kill may come after the sweep ended its parent run: then that
+    # run is rightly FINISHED beside the rerun's
+    ended = (tmp_path / "mlflow.db").exists() and any(
+        r.info.status == "FINISHED" for r in children(tmp_path)
+        if "mlflow.parentRunId" not in r.data.tags)
     code, text = finish(tvr(tmp_path, "run", SUITE, *FAST))
     assert code == 0 and "Traceback" not in text, text
     # no warning but the busy machine's (a shared CI machine may be busy; that is no fault)
@@ -84,7 +88,7 @@ def test_kill_9_at_a_random_moment_loses_nothing_written(tmp_path: Path, seed: i
     # a child the kill cut before its point_id tag (its point logged again) is closed too
     assert all(r.info.status != "RUNNING" for r in runs)
     parents = [r.info.status for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    assert "RUNNING" not in parents and parents.count("FINISHED") == 1
+    assert "RUNNING" not in parents and parents.count("FINISHED") == 1 + ended
     assert not list(tmp_path.glob(".mlflow.db.*building*"))
 
 
