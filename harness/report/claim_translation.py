@@ -179,12 +179,18 @@ def _versus_transformer(stored: Stored, rows: pd.DataFrame, models: list[str],
         by_seeds.setdefault(common, []).append(model)
     out: dict[str, list[Test]] = {}
     for common, names in by_seeds.items():
-        def stacked(model: str, seeds: tuple = common) -> list[str]:
-            files = rows[rows["model"] == model].set_index("seed")["test_hypotheses"]
-            return sum(_lines(stored, [files.loc[s] for s in seeds]), [])
-        out |= against(stacked("transformer"), {m: stacked(m) for m in names},
+        out |= against(_stacked(stored, rows, "transformer", common),
+                       {m: _stacked(stored, rows, m, common) for m in names},
                        refs * len(common))
     return out
+
+
+def _stacked(stored: Stored, rows: pd.DataFrame, model: str,
+             seeds: tuple | None = None) -> list[str]:
+    """`model`'s saved test hypotheses, those of `seeds` in that order (else every seed's, in
+    row order), one after another."""
+    files = rows[rows["model"] == model].set_index("seed")["test_hypotheses"]
+    return sum(_lines(stored, list(files if seeds is None else files.loc[list(seeds)])), [])
 
 
 def _compare(rows: pd.DataFrame, model: str, sentence: list[Test]) -> list[Test]:
@@ -211,7 +217,7 @@ def _best_versus_retrieval(stored: Stored, rows: pd.DataFrame, best: str,
         return []  # no retrieval row with its hypotheses: the baselines gate says what lacks
     (base,) = _lines(stored, [saved])
     seeds = rows[rows["model"] == best]
-    hyps = sum(_lines(stored, list(seeds["test_hypotheses"])), [])
+    hyps = _stacked(stored, rows, best)
     return sentence_tests(base * len(seeds), hyps, refs * len(seeds), best,
                           reference="retrieval")
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import TypeVar
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+T = TypeVar("T")
 _received: list[int] = []  # the first stop signal of this process, if any
 _pending: list[int] = []  # a stop signal inside stop_on_signals not yet acted on
 
@@ -57,9 +59,18 @@ def check() -> None:
     """Raise Stopped again for a stop signal whose Stopped was lost: Python runs the handler
     between any two bytecodes, and one raised inside a weakref callback or a __del__
     (SQLAlchemy's session cleanup, say) is printed as "Exception ignored" and dropped, so the
-    sweep would run on and exit 0. The sweep calls this between points."""
+    sweep would run on and exit 0. The sweep checks between points (`checked`)."""
     if _pending:
         raise Stopped(_pending[0])
+
+
+def checked(items: Iterable[T]) -> Iterator[T]:
+    """`items`, with `check` after the caller has handled each one and after the last: a
+    sweep's loop over finished points stops at the next point when a stop was swallowed."""
+    for item in items:
+        yield item
+        check()
+    check()
 
 
 def _stop_early(signum: int, _frame: FrameType | None) -> None:

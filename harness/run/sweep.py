@@ -163,7 +163,7 @@ def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Pa
         try:
             with closing(bar), closing(executor.run(todo, ctx, max_memory, _skipper(
                     claims, summary, resume))) as finished:
-                for done in finished:
+                for done in signals.checked(finished):  # a stop a library swallowed
                     bar.set_postfix_str(label(done.point, trained_width(done.point)), False)
                     bar.update(1)
                     # the node's facts (Ray) override the driver's; `machine` stays the driver's
@@ -171,10 +171,8 @@ def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Pa
                             tracker)
                     claims.release(done.point.point_id)  # written and logged: done
                     summary.count(done.result)
-                    signals.check()  # a stop whose Stopped a library's cleanup swallowed
         finally:
             claims.release_all()  # the points in flight when stopped: free for the next sweep
-        signals.check()
         summary.wall_s = time.perf_counter() - started
         _finish(tracker, summary, path, outputs, headline)
     return summary
