@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 T = TypeVar("T")
@@ -118,9 +118,19 @@ def stop_on_signals() -> Iterator[None]:
     """Stop signals raise Stopped inside the block (whatever a library such as Ray set in
     between); the handlers before it come back after."""
     old = {s: signal.signal(s, _stop) for s in SIGNALS}
+    hook = sys.unraisablehook
+
+    def quiet(unraisable: Any) -> None:
+        """A Stopped swallowed in a callback is not printed as a traceback: it is pending,
+        and `check` raises it again; anything else goes to the hook before."""
+        if not isinstance(unraisable.exc_value, Stopped):
+            hook(unraisable)
+
+    sys.unraisablehook = quiet
     try:
         yield
     finally:
         _pending.clear()  # acted on: the block is left
+        sys.unraisablehook = hook
         for s, handler in old.items():
             signal.signal(s, handler)
