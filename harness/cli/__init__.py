@@ -15,7 +15,7 @@ import shutil
 import sys
 import textwrap
 
-from harness.run import signals
+from harness import signals
 
 # The `tvr` command itself (not a test importing it): a stop signal from the first instant
 # exits with 143/130 and one line, even while click and the rest still import.

@@ -176,7 +176,7 @@ def print_links(uri: str, name: str, out: str) -> None:
 @contextmanager
 def stopping(csv: Path) -> Iterator[None]:
     """A stop signal (exit 143/130) or a failed write (exit 1) ends the command in one line."""
-    from harness.run.signals import stop_on_signals, stopped_exit
+    from harness.signals import stop_on_signals, stopped_exit
 
     try:
         with stop_on_signals():

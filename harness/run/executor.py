@@ -317,7 +317,7 @@ def _own_signals() -> Iterator[None]:
     instance is stopped on the way out (close)."""
     import signal
 
-    from harness.run.signals import arm
+    from harness.signals import arm
 
     old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     try:

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from experiments.spec import Point
+from harness import signals
 from harness.files import write_lines
 from harness.measure.machine import BUSY_SHARE, environment_report, usable_cpus
 from harness.results import (
@@ -35,7 +36,6 @@ from harness.results import (
     results_path,
     this_machine,
 )
-from harness.run import signals
 from harness.run.claims import Claims, claim_or_skip, sync_lock
 from harness.run.executor import LocalExecutor, RayExecutor
 from harness.run.point import Measured

@@ -130,7 +130,7 @@ def test_a_stop_a_cleanup_callback_swallowed_still_stops_the_sweep(monkeypatch) 
     sweep's check between points raises it again, and leaving the block forgets it."""
     import weakref
 
-    from harness.run import signals
+    from harness import signals
 
     class Held:
         pass
@@ -151,3 +151,25 @@ def test_a_stop_a_cleanup_callback_swallowed_still_stops_the_sweep(monkeypatch) 
         assert kept() is None
     signals.check()  # outside the block: nothing pending
     assert [type(r.exc_value) for r in reported] == [ZeroDivisionError]
+
+
+def test_a_stop_inside_an_uncut_block_is_raised_where_the_outermost_block_ends() -> None:
+    """The block runs to its end (a store write is not cut halfway), then the stop is raised;
+    a block that fails on its own leaves the stop pending for the sweep's check."""
+    from harness import signals
+
+    done: list[str] = []
+    with signals.stop_on_signals():
+        with pytest.raises(signals.Stopped) as stopped:
+            with signals.uncut():
+                with signals.uncut():
+                    signal.raise_signal(signal.SIGTERM)
+                    done.append("inner")
+                done.append("outer")
+        assert done == ["inner", "outer"] and stopped.value.exit_code == 143
+    with signals.stop_on_signals():
+        with pytest.raises(ZeroDivisionError), signals.uncut():
+            signal.raise_signal(signal.SIGINT)
+            1 / 0
+        with pytest.raises(signals.Stopped):
+            signals.check()

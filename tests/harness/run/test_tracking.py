@@ -110,6 +110,35 @@ def test_a_point_cut_short_is_dropped_and_its_parent_killed(out_dir: Path) -> No
     assert tracker.logged() == set()  # nothing for `tvr sync` to mistake for logged
 
 
+def test_a_stop_mid_write_waits_for_the_point_to_be_logged_whole(
+        out_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM arriving inside a point's store writes (here: while its point id is tagged)
+    is raised once log_point has ended: the point's run is whole and FINISHED, the parent
+    KILLED, and the store unlocked (a Stopped cut inside SQLAlchemy's commit or close could
+    keep SQLite's write lock, and every later write would wait 20 s and fail)."""
+    import signal
+
+    from harness import signals
+
+    uri = _uri(out_dir)
+    with signals.stop_on_signals(), pytest.raises(signals.Stopped), \
+            Tracker(uri, "stopped", out_dir, {}) as tracker:
+        tag = tracker._client.set_tag
+
+        def tag_then_stop(*args: object, **kwargs: object) -> None:
+            signal.raise_signal(signal.SIGTERM)  # its handler runs before the write below
+            tag(*args, **kwargs)
+
+        monkeypatch.setattr(tracker._client, "set_tag", tag_then_stop)
+        tracker.log_point("p", {"mixer": "gru"}, {"loss": 1.0}, "ok")
+        pytest.fail("the stop was not raised when log_point ended")
+    client = MlflowClient(uri)
+    (point,) = _children(client, tracker).values()
+    assert point.info.status == "FINISHED" and point.data.metrics == {"loss": 1.0}
+    assert client.get_run(tracker.parent_run_id).info.status == "KILLED"
+    assert tracker.error is None
+
+
 def test_second_invocation_reuses_experiment(out_dir: Path) -> None:
     uri = _uri(out_dir)
     ids = set()

@@ -4,7 +4,13 @@ half-written), the MLflow parent run is marked KILLED, and the command exits 143
 The same from the first instant of a command (`early`: while Python still imports, a stop
 is a plain exit with the signal's code) and under every executor: Ray's wait turns the
 Stopped raised in its call into a plain KeyboardInterrupt, so the signal that arrived is
-remembered here (`exit_code`) rather than read from the exception."""
+remembered here (`exit_code`) rather than read from the exception.
+
+A stop that arrives inside an `uncut` block (the tracker's store writes) waits until the block
+ends: a Stopped raised inside SQLAlchemy's commit, or inside its session's close, can leave the
+SQLite write lock held by a connection never handed back, and every later write of the process
+(marking the point's and the parent's runs KILLED) then waits out MLflow's 20 s busy timeout
+and fails, leaving the parent RUNNING."""
 
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 T = TypeVar("T")
 _received: list[int] = []  # the first stop signal of this process, if any
 _pending: list[int] = []  # a stop signal inside stop_on_signals not yet acted on
+_uncut: list[None] = []  # one entry per `uncut` block the main thread is in
 
 
 class Stopped(KeyboardInterrupt):
@@ -52,7 +59,23 @@ def _stop(signum: int, _frame: FrameType | None) -> None:
         signal.signal(s, signal.SIG_IGN)
     _received.append(signum)
     _pending.append(signum)
-    raise Stopped(signum)
+    if not _uncut:  # else raised where the outermost uncut block ends
+        raise Stopped(signum)
+
+
+@contextmanager
+def uncut() -> Iterator[None]:
+    """A block a stop signal does not cut: one that arrives inside is raised as Stopped where
+    the outermost block ends (not when the block itself raises: the signal stays pending, and
+    the sweep's `check` raises it). Usable as a decorator."""
+    arrived = len(_received)
+    _uncut.append(None)
+    try:
+        yield
+    finally:
+        _uncut.pop()
+    if not _uncut and len(_received) > arrived and _pending:
+        raise Stopped(_pending[0])
 
 
 def check() -> None:
