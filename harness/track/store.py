@@ -6,24 +6,31 @@ driver, a locked, foreign or half-built SQLite file) is a `problem`: the sweep m
 without tracking and says so in one line, since the results CSV needs no MLflow. Every
 check ends within a few seconds, and passwords never appear in a message (`mask`). A
 tracking server asked for that does not answer at the start is bad input (`check_reachable`):
-`tvr run` and `tvr sync` refuse it before any work.
+`tvr run` and `tvr sync` refuse it before any work. A stop signal waits for a database
+write of this process to end (`store_write`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import socket
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
+from typing import Any, TypeVar
 
 from harness.errors import BadInput
 from harness.inputs import check_path, check_text, is_virtual
+from harness.signals import uncut
 from harness.track.sqlitefile import sqlite_problem, sqlite_uri
 
 DISABLED = "none"
+T = TypeVar("T")
 PROBE_TIMEOUT_S = 3.0
 _DATABASES = ("sqlite", "postgresql", "mysql", "mssql")  # MLflow's SQLAlchemy stores
 _SERVERS = ("http", "https")
@@ -296,3 +303,17 @@ def _check_sqlite(uri: str) -> str:
     if not os.access(target, os.W_OK):
         raise BadInput(f"tracking URI {uri}: {target} is not writable")
     return sqlite_uri(path) + (f"?{query}" if query else "")
+
+
+def store_write(method: Callable[..., T]) -> Callable[..., T]:
+    """A method (of an object with a `uri`) that a stop signal does not cut where this process
+    writes the database itself (harness.signals.uncut: a transaction cut halfway can keep the
+    store locked, and every later write of the process fails). Not for a tracking server: its
+    writes are its own, and a stop should not wait out an unanswering server's timeouts."""
+
+    @functools.wraps(method)
+    def whole(self: Any, *args: Any, **kwargs: Any) -> T:
+        with uncut() if self.uri is not None and not is_remote(self.uri) else nullcontext():
+            return method(self, *args, **kwargs)
+
+    return whole

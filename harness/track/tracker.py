@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 
 from harness.console import say
 from harness.results import results_path, this_machine
-from harness.signals import uncut
 from harness.track.client import (
     alive,
     build_schema,
@@ -37,7 +36,7 @@ from harness.track.client import (
 )
 from harness.track.names import run_name, run_names
 from harness.track.sqlitefile import create_sqlite
-from harness.track.store import is_remote, mask, problem, sqlite_path
+from harness.track.store import is_remote, mask, problem, sqlite_path, store_write
 from harness.track.values import (
     context_tags,
     fact_tags,
@@ -64,8 +63,7 @@ class Tracker:
     With `uri=None` ("--tracking-uri none") every method does nothing, by design. A store that
     fails mid-run (locked, gone, full) turns tracking off for the rest of the run with one
     warning instead of ending the sweep: the results CSV is the record, MLflow only a view.
-    Every method that touches the store is `uncut`: a stop signal waits until its writes end
-    (harness.signals says why), so a run is never left half-logged with the store locked.
+    Every method that touches a database store (SQLite, PostgreSQL) is a `store_write`.
     """
 
     def __init__(self, uri: str | None, suite: str, out_dir: Path,
@@ -90,7 +88,7 @@ class Tracker:
         """False in the documented no-tracking mode."""
         return self.uri is not None
 
-    @uncut()
+    @store_write
     def __enter__(self) -> Tracker:
         if self.uri is None:
             return self
@@ -125,7 +123,7 @@ class Tracker:
         self.parent_run_id = run.info.run_id
         self._log_batch(self.parent_run_id, params=flatten(self.params))
 
-    @uncut()
+    @store_write
     def close_orphans(self) -> int:
         """Mark KILLED the runs of this suite that a killed process left RUNNING on this
         machine (its pid is gone), and their children; returns how many. A child that never
@@ -204,7 +202,7 @@ class Tracker:
             params=[Param(k, v[:MAX_PARAM_VAL_LENGTH]) for k, v in (params or {}).items()],
             tags=[RunTag(k, v[:MAX_TAG_VAL_LENGTH]) for k, v in (tags or {}).items()])
 
-    @uncut()
+    @store_write
     def start_point(self, point_id: str, params: Mapping[str, Any], machine: str = "",
                     device: str = "", started_ms: int | None = None,
                     tags: Mapping[str, str] | None = None) -> str | None:
@@ -227,7 +225,7 @@ class Tracker:
         self._in_flight = run.info.run_id
         return self._in_flight
 
-    @uncut()
+    @store_write
     def log_point(self, point_id: str, params: Mapping[str, Any],
                   metrics: Mapping[str, Any], status: str, message: str = "",
                   series: Mapping[str, list[tuple[int, float]]] | None = None,
@@ -265,7 +263,7 @@ class Tracker:
             self._terminate(run_id, "FAILED")
             raise
 
-    @uncut()
+    @store_write
     def log_summary(self, metrics: Mapping[str, float],
                     tags: Mapping[str, str] | None = None) -> None:
         """The parent run's summary metrics (points per status, wall time, headline numbers)
@@ -278,7 +276,7 @@ class Tracker:
         except self._errors as e:
             self._give_up(e)
 
-    @uncut()
+    @store_write
     def log_artifact(self, path: Path) -> None:
         """Attach a file (the results CSV, a table) to the parent run."""
         if self._client is None:
@@ -305,7 +303,7 @@ class Tracker:
         say(f"warning: tracking off for this run: {mask(first_line(reason, 300))}; results "
             f"go to {csv}; `tvr sync {self.suite}` logs them later")
 
-    @uncut()
+    @store_write
     def logged(self) -> set[tuple[str, str, str]]:
         """(point_id, machine, device) of every point run in this suite's experiment; runs
         logged before runs named their machine count for every machine ("*")."""
@@ -348,7 +346,7 @@ class Tracker:
             count += self.error is None
         return count
 
-    @uncut()
+    @store_write
     def discard(self) -> None:
         """Delete this invocation's parent run (a sync that found nothing to add): a re-sync
         leaves the runs table as it was."""
@@ -378,7 +376,7 @@ class Tracker:
             else:  # the store already failed and the user was told; a second line adds nothing
                 log.debug("could not mark run %s %s: %s", run_id, status, e)
 
-    @uncut()
+    @store_write
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         if self._client is None or self.parent_run_id is None:

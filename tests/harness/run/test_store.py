@@ -229,3 +229,28 @@ def test_a_broken_template_is_built_again(tmp_path: Path, monkeypatch: pytest.Mo
     create_sqlite(db, build_schema)
     assert MlflowClient(store.sqlite_uri(db)).search_experiments() == []
     assert _schema(template) == _schema(db)
+
+
+@pytest.mark.parametrize(("uri", "whole"), [("sqlite:///x.db", True),
+                                            ("postgresql://u@127.0.0.1/db", True),
+                                            ("http://127.0.0.1:5000", False)])
+def test_a_stop_waits_for_a_database_write_and_not_for_a_server(uri: str, whole: bool) -> None:
+    """A database this process writes itself is not left mid-transaction; a server's writes
+    are its own, and the stop is raised at once rather than after its timeouts."""
+    import signal
+
+    from harness import signals
+
+    class Writer:
+        def __init__(self) -> None:
+            self.uri, self.done = uri, False
+
+        @store.store_write
+        def write(self) -> None:
+            signal.raise_signal(signal.SIGTERM)
+            self.done = True
+
+    writer = Writer()
+    with signals.stop_on_signals(), pytest.raises(signals.Stopped):
+        writer.write()
+    assert writer.done is whole
