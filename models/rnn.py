@@ -52,11 +52,16 @@ def lstm_layer(
     b_ih: torch.Tensor,  # (4d,)
     b_hh: torch.Tensor,  # (4d,)
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """i, f, o = sigmoid(.), g = tanh(.); c_t = f c_{t-1} + i g; h_t = o tanh(c_t)."""
+    """i, f, o = sigmoid(.), g = tanh(.); c_t = f c_{t-1} + i g; h_t = o tanh(c_t).
+
+    The steps take their input products by one unbind, not by indexing xw[:, t] at each step:
+    each indexing's backward writes a zero tensor of xw's whole size, so the backward pass did
+    O(n^2 B d) memory work (B=8, n=d=512, one thread, forward+backward: 9.7 s, 62% of it
+    zero fills; 0.9 s by unbind; nn.LSTM 0.3 s)."""
     xw = F.linear(x, w_ih, b_ih)  # (B, n, 4d): the input products have no recurrence
     ys = []
-    for t in range(x.size(1)):
-        gates = xw[:, t] + F.linear(h, w_hh, b_hh)  # (B, 4d)
+    for xw_t in xw.unbind(1):  # one unbind: see the docstring
+        gates = xw_t + F.linear(h, w_hh, b_hh)  # (B, 4d)
         i, f, g, o = gates.chunk(4, dim=-1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
         h = torch.sigmoid(o) * torch.tanh(c)
@@ -75,8 +80,8 @@ def gru_layer(
     """r, z = sigmoid(.); n = tanh(x_n + r (W_hn h + b_hn)); h_t = (1 - z) n + z h_{t-1}."""
     xw = F.linear(x, w_ih, b_ih)  # (B, n, 3d)
     ys = []
-    for t in range(x.size(1)):
-        xr, xz, xn = xw[:, t].chunk(3, dim=-1)
+    for xw_t in xw.unbind(1):  # see lstm_layer
+        xr, xz, xn = xw_t.chunk(3, dim=-1)
         hr, hz, hn = F.linear(h, w_hh, b_hh).chunk(3, dim=-1)
         r, z = torch.sigmoid(xr + hr), torch.sigmoid(xz + hz)
         h = torch.lerp(torch.tanh(xn + r * hn), h, z)  # (1 - z) n + z h

@@ -112,3 +112,28 @@ def test_dropout_between_layers_is_off_in_eval(kind: str) -> None:
 def test_recurrent_rejects_unknown_impl(kind: str) -> None:
     with pytest.raises(ValueError, match=r"'y'.*'fused', 'cell'"):
         Recurrent(kind, D, impl="y")
+
+
+def _backward_ops(y: torch.Tensor) -> list[str]:
+    """The names of the autograd graph's nodes behind y."""
+    seen, todo, names = set(), [y.grad_fn], []
+    while todo:
+        fn = todo.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        names.append(type(fn).__name__)
+        todo += [f for f, _ in fn.next_functions]
+    return names
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_cell_steps_take_their_inputs_by_one_unbind(kind: str) -> None:
+    """Not by xw[:, t] at each step: each such index's backward writes a zero tensor of the
+    whole sequence's size, O(n^2) memory work in the backward pass."""
+    x, layer = rand(B, N, D), lstm_layer if kind == "lstm" else gru_layer
+    states = [rand(B, D) for _ in range(2 if kind == "lstm" else 1)]
+    k = 4 if kind == "lstm" else 3
+    weights = [rand(k * D, D), rand(k * D, D), rand(k * D), rand(k * D)]
+    ops = _backward_ops(layer(x, *states, *weights)[0])
+    assert ops.count("UnbindBackward0") == 1 and "SelectBackward0" not in ops
