@@ -53,11 +53,12 @@ def log_g(x: torch.Tensor) -> torch.Tensor:
 
 
 def scan_sequential(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """h_t = a_t h_{t-1} + b_t over dim 1 with h_0 = 0, one step at a time."""
+    """h_t = a_t h_{t-1} + b_t over dim 1 with h_0 = 0, one step at a time (the steps'
+    inputs by one unbind: see models.rnn.lstm_layer)."""
     h = torch.zeros_like(b[:, 0])
     out = []
-    for t in range(a.size(1)):
-        h = a[:, t] * h + b[:, t]
+    for a_t, b_t in zip(a.unbind(1), b.unbind(1), strict=True):
+        h = a_t * h + b_t
         out.append(h)
     return torch.stack(out, dim=1)
 

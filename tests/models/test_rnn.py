@@ -1,4 +1,5 @@
-"""models/rnn.py: the explicit LSTM/GRU cells against nn.LSTM / nn.GRU. Whole RNN models are
+"""models/rnn.py: the explicit LSTM/GRU cells against nn.LSTM / nn.GRU (and every step-by-step
+recurrence's backward, minRNN's scan too, free of per-step indexing). Whole RNN models are
 tested with every other model in test_models.py (causality, fused = cell)."""
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ import pytest
 import torch
 from torch import nn
 
+from models.minrnn import scan_sequential
 from models.rnn import Recurrent, gru_layer, lstm_layer
 
 F64 = dict(atol=1e-10, rtol=1e-10)  # float64 parity: rounding only
@@ -127,13 +129,20 @@ def _backward_ops(y: torch.Tensor) -> list[str]:
     return names
 
 
-@pytest.mark.parametrize("kind", ["lstm", "gru"])
-def test_cell_steps_take_their_inputs_by_one_unbind(kind: str) -> None:
-    """Not by xw[:, t] at each step: each such index's backward writes a zero tensor of the
-    whole sequence's size, O(n^2) memory work in the backward pass."""
-    x, layer = rand(B, N, D), lstm_layer if kind == "lstm" else gru_layer
+def _stepped(kind: str) -> torch.Tensor:
+    """The outputs of a step-by-step recurrence: an explicit LSTM or GRU cell, or minRNN's
+    sequential scan."""
+    if kind == "scan":
+        return scan_sequential(rand(B, N, D), rand(B, N, D))
+    layer, k = (lstm_layer, 4) if kind == "lstm" else (gru_layer, 3)
     states = [rand(B, D) for _ in range(2 if kind == "lstm" else 1)]
-    k = 4 if kind == "lstm" else 3
-    weights = [rand(k * D, D), rand(k * D, D), rand(k * D), rand(k * D)]
-    ops = _backward_ops(layer(x, *states, *weights)[0])
-    assert ops.count("UnbindBackward0") == 1 and "SelectBackward0" not in ops
+    return layer(rand(B, N, D), *states, rand(k * D, D), rand(k * D, D), rand(k * D),
+                 rand(k * D))[0]
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru", "scan"])
+def test_steps_take_their_inputs_by_one_unbind(kind: str) -> None:
+    """Not by x[:, t] at each step: each such index's backward writes a zero tensor of the
+    whole sequence's size, O(n^2) memory work in the backward pass."""
+    ops = _backward_ops(_stepped(kind))
+    assert 1 <= ops.count("UnbindBackward0") <= 2 and "SelectBackward0" not in ops
