@@ -175,7 +175,8 @@ Examples:
                    "vs PyTorch's, written to <out>/bench/profile.md.")
 @click.option("--no-onednn", is_flag=True,
               help="Remove oneDNN from the kernel candidates (linear maps and the peak "
-                   "matmul), as $TVR_DISABLE_ONEDNN=1 does: F.linear and torch.mm only.")
+                   "matmul), as $TVR_DISABLE_ONEDNN=1 does: F.linear and torch.mm only; "
+                   "rows go to <out>/bench-no-onednn/.")
 def bench_cmd(out: str, device: str, dtype: str, tracking_uri: str | None, quick: bool,
               tiny: bool, min_run_time: float, threads: int | None, profile_: bool,
               no_onednn: bool) -> None:
@@ -203,15 +204,15 @@ def bench_cmd(out: str, device: str, dtype: str, tracking_uri: str | None, quick
     if profile_:
         setup, profiles = bench.run_profile(dev, dtype, grid)
         markdown = bench_report.profile_markdown(setup, profiles)
-        path = bench_report.write_markdown(out_dir / bench.SUITE, bench_report.PROFILE_FILE,
+        path = bench_report.write_markdown(out_dir / bench.suite(), bench_report.PROFILE_FILE,
                                            markdown)
         click.echo(markdown + f"profile: {path}")
         return
-    with stopping(out_dir / bench.SUITE / "results.csv"):
+    with stopping(out_dir / bench.suite() / "results.csv"):
         result = bench.run_bench(dev, dtype, grid, out_dir, uri, min_run_time)
         markdown = bench_report.bench_markdown(result.rows, result.facts, grid, result.dtype,
                                                dev.type)
-        path = bench_report.write_markdown(out_dir / bench.SUITE, bench_report.TABLE_FILE,
+        path = bench_report.write_markdown(out_dir / bench.suite(), bench_report.TABLE_FILE,
                                            markdown)
     click.echo(markdown, nl=False)
     click.echo(result.summary.line())

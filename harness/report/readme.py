@@ -137,16 +137,24 @@ BENCH_VARIANTS = (("transformer-layer/sdpa", "our transformer layer (sdpa)"),
 def bench(out: Path) -> str:
     """The headline ratios of `tvr bench` (ours / PyTorch's time, median over sizes), each
     with the machine, the linear kernel and the matmul peak it holds on: a ratio is a
-    property of one machine's kernels."""
-    df = _rows(out, "bench")
-    where = _machine(df)
+    property of one machine's kernels. Then the same with oneDNN removed from the candidates
+    (`tvr bench --no-onednn`), where measured."""
+    text = _bench_text(_rows(out, "bench"), "On ")
+    if (out / "bench-no-onednn" / RESULTS_FILE).exists():
+        text += "\n\n" + _bench_text(
+            _rows(out, "bench-no-onednn"), "With oneDNN removed from the candidates (`tvr "
+            "bench --no-onednn`, as on a machine whose fastest matmul is torch.mm), on ")
+    return text
+
+
+def _bench_text(df: pd.DataFrame, lead: str) -> str:
     parts = []
     for variant, what in BENCH_VARIANTS:
         sel = df[df["variant"] == variant] if "variant" in df else df.iloc[0:0]
         if not sel.empty:
             parts.append(f"{what} at {sel['ratio'].astype(float).median():.3f}x "
                          f"PyTorch's time (median over {len(sel)} sizes)")
-    text = "On " + where + ": " + ("; ".join(parts) or "no comparison measured") + "."
+    text = lead + _machine(df) + ": " + ("; ".join(parts) or "no comparison measured") + "."
     kernels = df["linear_kernel"].dropna().unique() if "linear_kernel" in df else []
     if len(kernels):
         text += (f" Linear maps on {', '.join(map(str, kernels))} there (chosen by "

@@ -3,6 +3,9 @@
 The measuring is harness.measure.compare's (one point = one interleaved comparison); this module
 picks the points for the device and runs them as the suite "bench" (so rows, statuses and
 MLflow runs are the sweep's), and returns the rows with the machine facts they ran under.
+With oneDNN removed from the kernel candidates (`--no-onednn`) the suite is "bench-no-onednn":
+its ratios answer another question (a machine whose fastest matmul is torch.mm) and are kept
+apart.
 `tvr bench --profile` instead returns torch.profiler's per-op tables of the transformer layer.
 """
 
@@ -21,8 +24,14 @@ from harness.measure.kernel_choice import use_measured_kernels
 from harness.measure.machine import machine_facts
 from harness.results import read_results, results_path
 from harness.run.sweep import SweepSummary, run_suite
+from models.kernels import onednn_disabled
 
 SUITE = "bench"
+
+
+def suite() -> str:
+    """The suite (and folder) this process's bench rows go to."""
+    return f"{SUITE}-no-onednn" if onednn_disabled() else SUITE
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> str:
@@ -34,14 +43,14 @@ def resolve_dtype(dtype: str, device: torch.device) -> str:
 
 def bench_points(device: torch.device, dtype: str, grid: str, compile: bool = False
                  ) -> list[Point]:
-    points = grids.points(SUITE, device.type, grid, resolve_dtype(dtype, device))
+    points = grids.points(suite(), device.type, grid, resolve_dtype(dtype, device))
     return [replace(p, compile=True) for p in points] if compile else points
 
 
 @dataclass
 class BenchResult:
     summary: SweepSummary
-    rows: pd.DataFrame  # this run's rows of <out>/bench/results.csv
+    rows: pd.DataFrame  # this run's rows of <out>/<suite()>/results.csv
     facts: dict[str, Any]  # machine facts of the run (device_name, threads, torch_version)
     dtype: str  # the dtype the points ran in ("auto" resolved)
 
@@ -51,9 +60,9 @@ def run_bench(device: torch.device, dtype: str, grid: str, out_dir: Path, uri: s
               ) -> BenchResult:
     """Measure every comparison of `grid` on `device`; the rows go to the suite's results."""
     points = bench_points(device, dtype, grid, compile)
-    summary = run_suite(SUITE, points, device, out_dir, uri, resume=False,
+    summary = run_suite(suite(), points, device, out_dir, uri, resume=False,
                         min_run_time=min_run_time, progress=progress)
-    rows = read_results(results_path(out_dir, SUITE))
+    rows = read_results(results_path(out_dir, suite()))
     rows = rows[rows["point_id"].isin({p.point_id for p in points})]
     return BenchResult(summary, rows, machine_facts(device), resolve_dtype(dtype, device))
 

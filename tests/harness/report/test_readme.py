@@ -83,3 +83,26 @@ def test_bench_block_names_the_machine_each_ratio_holds_on(monkeypatch):
     monkeypatch.setattr(readme, "_rows", lambda out, suite: old)
     assert "Linear maps" not in readme.bench(Path("unused"))
     assert "oneDNN" not in readme.bench(Path("unused"))
+
+
+def test_bench_block_adds_the_run_without_onednn_where_measured(monkeypatch, tmp_path):
+    import pandas as pd
+
+    from harness.report import readme
+
+    def rows(out: Path, suite: str) -> pd.DataFrame:
+        ratio, kernel = (0.6, "onednn") if suite == "bench" else (0.95, "F.linear")
+        return pd.DataFrame([{"variant": "transformer-layer/sdpa", "ratio": ratio,
+                              "machine": "box-1", "device_name": "Some CPU", "threads": 1,
+                              "linear_kernel": kernel}])
+
+    monkeypatch.setattr(readme, "_rows", rows)
+    assert "\n" not in readme.bench(tmp_path)  # only bench/ measured
+    (tmp_path / "bench-no-onednn").mkdir()
+    (tmp_path / "bench-no-onednn" / "results.csv").write_text("")
+    first, second = readme.bench(tmp_path).split("\n\n")
+    assert "at 0.600x" in first and "on onednn" in first
+    assert second.startswith("With oneDNN removed from the candidates (`tvr bench "
+                             "--no-onednn`, as on a machine whose fastest matmul is "
+                             "torch.mm), on machine `box-1`")
+    assert "at 0.950x" in second and "on F.linear" in second

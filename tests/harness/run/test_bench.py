@@ -211,7 +211,9 @@ def test_bench_without_onednn_falls_back_to_f_linear_and_torch_mm(tmp_path, monk
     result = tvr("bench", "--tiny", "--no-onednn", "--out", str(tmp_path), "--threads", "1",
                  *FAST)
     assert result.exit_code == 0, result.output
-    df = read_results(results_path(tmp_path, "bench"))
+    df = read_results(results_path(tmp_path, "bench-no-onednn"))  # apart from bench's rows
+    assert not (tmp_path / "bench").exists()
+    assert (tmp_path / "bench-no-onednn" / "table.md").read_text() in result.output
     assert (df["status"] == "ok").all()
     assert set(df["linear_kernel"]) == {kernels.F_LINEAR}
     assert set(df["ffn_kernel"]) == {kernels.FFN_SEPARATE}  # the oneDNN fusion goes too
