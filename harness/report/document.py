@@ -24,6 +24,9 @@ from harness.report.translation import RUNNERS as TRANSLATION_RUNNERS
 from harness.report.translation import recipes, table2, table3
 from harness.results import RESULTS_FILE, SERIES_FILE, load_results
 
+# the folders that a command other than `tvr run SUITE` measures
+COMMANDS = {"bench-no-onednn": "tvr bench --no-onednn"}
+
 
 def _machine(df: pd.DataFrame, every: pd.DataFrame) -> str:
     """Which machine this section's numbers come from, named (never "this machine", so the
@@ -40,7 +43,8 @@ def _machine(df: pd.DataFrame, every: pd.DataFrame) -> str:
     others = sorted(set(every["machine"].astype(str)) - {name}) if "machine" in every else []
     if others:
         text += ". Also in this folder: " + ", ".join(f"`{m}`" for m in others)
-    return text + (f". `tvr run {suite}` measures the machine at hand; `tvr compare` puts two "
+    command = COMMANDS.get(suite, f"tvr run {suite}")
+    return text + (f". `{command}` measures the machine at hand; `tvr compare` puts two "
                    "machines side by side")
 
 

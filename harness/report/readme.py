@@ -139,15 +139,16 @@ def bench(out: Path) -> str:
     with the machine, the linear kernel and the matmul peak it holds on: a ratio is a
     property of one machine's kernels. Then the same with oneDNN removed from the candidates
     (`tvr bench --no-onednn`), where measured."""
-    text = _bench_text(_rows(out, "bench"), "On ")
+    text = _bench_text(_rows(out, "bench"), "On ", "chosen by measurement")
     if (out / "bench-no-onednn" / RESULTS_FILE).exists():
         text += "\n\n" + _bench_text(
             _rows(out, "bench-no-onednn"), "With oneDNN removed from the candidates (`tvr "
-            "bench --no-onednn`, as on a machine whose fastest matmul is torch.mm), on ")
+            "bench --no-onednn`, as on a machine whose fastest matmul is torch.mm), on ",
+            "the only candidate left")
     return text
 
 
-def _bench_text(df: pd.DataFrame, lead: str) -> str:
+def _bench_text(df: pd.DataFrame, lead: str, why: str) -> str:
     parts = []
     for variant, what in BENCH_VARIANTS:
         sel = df[df["variant"] == variant] if "variant" in df else df.iloc[0:0]
@@ -157,8 +158,7 @@ def _bench_text(df: pd.DataFrame, lead: str) -> str:
     text = lead + _machine(df) + ": " + ("; ".join(parts) or "no comparison measured") + "."
     kernels = df["linear_kernel"].dropna().unique() if "linear_kernel" in df else []
     if len(kernels):
-        text += (f" Linear maps on {', '.join(map(str, kernels))} there (chosen by "
-                 "measurement).")
+        text += f" Linear maps on {', '.join(map(str, kernels))} there ({why})."
     if {"peak_mm_flops_per_s", "peak_onednn_flops_per_s"} <= set(df):
         ratio = (df["peak_mm_flops_per_s"] / df["peak_onednn_flops_per_s"]).dropna()
         if len(ratio):

@@ -105,4 +105,15 @@ def test_bench_block_adds_the_run_without_onednn_where_measured(monkeypatch, tmp
     assert second.startswith("With oneDNN removed from the candidates (`tvr bench "
                              "--no-onednn`, as on a machine whose fastest matmul is "
                              "torch.mm), on machine `box-1`")
-    assert "at 0.950x" in second and "on F.linear" in second
+    assert "at 0.950x" in second and "on F.linear there (the only candidate left)" in second
+
+
+@pytest.mark.parametrize(("suite", "command"), [("bench", "tvr run bench"),
+                                                ("bench-no-onednn", "tvr bench --no-onednn")])
+def test_a_sections_machine_line_names_the_command_that_measures_it(suite, command):
+    import pandas as pd
+
+    from harness.report.document import _machine
+
+    rows = pd.DataFrame([{"suite": suite, "machine": "box-1", "device": "cpu"}])
+    assert f"`{command}` measures the machine at hand" in _machine(rows, rows)
