@@ -100,8 +100,10 @@ def heads(out_dir: Path, suite: str) -> plt.Figure:
               ("tokens_per_s", "training tokens / s (measured)"),
               ("final_accuracy", "final held-out accuracy")]
     for ax, (col, label) in zip(axes, panels, strict=False):
-        sns.stripplot(data=pts, x="h", y=col, order=order, color="#1f77b4", alpha=0.6,
-                      jitter=0.15, size=4, ax=ax)
+        # a swarm, not a strip: stripplot's jitter draws from numpy's global generator,
+        # so the figure changed at every `tvr report`
+        sns.swarmplot(data=pts, x="h", y=col, order=order, color="#1f77b4", alpha=0.6,
+                      size=4, ax=ax)
         sns.pointplot(data=pts, x="h", y=col, order=order, color="black", errorbar=band(pts),
                       linestyle="none", markers="_", markersize=14, capsize=0.15, ax=ax)
         ax.set(xlabel="heads h", ylabel=label,

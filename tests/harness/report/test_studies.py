@@ -36,3 +36,26 @@ def test_names_are_declared_once():
     names = [n for s in STUDIES for n in s.figures]
     assert len(set(names)) == len(names) and set(names) <= set(figures.FIGURES)
     assert {f"study-{s.name}" for s in STUDIES if s.readme} <= set(readme.BLOCKS)
+
+
+def test_the_heads_figure_draws_the_same_pixels_whatever_numpys_random_state() -> None:
+    """No random jitter in a figure: `tvr report` rewrites no PNG whose rows did not change
+    (seaborn's stripplot drew its jitter from numpy's global generator)."""
+    import io
+    from pathlib import Path
+
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from harness.report import ablations
+
+    pngs = []
+    for seed in (0, 1):
+        np.random.seed(seed)
+        fig = ablations.heads(Path(__file__).resolve().parents[3] / "results",
+                              "convergence-quick")
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png")
+        plt.close(fig)
+        pngs.append(buffer.getvalue())
+    assert pngs[0] == pngs[1]
