@@ -201,19 +201,18 @@ def bench_cmd(out: str, device: str, dtype: str, tracking_uri: str | None, quick
         import torch
 
         torch.set_num_threads(threads)  # recorded in every row (machine facts: threads)
+    folder = out_dir / bench.suite()  # after --no-onednn set the environment it reads
     if profile_:
         setup, profiles = bench.run_profile(dev, dtype, grid)
         markdown = bench_report.profile_markdown(setup, profiles)
-        path = bench_report.write_markdown(out_dir / bench.suite(), bench_report.PROFILE_FILE,
-                                           markdown)
+        path = bench_report.write_markdown(folder, bench_report.PROFILE_FILE, markdown)
         click.echo(markdown + f"profile: {path}")
         return
-    with stopping(out_dir / bench.suite() / "results.csv"):
+    with stopping(folder / "results.csv"):
         result = bench.run_bench(dev, dtype, grid, out_dir, uri, min_run_time)
         markdown = bench_report.bench_markdown(result.rows, result.facts, grid, result.dtype,
                                                dev.type)
-        path = bench_report.write_markdown(out_dir / bench.suite(), bench_report.TABLE_FILE,
-                                           markdown)
+        path = bench_report.write_markdown(folder, bench_report.TABLE_FILE, markdown)
     click.echo(markdown, nl=False)
     click.echo(result.summary.line())
     click.echo(f"table: {path}")

@@ -134,15 +134,18 @@ BENCH_VARIANTS = (("transformer-layer/sdpa", "our transformer layer (sdpa)"),
                   ("lstm/fused", "fused LSTM"), ("gru/fused", "fused GRU"))
 
 
+NO_ONEDNN = "bench-no-onednn"  # `tvr bench --no-onednn`'s folder
+
+
 def bench(out: Path) -> str:
     """The headline ratios of `tvr bench` (ours / PyTorch's time, median over sizes), each
     with the machine, the linear kernel and the matmul peak it holds on: a ratio is a
     property of one machine's kernels. Then the same with oneDNN removed from the candidates
     (`tvr bench --no-onednn`), where measured."""
     text = _bench_text(_rows(out, "bench"), "On ", "chosen by measurement")
-    if (out / "bench-no-onednn" / RESULTS_FILE).exists():
+    if (out / NO_ONEDNN / RESULTS_FILE).exists():
         text += "\n\n" + _bench_text(
-            _rows(out, "bench-no-onednn"), "With oneDNN removed from the candidates (`tvr "
+            _rows(out, NO_ONEDNN), "With oneDNN removed from the candidates (`tvr "
             "bench --no-onednn`, as on a machine whose fastest matmul is torch.mm), on ",
             "the only candidate left")
     return text

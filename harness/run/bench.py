@@ -60,9 +60,10 @@ def run_bench(device: torch.device, dtype: str, grid: str, out_dir: Path, uri: s
               ) -> BenchResult:
     """Measure every comparison of `grid` on `device`; the rows go to the suite's results."""
     points = bench_points(device, dtype, grid, compile)
-    summary = run_suite(suite(), points, device, out_dir, uri, resume=False,
+    name = suite()
+    summary = run_suite(name, points, device, out_dir, uri, resume=False,
                         min_run_time=min_run_time, progress=progress)
-    rows = read_results(results_path(out_dir, suite()))
+    rows = read_results(results_path(out_dir, name))
     rows = rows[rows["point_id"].isin({p.point_id for p in points})]
     return BenchResult(summary, rows, machine_facts(device), resolve_dtype(dtype, device))
 
