@@ -126,8 +126,8 @@ def _paired(ours: list[str], systems: dict[str, list[str]], refs: list[str], ref
     are those of its own pair (each comparison draws its resamples from the same seed)."""
     out: dict[str, list[Test]] = {name: [] for name in systems}
     # references cached in the metric once, for both tests (PairedTest gets references=None)
-    metrics = {"BLEU": BLEU(references=[refs], **OPTIONS["BLEU"]),
-               **({"chrF": CHRF(references=[refs], **OPTIONS["chrF"])} if chrf else {})}
+    metrics = {"BLEU": _once(BLEU(references=[refs], **OPTIONS["BLEU"])),
+               **({"chrF": _once(CHRF(references=[refs], **OPTIONS["chrF"]))} if chrf else {})}
     for kind, label in (("bs", "paired bootstrap"), ("ar", "approximate randomization")):
         with _fixed_seed():
             _, scores = PairedTest([(reference, ours), *systems.items()], metrics, None,
@@ -139,6 +139,23 @@ def _paired(ours: list[str], systems: dict[str, list[str]], refs: list[str], ref
                                       f"{len(refs)} sentences, {SAMPLES} resamples, "
                                       f"seed {SEED}"))
     return out
+
+
+def _once(metric: BLEU | CHRF) -> BLEU | CHRF:
+    """`metric`, extracting each system's sentence statistics once: sacrebleu's PairedTest
+    extracts them again for every test it is built for (the bootstrap, then randomization),
+    which was half of an uncached ledger's time. The statistics do not depend on the test,
+    so the p-values are the same."""
+    extract, done = metric._extract_corpus_statistics, {}
+
+    def cached(hypotheses: list[str], references: object) -> object:
+        key = id(hypotheses)  # the systems' lists live as long as the metric
+        if key not in done:
+            done[key] = (hypotheses, extract(hypotheses, references))
+        return done[key][1]
+
+    metric._extract_corpus_statistics = cached
+    return metric
 
 
 def _runs(stored: Stored) -> pd.DataFrame:

@@ -160,6 +160,30 @@ def test_systems_tested_together_get_their_own_pairs_p_values():
     assert len({t.p for tests in together.values() for t in tests}) > 1  # not all at the floor
 
 
+def test_both_tests_share_each_systems_statistics_and_keep_sacrebleus_p_values(monkeypatch):
+    """The bootstrap and randomization read one extraction of each system's sentence
+    statistics, and give the p-values of plain sacrebleu PairedTests, one per test."""
+    from sacrebleu.significance import PairedTest
+
+    base, systems = poor(0), {"a": good(1), "b": mixed(2)}
+    calls = []
+    extract = BLEU._extract_corpus_statistics
+    monkeypatch.setattr(BLEU, "_extract_corpus_statistics",
+                        lambda self, hyps, refs: calls.append(id(hyps)) or extract(self, hyps,
+                                                                                   refs))
+    ours = claim_translation._paired(base, systems, REFS, "transformer", chrf=True)
+    assert len(calls) == len(set(calls)) == 1 + len(systems)
+    monkeypatch.setenv("SACREBLEU_SEED", claim_translation.SEED)
+    for kind, label in (("bs", "paired bootstrap"), ("ar", "approximate randomization")):
+        _, plain = PairedTest([("transformer", base), *systems.items()],
+                              {"BLEU": BLEU(references=[REFS]), "chrF": CHRF(references=[REFS])},
+                              None, test_type=kind, n_samples=claim_translation.SAMPLES)()
+        for name in systems:
+            for metric, column in (("BLEU", "BLEU"), ("chrF", "chrF2")):
+                mine = next(t.p for t in ours[name] if t.name.endswith(f"{metric}, {label}"))
+                assert mine == plain[column][1 + list(systems).index(name)].p_value
+
+
 def test_sentence_tests_are_kept_by_what_they_depend_on(tmp_path, monkeypatch):
     """A second ledger pass reads the tests' p-values from the cache; other hypotheses,
     another resample count, other metric options or a damaged cache file run them again."""
