@@ -8,11 +8,12 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.prestart import Process
 
 CHROMIUM = os.environ.get("TVR_CHROMIUM") or shutil.which("chromium") \
     or shutil.which("chromium-browser")
@@ -28,11 +29,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _tvr(*args: str, **kwargs) -> subprocess.Popen:  # noqa: ANN003
-    return subprocess.Popen([sys.executable, "-m", "harness.cli", *args], **kwargs)
+def _tvr(*args: str, **kwargs) -> Process:  # noqa: ANN003
+    """A real `tvr` process, forked pre-imported (tests/prestart.py)."""
+    return Process(list(args), **kwargs)
 
 
-def _runs_link(ui: subprocess.Popen, timeout_s: float = 120) -> str:
+def _runs_link(ui: Process, timeout_s: float = 120) -> str:
     """The runs-table link `tvr ui` prints for suite smoke."""
     deadline = time.monotonic() + timeout_s
     assert ui.stdout is not None

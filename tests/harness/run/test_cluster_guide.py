@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness.results import read_results, results_path
+from tests import prestart
 
 # The tests that start Ray run on one test worker, one after another, as in a serial run:
 # two Ray instances on one machine share the client server's port range (the Ray Client
@@ -36,8 +37,8 @@ def _free_port() -> int:
 def _tvr(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """`tvr` in its own process: the credentials it is given stay out of this one."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_TRACKING_")}
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True,
-                          text=True, timeout=600, env={**clean, **(env or {})})
+    return prestart.run(list(args), capture_output=True, text=True, timeout=600,
+                        env={**clean, **(env or {})})
 
 
 # ---------------------------------------------------------------- Ray Client
@@ -97,8 +98,7 @@ def _driver(args: list[str], logs: Path, out: Path) -> tuple[int, str] | None:
     before = _startup_failures(logs)
     err = out / "stderr.txt"
     with open(err, "w") as stderr:
-        proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *args],
-                                stdout=subprocess.DEVNULL, stderr=stderr)
+        proc = prestart.Process(args, stdout=subprocess.DEVNULL, stderr=stderr)
         deadline = time.monotonic() + 600
         while proc.poll() is None and time.monotonic() < deadline:
             if _startup_failures(logs) > before:

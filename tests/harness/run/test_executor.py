@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from harness.cli import cli
 from harness.results import read_results, results_path
+from tests.prestart import Process
 
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'tvr-bench[cluster]')")
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -117,9 +118,9 @@ def test_a_node_removed_mid_suite_still_gives_one_row_per_point(tmp_path):
 
 def test_ctrl_c_keeps_what_finished_and_marks_the_parent_run_killed(cluster, tmp_path):
     suite = "convergence-smoke"
-    sweep = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", suite, "--only", "gru-lm", "--out",
-         str(tmp_path), "--executor", "ray", "--ray-address", cluster.address],
+    sweep = Process(
+        ["run", suite, "--only", "gru-lm", "--out", str(tmp_path), "--executor", "ray",
+         "--ray-address", cluster.address],
         env={**os.environ, "MLFLOW_TRACKING_URI": ""}, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True)
     path = results_path(tmp_path, suite)
@@ -165,7 +166,7 @@ def test_no_password_of_the_command_line_reaches_the_cluster(cluster, tmp_path):
     with socket.socket() as s:  # a database nothing listens on: tracking off, one warning
         s.bind(("127.0.0.1", 0))
         uri = f"postgresql+psycopg://alice:s3cret@127.0.0.1:{s.getsockname()[1]}/db"
-    done = subprocess.run(
+    done = subprocess.run(  # a cold process: Ray reads the command line from /proc
         [sys.executable, "-m", "harness.cli", "run", "smoke", "--only", "lstm", "--out",
          str(tmp_path), "--min-run-time", "0.01", "--tracking-uri", uri, "--executor", "ray",
          "--ray-address", cluster.address], capture_output=True, text=True, timeout=300)

@@ -10,7 +10,6 @@ import random
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from multiprocessing import get_context
 from pathlib import Path
@@ -19,24 +18,26 @@ import pytest
 from mlflow import MlflowClient
 
 import experiments
-from harness.results import append_row, read_results, results_path
+from harness.results import read_results, results_path
 from harness.track.store import sqlite_uri
+from tests.harness.run.appender import append_many
+from tests.prestart import Process
 
 SUITE = "smoke"
 POINTS = {p.point_id for p in experiments.points(SUITE)}
 FAST = ["--min-run-time", "0.01", "--device", "cpu"]
 
 
-def tvr(out: Path, *args: str, machine: str = "faults") -> subprocess.Popen:
+def tvr(out: Path, *args: str, machine: str = "faults") -> Process:
+    """A real `tvr` process (forked from a pre-imported one: tests/prestart.py)."""
     env = {**os.environ, "TVR_MACHINE": machine, "PYTHONUNBUFFERED": "1",
            "MLFLOW_DISABLE_TELEMETRY": "true"}
     env.pop("MLFLOW_TRACKING_URI", None)
-    return subprocess.Popen([sys.executable, "-m", "harness.cli", *args, "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=env)
+    return Process([*args, "--out", str(out)], stdout=subprocess.PIPE,
+                   stderr=subprocess.STDOUT, text=True, env=env)
 
 
-def finish(proc: subprocess.Popen, timeout: float = 240) -> tuple[int, str]:
+def finish(proc: Process, timeout: float = 240) -> tuple[int, str]:
     out, _ = proc.communicate(timeout=timeout)
     return proc.returncode, out
 
@@ -67,7 +68,7 @@ def test_kill_9_at_a_random_moment_loses_nothing_written(tmp_path: Path, seed: i
     milliseconds, has its own test in test_recovery.py.)"""
     rng = random.Random(seed)
     proc = tvr(tmp_path, "run", SUITE, *FAST)
-    time.sleep(rng.uniform(1.0, 7.0))
+    time.sleep(rng.uniform(0.1, 5.0))  # a smoke run takes about 4-6 s from its fork
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     before = assert_intact(tmp_path)
@@ -202,16 +203,10 @@ def test_full_disk_is_one_line_and_keeps_what_was_written(tmp_path: Path) -> Non
         subprocess.run(["umount", str(disk)], check=False)
 
 
-def _append_many(path: str, who: str, n: int) -> None:
-    for i in range(n):
-        append_row(Path(path), {"suite": SUITE, "point_id": f"{who}-{i}", "status": "ok",
-                                "device": "cpu", "machine": who, "seq_len": i})
-
-
 def test_two_processes_appending_lose_no_row(tmp_path: Path) -> None:
     path = results_path(tmp_path, SUITE)
     ctx = get_context("spawn")
-    procs = [ctx.Process(target=_append_many, args=(str(path), who, 150)) for who in "ab"]
+    procs = [ctx.Process(target=append_many, args=(str(path), SUITE, who, 150)) for who in "ab"]
     for p in procs:
         p.start()
     for p in procs:

@@ -22,6 +22,7 @@ from click.testing import CliRunner
 
 from harness.cli import cli
 from harness.results import read_results, results_path
+from tests.prestart import Process
 
 pytest.importorskip("psycopg", reason="psycopg is not installed (pip install 'tvr-bench[dev]')")
 
@@ -92,6 +93,9 @@ class Server:
             [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", self.backend,
              "--artifacts-destination", str(self.artifacts), "--host", "127.0.0.1",
              "--port", str(self.port), "--workers", "1"],
+            # no MLflow job runner: tvr uses no jobs, and its half-dozen worker processes
+            # would import MLflow at every start
+            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
             stdout=log, stderr=log, start_new_session=True)
         log.close()  # the server holds its own copy
         deadline = time.time() + 180  # the first start migrates the database schema
@@ -163,9 +167,9 @@ def test_server_killed_mid_suite_then_sync_completes_the_store_once(server, tmp_
     out = tmp_path / "out"
     suite = "convergence-smoke"
     env = {**os.environ, "MLFLOW_TRACKING_URI": "", "TVR_MACHINE": "server-test"}
-    sweep = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", suite, "--only", "gru-lm", "--out",
-         str(out), "--tracking-uri", killed.uri()], env=env,
+    sweep = Process(
+        ["run", suite, "--only", "gru-lm", "--out", str(out), "--tracking-uri", killed.uri()],
+        env=env,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     path = results_path(out, suite)
     try:

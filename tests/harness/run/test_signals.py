@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.prestart import Process
+
 # The modules that start Ray run on one test worker, one after another, as in a serial run:
 # two Ray instances on one machine share the client server's port range (the Ray Client
 # test took 224 s, its retry path, in a parallel run that had them side by side).
@@ -26,6 +28,15 @@ def tvr(out: Path, *args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "harness.cli", *args, "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env)
+
+
+def forked(out: Path, *args: str) -> Process:
+    """`tvr` forked from a pre-imported process (tests/prestart.py), for a stop later than its
+    start."""
+    env = {**os.environ, "TVR_MACHINE": "signals", "MLFLOW_DISABLE_TELEMETRY": "true"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return Process([*args, "--out", str(out)], stdout=subprocess.PIPE,
+                   stderr=subprocess.STDOUT, text=True, env=env)
 
 
 def catches_sigterm(pid: int) -> bool:
@@ -70,8 +81,8 @@ def test_a_stopped_ray_sweep_leaves_no_ray_process_of_its_own(tmp_path: Path,
 
     env_address = os.environ.pop("RAY_ADDRESS", None)
     try:
-        proc = tvr(tmp_path, "run", "convergence-smoke", "--only", "gru-lm", "--executor",
-                   "ray")
+        proc = forked(tmp_path, "run", "convergence-smoke", "--only", "gru-lm", "--executor",
+                      "ray")
     finally:
         if env_address is not None:
             os.environ["RAY_ADDRESS"] = env_address

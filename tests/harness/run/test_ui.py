@@ -19,6 +19,7 @@ from harness.errors import BadInput
 from harness.track import ui
 from harness.track.tracker import Tracker
 from harness.track.ui import runs_links, serve_ui, ui_command
+from tests.prestart import Process
 
 
 def _uri(out_dir: Path) -> str:
@@ -141,8 +142,8 @@ def test_no_signal_leaves_the_server_behind(out_dir: Path, tmp_path: Path, sig: 
         pass
     port = _closed_port()
     log = (tmp_path / "ui.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "ui", "--port", str(port),
-                             "--out", str(out_dir)], stdout=log, stderr=subprocess.STDOUT)
+    proc = Process(["ui", "--port", str(port), "--out", str(out_dir)], stdout=log,
+                   stderr=subprocess.STDOUT)  # a real process, forked pre-imported
     try:
         deadline = time.monotonic() + 60
         while not _listening(port):
