@@ -60,10 +60,9 @@ NOTE_TAG = "mlflow.note.content"  # the description the UI shows on a run or an 
 class Tracker:
     """Context manager that records one invocation of a suite in MLflow.
 
-    With `uri=None` ("--tracking-uri none") every method does nothing, by design. A store that
-    fails mid-run (locked, gone, full) turns tracking off for the rest of the run with one
-    warning instead of ending the sweep: the results CSV is the record, MLflow only a view.
-    Every method that touches a database store (SQLite, PostgreSQL) is a `store_write`.
+    With `uri=None` ("--tracking-uri none") every method does nothing, by design; a store
+    that fails mid-run (locked, gone, full) turns tracking off with one warning. Every method
+    that touches a database store (SQLite, PostgreSQL) is a `store_write`.
     """
 
     def __init__(self, uri: str | None, suite: str, out_dir: Path,
@@ -88,8 +87,15 @@ class Tracker:
         """False in the documented no-tracking mode."""
         return self.uri is not None
 
-    @store_write
     def __enter__(self) -> Tracker:
+        try:
+            return self._enter()
+        except KeyboardInterrupt as stop:  # a stop while opening, raised where its store
+            self.__exit__(type(stop), stop, stop.__traceback__)  # writes ended: out of the
+            raise  # with statement itself, which calls no __exit__ then
+
+    @store_write
+    def _enter(self) -> Tracker:
         if self.uri is None:
             return self
         quiet_mlflow()
@@ -383,10 +389,8 @@ class Tracker:
             return
         if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
             status = "KILLED"
-        elif exc_type is not None or self.error is not None:
-            status = "FAILED"  # a run whose tracking stopped early is missing points
-        else:
-            status = "FINISHED"
+        else:  # FAILED too for a run whose tracking stopped early: it is missing points
+            status = "FAILED" if exc_type is not None or self.error is not None else "FINISHED"
         if self._in_flight is not None:  # the point a signal or a crash dropped: no data
             self._terminate(self._in_flight, "KILLED" if status == "KILLED" else "FAILED")
             self._delete(self._in_flight)

@@ -139,6 +139,29 @@ def test_a_stop_mid_write_waits_for_the_point_to_be_logged_whole(
     assert tracker.error is None
 
 
+def test_a_stop_while_the_store_opens_still_kills_the_parent(
+        out_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM after the parent run is created, while its params are logged: the stop is
+    raised once opening ends, out of `with Tracker(...)` itself, where no __exit__ runs; the
+    parent must still end KILLED, not stay RUNNING."""
+    import signal
+
+    from harness import signals
+
+    batch = Tracker._log_batch
+
+    def stop_then_log(self: Tracker, *args: object, **kwargs: object) -> None:
+        signal.raise_signal(signal.SIGTERM)
+        batch(self, *args, **kwargs)
+
+    monkeypatch.setattr(Tracker, "_log_batch", stop_then_log)
+    tracker = Tracker(_uri(out_dir), "opening", out_dir, {"steps": 2})
+    with signals.stop_on_signals(), pytest.raises(signals.Stopped), tracker:
+        pytest.fail("the stop was not raised when the store had opened")
+    run = MlflowClient(_uri(out_dir)).get_run(tracker.parent_run_id)
+    assert run.info.status == "KILLED" and run.data.params == {"steps": "2"}
+
+
 def test_second_invocation_reuses_experiment(out_dir: Path) -> None:
     uri = _uri(out_dir)
     ids = set()
