@@ -75,7 +75,8 @@ def serve(path: str) -> None:
             conn = waiting.pop(pid)
             try:
                 conn.send(str(os.waitstatus_to_exitcode(status)).encode())
-            except OSError:  # the test stopped waiting for this process: nobody to tell
+            except (BrokenPipeError, ConnectionResetError):  # the test stopped waiting for
+                # this process (closed its end): there is nobody to tell
                 pass
             conn.close()
 
