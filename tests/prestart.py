@@ -119,10 +119,12 @@ def _run_tvr(request: dict, fds: list[int]) -> None:
     code = 0
     try:
         runpy.run_module("harness.cli", run_name="__main__", alter_sys=True)
-    except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
-        if not isinstance(stop.code, (int, type(None))):
+    except SystemExit as stop:  # as the interpreter reads sys.exit's argument
+        if stop.code is None or isinstance(stop.code, int):
+            code = stop.code or 0
+        else:
             print(stop.code, file=sys.stderr)
+            code = 1
     except KeyboardInterrupt:  # as the interpreter does: die of SIGINT
         _end()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -242,6 +244,16 @@ def _stream(target, default: int, text: bool, opened: list[int]) -> tuple:  # no
     if target is None:
         return None, default
     return None, target if isinstance(target, int) else target.fileno()
+
+
+def tvr(out: Path, *args: str, machine: str) -> Process:
+    """`tvr ARGS --out OUT` as the fault tests start it: rows of machine `machine`, tracked in
+    the folder's own store (MLFLOW_TRACKING_URI unset), stderr within stdout on a pipe."""
+    env = {**os.environ, "TVR_MACHINE": machine, "PYTHONUNBUFFERED": "1",
+           "MLFLOW_DISABLE_TELEMETRY": "true"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return Process([*args, "--out", str(out)], stdout=subprocess.PIPE,
+                   stderr=subprocess.STDOUT, text=True, env=env)
 
 
 def run(args: list[str], *, timeout: float | None = None, capture_output: bool = False,

@@ -17,7 +17,7 @@ from harness.report import figures as plots
 from harness.report import tables
 from harness.report.claims import ledger
 from harness.report.claims import render as render_claims
-from harness.report.evidence import GPU_DIR
+from harness.report.evidence import GPU_DIR, NO_ONEDNN
 from harness.report.studies import TABLE_RUNNERS, study_tables
 from harness.report.table1 import is_table1, table1
 from harness.report.translation import RUNNERS as TRANSLATION_RUNNERS
@@ -25,7 +25,7 @@ from harness.report.translation import recipes, table2, table3
 from harness.results import RESULTS_FILE, SERIES_FILE, load_results
 
 # the folders that a command other than `tvr run SUITE` measures
-COMMANDS = {"bench-no-onednn": "tvr bench --no-onednn"}
+COMMANDS = {NO_ONEDNN: "tvr bench --no-onednn"}
 
 
 def _machine(df: pd.DataFrame, every: pd.DataFrame) -> str:

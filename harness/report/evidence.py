@@ -17,6 +17,7 @@ from harness.results import RESULTS_FILE, load_results
 
 SCALE_FIELDS = ("params", "steps", "tokens", "seeds", "eval_size", "device")
 GPU_DIR = "gpu"  # <out>/gpu: results measured on a GPU (scripts/gpu-check writes them)
+NO_ONEDNN = "bench-no-onednn"  # `tvr bench --no-onednn`'s folder
 
 
 class Missing(Exception):

@@ -18,6 +18,7 @@ from harness.errors import BadInput
 from harness.files import write_atomic
 from harness.report import tables
 from harness.report.claims import counts, ledger
+from harness.report.evidence import NO_ONEDNN
 from harness.report.labels import labelled
 from harness.report.markdown import markdown_table
 from harness.report.stats import fmt
@@ -132,9 +133,6 @@ def _has(rows: pd.DataFrame, cell: Callable) -> bool:
 # the bench comparisons the README quotes, and what it calls them
 BENCH_VARIANTS = (("transformer-layer/sdpa", "our transformer layer (sdpa)"),
                   ("lstm/fused", "fused LSTM"), ("gru/fused", "fused GRU"))
-
-
-NO_ONEDNN = "bench-no-onednn"  # `tvr bench --no-onednn`'s folder
 
 
 def bench(out: Path) -> str:

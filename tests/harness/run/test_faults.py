@@ -5,7 +5,6 @@ keeps working (or says in one line how to repair it), and a rerun completes the 
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import sqlite3
@@ -20,6 +19,7 @@ from mlflow import MlflowClient
 import experiments
 from harness.results import read_results, results_path
 from harness.track.store import sqlite_uri
+from tests import prestart
 from tests.harness.run.appender import append_many
 from tests.prestart import Process
 
@@ -28,13 +28,9 @@ POINTS = {p.point_id for p in experiments.points(SUITE)}
 FAST = ["--min-run-time", "0.01", "--device", "cpu"]
 
 
-def tvr(out: Path, *args: str, machine: str = "faults") -> Process:
+def tvr(out: Path, *args: str) -> Process:
     """A real `tvr` process (forked from a pre-imported one: tests/prestart.py)."""
-    env = {**os.environ, "TVR_MACHINE": machine, "PYTHONUNBUFFERED": "1",
-           "MLFLOW_DISABLE_TELEMETRY": "true"}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    return Process([*args, "--out", str(out)], stdout=subprocess.PIPE,
-                   stderr=subprocess.STDOUT, text=True, env=env)
+    return prestart.tvr(out, *args, machine="faults")
 
 
 def finish(proc: Process, timeout: float = 240) -> tuple[int, str]:

@@ -19,6 +19,7 @@ from mlflow import MlflowClient
 from harness.track import store
 from harness.track.client import build_schema
 from harness.track.sqlitefile import create_sqlite, leftovers
+from tests import prestart
 from tests.prestart import Process
 
 SIX = """name = "six"
@@ -33,10 +34,7 @@ batch_size = 1
 
 def tvr(out: Path, *args: str) -> Process:
     """A real `tvr` process (forked from a pre-imported one: tests/prestart.py)."""
-    env = {**os.environ, "TVR_MACHINE": "recovery", "MLFLOW_DISABLE_TELEMETRY": "true"}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    return Process([*args, "--out", str(out)], stdout=subprocess.PIPE,
-                   stderr=subprocess.STDOUT, text=True, env=env)
+    return prestart.tvr(out, *args, machine="recovery")
 
 
 # A writer inside a transaction bigger than its page cache: SQLite writes pages into the

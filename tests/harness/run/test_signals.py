@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import prestart
 from tests.prestart import Process
 
 # The modules that start Ray run on one test worker, one after another, as in a serial run:
@@ -33,10 +34,7 @@ def tvr(out: Path, *args: str) -> subprocess.Popen:
 def forked(out: Path, *args: str) -> Process:
     """`tvr` forked from a pre-imported process (tests/prestart.py), for a stop later than its
     start."""
-    env = {**os.environ, "TVR_MACHINE": "signals", "MLFLOW_DISABLE_TELEMETRY": "true"}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    return Process([*args, "--out", str(out)], stdout=subprocess.PIPE,
-                   stderr=subprocess.STDOUT, text=True, env=env)
+    return prestart.tvr(out, *args, machine="signals")
 
 
 def catches_sigterm(pid: int) -> bool:
