@@ -22,6 +22,7 @@ from experiments.spec import Point
 from harness.errors import BadInput
 from harness.measure.machine import machine_facts
 from harness.run import raywatch
+from harness.run.board import Board
 from harness.run.point import TIMED_RUNNERS, Measured, measure, resolve_device
 from harness.run.rayaddress import check_address
 from harness.runner import Context, Result
@@ -93,20 +94,6 @@ def _unnice() -> int:
     return os.getpriority(os.PRIO_PROCESS, 0)
 
 
-class _Board:
-    """A Ray actor on the head node that remembers where each point last started
-    ("host/node-id"), so a point whose node vanished can still be named."""
-
-    def __init__(self) -> None:
-        self.nodes: dict[str, str] = {}
-
-    def started(self, point_id: str, node: str) -> None:
-        self.nodes[point_id] = node
-
-    def node(self, point_id: str) -> str | None:
-        return self.nodes.get(point_id)
-
-
 class RayExecutor:
     """Points as Ray tasks; rows come back to the driver as tasks finish.
 
@@ -151,7 +138,7 @@ class RayExecutor:
             raise BadInput(f"--ray-address {address or '(local)'}: cannot join the cluster "
                            f"({first})") from None
         self._remote = ray.remote(max_retries=0)(_measure)
-        self.board = ray.remote(num_cpus=0, max_restarts=-1)(_Board).options(
+        self.board = ray.remote(num_cpus=0, max_restarts=-1)(Board).options(
             scheduling_strategy=self._head()).remote()
 
     def _head(self) -> Any:

@@ -216,3 +216,16 @@ def test_ray_address_needs_the_ray_executor(tmp_path):
     result = CliRunner().invoke(cli, ["run", "smoke", "--out", str(tmp_path), *FAST,
                                       "--ray-address", "127.0.0.1:6379"])
     assert result.exit_code == 2 and "--executor ray" in result.output
+
+
+def test_the_board_actor_imports_nothing_heavy():
+    """Ray's worker for the board imports the actor's module: a dictionary's worth, not torch
+    and the harness (about 4 s of CPU per sweep)."""
+    from harness.run import executor
+    from harness.run.board import Board
+
+    assert "Board" in executor.__dict__ and executor.Board is Board
+    done = subprocess.run([sys.executable, "-c", "import sys, harness.run.board\n"
+                           "print(sorted({'torch', 'pandas', 'ray'} & set(sys.modules)))"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
