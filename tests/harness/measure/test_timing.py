@@ -1,4 +1,5 @@
 import itertools
+import math
 import time
 
 import pytest
@@ -8,6 +9,7 @@ from torch import nn
 import models
 from harness.measure.flops import count_flops, flops_and_kernels, kernels_used
 from harness.measure.timing import (
+    MIN_BLOCK_S,
     MIN_SAMPLES,
     layer_calls,
     measure_layer,
@@ -117,6 +119,20 @@ def test_time_fn_reports_median_iqr_and_runs():
 def test_time_fn_takes_several_samples_of_a_slow_call():
     t = time_fn(lambda: time.sleep(0.02), torch.device("cpu"), min_run_time=0.01, warmup=0)
     assert t.runs >= MIN_SAMPLES and t.median_ms == pytest.approx(20, abs=10)
+
+
+def test_added_samples_are_blocks_of_the_fewest_calls_that_last_min_block_s():
+    """A 0.9 ms call: torch's first block is of 10 or 100 calls (powers of ten), the samples
+    added after it of ceil(MIN_BLOCK_S / 0.9 ms) calls (23), not 100 each."""
+    def spin() -> None:
+        end = time.perf_counter() + 0.0009
+        while time.perf_counter() < end:
+            pass
+
+    t = time_fn(spin, torch.device("cpu"), min_run_time=0.01, warmup=0)
+    per_block = math.ceil(MIN_BLOCK_S / 0.0009)
+    assert t.runs <= 100 + (MIN_SAMPLES - 1) * per_block, t.runs
+    assert t.runs * t.median_ms / 1e3 >= (MIN_SAMPLES - 1) * MIN_BLOCK_S * 0.9
 
 
 def test_measure_layer_row_is_complete():
