@@ -1,23 +1,36 @@
 import os
+import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 import torch
 import xdist
 from packaging.version import Version
 
+# The session's caches, in one folder the first process makes (pytest, or pytest-xdist's
+# controller: its workers inherit the variables) and removes when the session ends.
+_MINE = "TVR_TEST_TMP" not in os.environ
+if _MINE:
+    os.environ["TVR_TEST_TMP"] = tempfile.mkdtemp(prefix="tvr-tests-")
+_TMP = Path(os.environ["TVR_TEST_TMP"])
+for _name in ("mpl", "kernels", "sentence", "store"):
+    (_TMP / _name).mkdir(exist_ok=True)
 # MLflow and matplotlib write caches/telemetry under $HOME; keep tests hermetic.
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-os.environ.setdefault("MPLCONFIGDIR", tempfile.mkdtemp(prefix="tvr-mpl-"))
+os.environ.setdefault("MPLCONFIGDIR", str(_TMP / "mpl"))
 os.environ.setdefault("MPLBACKEND", "Agg")
 # Kernel choices are measured once per test session, never read from or kept in $HOME.
-os.environ.setdefault("TVR_KERNEL_CACHE",
-                      os.path.join(tempfile.mkdtemp(prefix="tvr-kernels-"), "kernels.json"))
+os.environ.setdefault("TVR_KERNEL_CACHE", str(_TMP / "kernels" / "kernels.json"))
 # So are the sentence-level tests of the ledger (the committed results' run once per session).
-os.environ.setdefault("TVR_SENTENCE_CACHE", tempfile.mkdtemp(prefix="tvr-sentence-"))
+os.environ.setdefault("TVR_SENTENCE_CACHE", str(_TMP / "sentence"))
 # So is the empty MLflow store new stores are copied from (built by the session's first one).
-os.environ.setdefault("TVR_STORE_TEMPLATE",
-                      os.path.join(tempfile.mkdtemp(prefix="tvr-store-"), "empty.db"))
+os.environ.setdefault("TVR_STORE_TEMPLATE", str(_TMP / "store" / "empty.db"))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _MINE:  # a server a test left behind may still hold a file: the OS cleans /tmp then
+        shutil.rmtree(_TMP, ignore_errors=True)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

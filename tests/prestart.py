@@ -23,6 +23,7 @@ import os
 import pkgutil
 import runpy
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -152,11 +153,13 @@ _template: dict[str, object] = {}
 def _socket_path() -> str:
     """The template's socket, started on first use (one per test process, ~10 s of imports)."""
     if "path" not in _template:
-        path = os.path.join(tempfile.mkdtemp(prefix="tvr-prestart-"), "socket")
+        folder = tempfile.mkdtemp(prefix="tvr-prestart-")
+        path = os.path.join(folder, "socket")
         proc = subprocess.Popen([sys.executable, "-c",
                                  "import sys; from tests.prestart import serve; serve(sys.argv[1])",
                                  path], stdin=subprocess.PIPE, cwd=ROOT)
         atexit.register(proc.stdin.close)  # the template ends with this process
+        atexit.register(shutil.rmtree, folder, True)  # and so does its socket's folder
         deadline = time.monotonic() + 300
         while not os.path.exists(path):
             if proc.poll() is not None or time.monotonic() > deadline:
