@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sacrebleu.metrics import BLEU
 
 from harness.cli import cli
@@ -201,9 +203,36 @@ def test_tfidf_nearest_is_the_highest_cosine() -> None:
     docs = ["mawu a Yehova", "ndipo anati", "Yehova anati kwa Mose", "mwana wamwamuna"]
     index = TfIdf(docs)
     dense = index.docs.toarray()
-    q = index._weigh(index._matrix([index._grams("anati kwa Mose")])).toarray()[0]
+    q = index.vectors(["anati kwa Mose"]).toarray()[0]
     assert index.nearest(["anati kwa Mose"]) == [int(np.argmax(dense @ q))] == [2]
     np.testing.assert_allclose(np.linalg.norm(dense, axis=1), 1.0)
+
+
+# cleaned sentences as the corpus has them: words of a few letters (some outside ASCII), one
+# space between words
+_WORDS = st.text(alphabet="abcAB.,'\u0175\u00e9\u4e2d", min_size=1, max_size=6)
+_SENTENCES = st.lists(_WORDS, min_size=1, max_size=5).map(" ".join)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(docs=st.lists(_SENTENCES, min_size=1, max_size=8),
+       queries=st.lists(st.one_of(_SENTENCES, st.just("")), min_size=1, max_size=4))
+def test_tfidf_is_scikit_learns_char_tfidf_of_the_padded_text(docs, queries) -> None:
+    """The vectors are scikit-learn's TfidfVectorizer(analyzer="char", ngram_range=(1, 4),
+    sublinear_tf=True) of " text ": the same cosines between documents and from queries
+    (characters the documents lack included), hence the same nearest document."""
+    text = pytest.importorskip("sklearn.feature_extraction.text", reason="scikit-learn "
+                               "(MLflow's dependency) is not installed")
+    reference = text.TfidfVectorizer(analyzer="char", ngram_range=(1, 4), sublinear_tf=True,
+                                     preprocessor=lambda t: f" {t.lower()} ")
+    theirs = reference.fit_transform(docs)
+    index = TfIdf(docs)
+    np.testing.assert_allclose((index.docs @ index.docs.T).toarray(),
+                               (theirs @ theirs.T).toarray(), atol=1e-12)
+    sims = (reference.transform(queries) @ theirs.T).toarray()
+    np.testing.assert_allclose((index.vectors(queries) @ index.docs.T).toarray(), sims,
+                               atol=1e-12)
+    assert index.nearest(queries) == sims.argmax(axis=1).tolist()
 
 
 def test_the_recipe_is_the_best_dev_row_of_its_model(tmp_path) -> None:
