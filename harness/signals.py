@@ -24,6 +24,10 @@ from typing import Any, TypeVar
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 T = TypeVar("T")
+# The stop signals the command was started ignoring: a shell starts `tvr ... &` in a script
+# ignoring SIGINT, `nohup tvr ...` ignoring SIGHUP. They stay ignored for the whole command,
+# as Python itself leaves an ignored SIGINT ignored (recorded by `early`).
+_ignored: set[int] = set()
 _received: list[int] = []  # the first stop signal of this process, if any
 _pending: list[int] = []  # a stop signal inside stop_on_signals not yet acted on
 _uncut: list[None] = []  # one entry per `uncut` block the main thread is in
@@ -113,10 +117,17 @@ def _stop_early(signum: int, _frame: FrameType | None) -> None:
 
 def early() -> None:
     """From the first instant of the command until its sweep starts: a stop exits at once
-    with 143/130 (stop_on_signals then takes over, and `arm` after a Ray instance starts)."""
-    for s in SIGNALS:
-        if signal.getsignal(s) is not signal.SIG_IGN:  # `tvr ... &` in a script ignores ^C
-            signal.signal(s, _stop_early)
+    with 143/130 (stop_on_signals then takes over, and `arm` after a Ray instance starts).
+    A signal the command was started ignoring stays ignored."""
+    _ignored.update(s for s in (*SIGNALS, signal.SIGHUP)
+                    if signal.getsignal(s) is signal.SIG_IGN)
+    for s in handled(SIGNALS):
+        signal.signal(s, _stop_early)
+
+
+def handled(signals: tuple[int, ...]) -> tuple[int, ...]:
+    """Those of `signals` the command may take: not the ones it was started ignoring."""
+    return tuple(s for s in signals if s not in _ignored)
 
 
 def arm() -> None:
@@ -139,8 +150,9 @@ def stopped_exit(csv: object = None) -> SystemExit:
 @contextmanager
 def stop_on_signals() -> Iterator[None]:
     """Stop signals raise Stopped inside the block (whatever a library such as Ray set in
-    between); the handlers before it come back after."""
-    old = {s: signal.signal(s, _stop) for s in SIGNALS}
+    between), but for one the command was started ignoring; the handlers before it come back
+    after."""
+    old = {s: signal.signal(s, _stop) for s in handled(SIGNALS)}
     hook = sys.unraisablehook
 
     def quiet(unraisable: Any) -> None:

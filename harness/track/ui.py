@@ -13,6 +13,7 @@ from pathlib import Path
 from types import FrameType
 
 from harness.errors import BadInput
+from harness.signals import handled
 from harness.track.client import quiet_mlflow
 from harness.track.store import is_remote, mask, sqlite_path
 
@@ -117,7 +118,9 @@ def _supervise(argv: list[str], env: dict[str, str]) -> int:
             stopped_at = time.monotonic()
             _signal_session(proc, signal.SIGTERM)
 
-    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    # not a signal `tvr ui` was started ignoring (`nohup tvr ui &` keeps serving at logout)
+    old = {s: signal.signal(s, stop)
+           for s in handled((signal.SIGINT, signal.SIGTERM, signal.SIGHUP))}
     try:
         while True:
             try:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.results import read_results
 from tests import prestart
 from tests.prestart import Process
 
@@ -23,10 +24,20 @@ from tests.prestart import Process
 pytestmark = pytest.mark.xdist_group("ray")
 
 
-def tvr(out: Path, *args: str) -> subprocess.Popen:
+# `python -m harness.cli ARGS` in a process whose SIGINT starts as asked (exec keeps it)
+_LAUNCH = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.Handlers("
+           "int(sys.argv[1]))); os.execv(sys.executable, "
+           "[sys.executable, '-m', 'harness.cli', *sys.argv[2:]])")
+
+
+def tvr(out: Path, *args: str, sigint: signal.Handlers = signal.SIG_DFL) -> subprocess.Popen:
+    """A cold `tvr` started as at a terminal (SIGINT not ignored, whatever this test process
+    inherited: a shell starts a background job ignoring it), or as `tvr ... &` in a script
+    (sigint=SIG_IGN)."""
     env = {**os.environ, "TVR_MACHINE": "signals", "MLFLOW_DISABLE_TELEMETRY": "true"}
     env.pop("MLFLOW_TRACKING_URI", None)
-    return subprocess.Popen([sys.executable, "-m", "harness.cli", *args, "--out", str(out)],
+    return subprocess.Popen([sys.executable, "-c", _LAUNCH, str(int(sigint)), *args,
+                             "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env)
 
@@ -63,6 +74,22 @@ def test_a_stop_in_the_first_seconds_exits_with_the_signals_code(
     assert "Aborted!" not in text and "Traceback" not in text, text
     said = [x for x in text.replace("\r", "\n").splitlines() if x.startswith("stopped by")]
     assert len(said) == 1 and signal.Signals(signum).name in said[0], text
+
+
+def test_a_sweep_started_ignoring_sigint_keeps_ignoring_it(tmp_path: Path) -> None:
+    """`tvr run ... &` in a script: a Ctrl-C at the terminal reaches the background job, which
+    the shell started ignoring SIGINT. It runs on, mid-sweep as before it, and ends 0."""
+    proc = tvr(tmp_path, "run", "smoke", "--min-run-time", "0.01", "--device", "cpu",
+               "--tracking-uri", "none", sigint=signal.SIG_IGN)
+    csv = tmp_path / "smoke" / "results.csv"
+    deadline = time.monotonic() + 60
+    while not csv.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()[0]  # five points of about 0.4 s to go
+    proc.send_signal(signal.SIGINT)  # mid-sweep: after the first row
+    text, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and "stopped by" not in text, text
+    assert len(read_results(csv)) == 6, text  # every point measured
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import signals
 from harness.errors import BadInput
 from harness.track import ui
 from harness.track.tracker import Tracker
@@ -125,6 +126,22 @@ def test_serve_ui_returns_server_exit_code(out_dir: Path, monkeypatch: pytest.Mo
     port = _closed_port()
     assert serve_ui(_uri(out_dir), out_dir, port) == 3
     assert f"http://127.0.0.1:{port}" in capsys.readouterr().out
+
+
+def test_a_signal_ignored_at_start_does_not_stop_the_ui(out_dir: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`nohup tvr ui &`: started ignoring SIGHUP, the UI keeps serving through one (here the
+    server sends it, then ends by itself with exit code 5)."""
+    with Tracker(_uri(out_dir), "ui-nohup", out_dir, {}):
+        pass
+    _fake_server(monkeypatch, "import os, signal, time; os.kill(os.getppid(), signal.SIGHUP);"
+                              " time.sleep(1); raise SystemExit(5)")
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup starts `tvr`
+    monkeypatch.setattr(signals, "_ignored", {signal.SIGHUP})  # what `tvr` notes first
+    try:
+        assert serve_ui(_uri(out_dir), out_dir, _closed_port()) == 5
+    finally:
+        signal.signal(signal.SIGHUP, before)
 
 
 def _listening(port: int) -> bool:
