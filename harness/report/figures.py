@@ -56,8 +56,8 @@ def crossover(df: pd.DataFrame) -> plt.Figure:
     ok = ok[ok["mixer"].isin(["self-attention", "attention-core", "lstm", "gru"]) | plugin]
     long = ok.melt(id_vars=["mixer", "seq_len", "d_model"],
                    value_vars=["gflop_per_seq", "ms_per_seq"], var_name="cost")
-    long["cost"] = long["cost"].map({"gflop_per_seq": "GFLOP / sequence (counted)",
-                                     "ms_per_seq": "ms / sequence (forward, measured)"})
+    long["cost"] = long["cost"].map({"gflop_per_seq": "GFLOP / sequence\n(counted)",
+                                     "ms_per_seq": "ms / sequence\n(forward, measured)"})
     g = sns.relplot(data=long, x="seq_len", y="value", hue="mixer", col="d_model", row="cost",
                     kind="line", marker="o", palette=_palette(long["mixer"]), height=2.8,
                     aspect=1.1,
@@ -69,13 +69,15 @@ def crossover(df: pd.DataFrame) -> plt.Figure:
     cross = crossover_table(df)
     cross = cross[cross["versus"] == "lstm"]
     for (cost, d), ax in g.axes_dict.items():
+        if ax in g.axes[:, 0]:  # the cost on the left (rotated row titles on the right,
+            ax.set_ylabel(cost)  # taller than a panel, pushed the rows apart)
         ax.axvline(d, color="grey", ls=":", lw=1)
         col = "n_star_flops" if cost.startswith("GFLOP") else "n_star_time"
         for variant, style in (("layer", "--"), ("core", "-.")):
             hit = cross[(cross["attention"] == variant) & (cross["d_model"] == d)][col].dropna()
             if len(hit):
                 ax.axvline(hit.iloc[0], color="black", ls=style, lw=1)
-    g.set_titles(row_template="{row_name}", col_template="d = {col_name}")
+    g.set_titles(row_template="", col_template="d = {col_name}")
     return title_above(g.figure, "Where self-attention stops being cheaper than recurrence: "
                        "measured n* vs LSTM for the layer (--) and the core (-.); the paper's "
                        "n = d (:)\n" + _scale(ok))

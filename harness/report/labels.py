@@ -6,6 +6,7 @@ panel of the same configuration read the same.
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -82,6 +83,7 @@ def title_above(fig: plt.Figure, text: str, fontsize: float = 10) -> plt.Figure:
     A figure with a layout engine that runs at draw time places its own title."""
     from matplotlib.layout_engine import PlaceHolderLayoutEngine
 
+    text = _wrapped(text, fig, fontsize)
     engine = fig.get_layout_engine()
     if engine is not None and not isinstance(engine, PlaceHolderLayoutEngine):
         fig.suptitle(text, fontsize=fontsize)
@@ -92,3 +94,10 @@ def title_above(fig: plt.Figure, text: str, fontsize: float = 10) -> plt.Figure:
               default=fig.bbox.y1)
     fig.suptitle(text, y=top / fig.bbox.height + 0.01, va="bottom", fontsize=fontsize)
     return fig
+
+
+def _wrapped(text: str, fig: plt.Figure, fontsize: float) -> str:
+    """Each line of `text` broken at words to the figure's width (a character of the default
+    font averages about 0.55 of its size), so a title does not widen a narrow figure."""
+    chars = max(40, int(fig.get_figwidth() * 72 / (0.55 * fontsize)))
+    return "\n".join(textwrap.fill(line, chars) for line in text.splitlines())

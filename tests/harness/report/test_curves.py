@@ -127,3 +127,14 @@ def test_report_has_a_table_per_study(smoke_out):
     table = pd.read_csv(smoke_out / SUITE / "convergence-train.csv")
     assert set(table["architecture"]) == {"Transformer", "LSTM", "GRU"}
     assert (table["seeds"] == 2).all()
+
+
+def test_a_long_title_is_wrapped_to_the_figure_not_widening_it():
+    from harness.report.labels import title_above
+
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([1, 2])
+    title_above(fig, "word " * 60 + "\nd = 32, batch 4, cpu")
+    png = plots.png_bytes(fig)  # saved with bbox_inches="tight", 110 dpi
+    width = int.from_bytes(png[16:20], "big")  # the PNG header's width
+    assert width <= 3 * 110 * 1.15, width
