@@ -14,7 +14,8 @@ class TfIdf:
     unit length: scikit-learn's TfidfVectorizer(analyzer="char", sublinear_tf=True) on the
     padded texts (the tests compare the two). Not scikit-learn itself: it counts n-grams
     one by one in Python, 15 s for the 27,760 training verses; numpy counts them all at
-    once, each n-gram a number (its characters' codes in base `len(alphabet) + 1`)."""
+    once, each n-gram a number (its characters' ranks in the alphabet, plus one, as digits
+    in base `len(alphabet) + 1`)."""
 
     def __init__(self, documents: list[str]) -> None:
         codes, owner = self._codes(documents)
