@@ -44,9 +44,7 @@ class TfIdf:
         base = len(self.alphabet) + 1
         if base ** max(CHAR_NGRAMS) >= 2 ** 63:
             raise ValueError(f"{base - 1} distinct characters: too many for int64 n-gram keys")
-        rank = np.searchsorted(self.alphabet, codes)
-        known = (rank < len(self.alphabet)) & (self.alphabet[np.minimum(
-            rank, len(self.alphabet) - 1)] == codes)
+        rank, known = _lookup(self.alphabet, codes)
         digit = np.where(known, rank + 1, 0).astype(np.int64)
         unknown = np.concatenate([[0], np.cumsum(~known)])  # unknown characters before i
         keys, rows = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
@@ -80,9 +78,7 @@ class TfIdf:
     def vectors(self, texts: list[str]) -> sparse.csr_matrix:
         """The TF-IDF rows of `texts` (n-grams outside the vocabulary left out)."""
         keys, rows = self._grams(*self._codes(texts))
-        cols = np.searchsorted(self.vocab, keys)
-        found = (cols < len(self.vocab)) & (self.vocab[np.minimum(
-            cols, len(self.vocab) - 1)] == keys)
+        cols, found = _lookup(self.vocab, keys)
         return self._weigh(self._matrix(rows[found], cols[found], len(texts))).tocsr()
 
     def nearest(self, queries: list[str], chunk: int = 512) -> list[int]:
@@ -93,3 +89,11 @@ class TfIdf:
             sims = (q[k: k + chunk] @ self.docs.T).toarray()
             out += sims.argmax(axis=1).tolist()
         return out
+
+
+def _lookup(table: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each of `values` is in the sorted `table`, and whether it is there at all."""
+    at = np.searchsorted(table, values)
+    if not len(table):
+        return at, np.zeros(len(values), dtype=bool)
+    return at, (at < len(table)) & (table[np.minimum(at, len(table) - 1)] == values)
