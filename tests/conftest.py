@@ -4,9 +4,21 @@ import tempfile
 from pathlib import Path
 
 import pytest
-import torch
 import xdist
 from packaging.version import Version
+
+# `make test` runs the tests on every core (pytest-xdist, one worker per core). Each worker,
+# and every process it starts (a cold `tvr`, the prestarted template, a Ray worker, a server),
+# gets its share of the cores for its OpenMP and BLAS thread pools (torch's intra-op threads,
+# numpy's OpenBLAS): with a pool of one thread per core in every process, the pools' threads
+# spin waiting for work while the other processes hold the cores (a whole 2-core run took
+# 815 CPU-seconds so, 672 with one thread each). The pools read the variable once, when torch
+# or numpy is first imported: this module imports neither at its top, and nothing imports
+# them before it. A value the user set is kept.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    _CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (_CPUS or 1) // _WORKERS)))
 
 # The session's caches, in one folder the first process makes (pytest, or pytest-xdist's
 # controller: its workers inherit the variables) and removes when the session ends.
@@ -37,13 +49,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--runslow", action="store_true", help="run tests marked slow")
 
 
-# `make test` runs the tests on every core (pytest-xdist, one worker per core): each worker
-# gets its share of the cores for torch's intra-op threads, since workers that each spin one
-# OpenMP thread per core oversubscribe the machine (tiny ops then wait on each other).
-_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-if _WORKERS > 1:
-    torch.set_num_threads(max(1, torch.get_num_threads() // _WORKERS))
-
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -52,7 +57,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords and not config.getoption("--runslow"):
             item.add_marker(skip_slow)
-        if "gpu" in item.keywords and not torch.cuda.is_available():
+        if "gpu" in item.keywords and not _cuda():
             item.add_marker(skip_gpu)
         # `--dist loadgroup`: a module's own group (its xdist_group mark, e.g. "ray"), else
         # the module on one worker when its tests share a module fixture
@@ -80,6 +85,14 @@ def _uses_a_module_fixture(item: pytest.Item) -> bool:
                                     for defs in info.name2fixturedefs.values())
 
 
+def _cuda() -> bool:
+    import torch  # here, not at the top: after OMP_NUM_THREADS is set
+
+    return torch.cuda.is_available()
+
+
 @pytest.fixture(autouse=True)
 def _seed() -> None:
+    import torch
+
     torch.manual_seed(0)
