@@ -28,3 +28,16 @@ def test_build_facts_are_read_from_torch() -> None:
 def test_environment_report_is_torch_collect_env() -> None:
     text = environment_report()
     assert "PyTorch version" in text and "ATen/Parallel" in text and "PyTorch built with" in text
+
+
+def test_environment_report_shows_the_thread_pools_as_they_are_now() -> None:
+    """collect_env runs once per process; the thread pools are read at each report."""
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = environment_report()
+        torch.set_num_threads(3)
+        three = environment_report()
+    finally:
+        torch.set_num_threads(before)
+    assert "at::get_num_threads() : 1" in one and "at::get_num_threads() : 3" in three
