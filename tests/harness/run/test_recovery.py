@@ -89,11 +89,13 @@ def test_three_sweeps_on_one_folder_measure_and_log_each_point_once(tmp_path: Pa
     out = tmp_path / "out"
     sweeps = [tvr(out, "run", "--suite-file", str(suite), "--device", "cpu") for _ in range(3)]
     texts = [p.communicate(timeout=240)[0] for p in sweeps]
-    assert [p.returncode for p in sweeps] == [0, 0, 0], texts
-    assert not any("Traceback" in t or "warning" in t for t in texts), texts
+    said = "\n".join(f"--- sweep {i}, exit {p.returncode}:\n{t}" for i, (p, t)
+                     in enumerate(zip(sweeps, texts, strict=True)))  # whole, not cut short
+    assert [p.returncode for p in sweeps] == [0, 0, 0], said
+    assert not any("Traceback" in t or "warning" in t for t in texts), said
     # "six: 2 ok; 4 measured by another sweep on this folder in ..." or "six: nothing run"
     measured = sum(int(n) for t in texts for n in re.findall(r"^six: (\d+) ok", t, re.M))
-    assert measured == 6, texts
+    assert measured == 6, said
     client = MlflowClient(store.sqlite_uri(out / "mlflow.db"))
     experiment = client.get_experiment_by_name("six").experiment_id
     runs = client.search_runs([experiment], max_results=1000)
