@@ -4,23 +4,20 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test microbench lint clean bytecode
+.PHONY: run test microbench lint clean
 
-# pip compiles the installed packages' bytecode one file after another (about 35 s of the
-# install here, most of it torch's); compileall does it on every core. A file this Python
-# cannot parse (torch ships a 3.12-only test helper) stays uncompiled, as pip leaves it.
+# Bytecode is written as Python writes it by default, by the first process that imports a
+# module: a run imports about a quarter of the venv's 18,000 files, and compiling all of them
+# at install took 28 s on 2 cores. Where PYTHONDONTWRITEBYTECODE is set, Python writes none
+# and every process compiles each module it imports again (about 0.5 s of CPU each, for the
+# hundreds of processes the tests start): the commands below run without it.
+unexport PYTHONDONTWRITEBYTECODE
+
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q --no-compile -e '.[dev]'
-	$(BIN)/python -c 'import compileall, sys; compileall.compile_dir(sys.argv[1], quiet=2, workers=0)' $(VENV)/lib
 	touch $(STAMP)
-
-# The project's own bytecode, compiled before the many processes a run or the tests start:
-# where PYTHONDONTWRITEBYTECODE is set (this machine sets it) Python writes none itself, and
-# each process compiled every module it imported again (about 0.5 s of CPU each).
-bytecode: $(STAMP)
-	$(BIN)/python -m compileall -q -j 0 models harness experiments tests
 
 # Under results/: the quick complexity sweep and crossover, Table 1 measured, the quick
 # convergence and ablation studies, the paper's exact identities (seconds), each layer on
@@ -31,7 +28,7 @@ bytecode: $(STAMP)
 # The training suites run one point per core (`--executor ray`, a Ray instance on this
 # machine): each point trains its small model on one thread, so one point at a time would
 # leave the other cores idle. The timed layer suites run one point at a time.
-run: $(STAMP) bytecode
+run: $(STAMP)
 	$(BIN)/tvr run quick
 	$(BIN)/tvr run table1
 	$(BIN)/tvr run convergence-quick --executor ray
@@ -42,8 +39,9 @@ run: $(STAMP) bytecode
 	$(BIN)/tvr report
 
 # Every test, one pytest-xdist worker per core (tests/conftest.py keeps a module whose tests
-# share a server or cluster on one worker); the ten slowest are listed at the end.
-test: $(STAMP) bytecode
+# share a server or cluster on one worker, and gives each worker and the processes it starts
+# their share of the cores' threads); the ten slowest are listed at the end.
+test: $(STAMP)
 	$(BIN)/lint-imports
 	MPLBACKEND=Agg $(BIN)/pytest -q -n auto --dist loadgroup --durations=10
 
