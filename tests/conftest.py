@@ -18,6 +18,7 @@ from packaging.version import Version
 # imports them before it. A value the user set is kept.
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _WORKERS > 1:
+    # harness.measure.machine.usable_cpus counts the same, but importing it imports torch
     _CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (_CPUS or 1) // _WORKERS)))
 
