@@ -187,7 +187,7 @@ def compare_cmd(a: str | None, b: str | None, out: str, suite: str | None,
     machine with the most rows other than this one (the reference), B = this machine, on
     the suites both have. Every difference in threads, dtype, device and busy flags is
     named; only points measured alike are compared unless --any-conditions."""
-    from harness.report.machines import differences, machine_ratios, summary
+    from harness.report.machines import differences, machine_ratios, summary, unmatched
     from harness.report.markdown import markdown_table
 
     label_a, rows_a, label_b, rows_b = _compare_sides(a, b, out, suite)
@@ -195,9 +195,10 @@ def compare_cmd(a: str | None, b: str | None, out: str, suite: str | None,
         click.echo(f"differs: {line}")
     ratios = machine_ratios(rows_a, rows_b, like_only=not any_conditions)
     if ratios.empty:
-        alike = "" if any_conditions else \
-            " measured alike (--any-conditions compares the others too)"
-        raise BadInput(f"machines {label_a} and {label_b} have no ok point in common{alike}")
+        why = unmatched(rows_a, rows_b)
+        hint = " (--any-conditions compares them too)" if "measured alike" in why and \
+            not any_conditions else ""
+        raise BadInput(f"machines {label_a} and {label_b}: nothing to compare: {why}{hint}")
     click.echo(f"B/A with A = {label_a}, B = {label_b}"
                f"{'' if any_conditions else ', like with like'}\n")
     table = ratios if per_point else summary(ratios)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from harness.schema import Parts
+
 # Measured per point; ratios B / A. Time depends on the machine; counted FLOPs, saved bytes
 # and (same seed, same CPU kernels) losses should not, so a ratio other than 1 there flags
 # a difference in code or library rather than in hardware.
@@ -12,6 +14,8 @@ METRICS = ("fwd_ms", "fwdbwd_ms", "ours_ms", "ratio", "train_s", "flops_fwd", "s
 # What a time depends on besides the machine: a point measured under different conditions
 # on A and B is not a like-for-like comparison. `busy`: measured beside other work.
 CONDITIONS = ("threads", "dtype", "device", "busy")
+# How busy the machine was: a condition's evidence, never a measurement of the point
+NOT_MEASURED = ("load_avg", "cpu_share")
 KEY = ["suite", "point_id"]
 
 
@@ -70,17 +74,53 @@ def machine_ratios(a: pd.DataFrame, b: pd.DataFrame, like_only: bool = True) -> 
         both = both[same]
     key = [*KEY, "device"]
     both = both.assign(device=both["cond_device_a"]) if len(both) else both.assign(device="")
-    rows = []
-    for metric in METRICS:
-        if f"{metric}_a" not in both or f"{metric}_b" not in both:
-            continue
-        va = pd.to_numeric(both[f"{metric}_a"], errors="coerce")
-        vb = pd.to_numeric(both[f"{metric}_b"], errors="coerce")
-        part = both[key].assign(metric=metric, a=va, b=vb, ratio=vb / va)
-        rows.append(part[va.notna() & vb.notna()])
+    rows = [_ratios(both, key, metric) for metric in METRICS if f"{metric}_a" in both]
+    covered = pd.concat([r[key] for r in rows]) if rows else pd.DataFrame(columns=key)
+    rest = both.merge(covered.drop_duplicates(), on=key, how="left", indicator=True)
+    rest = rest[rest["_merge"] == "left_only"]
+    # a point measuring none of METRICS (identities: errors and its wall time): its own numbers
+    rows += [_ratios(rest, key, metric) for metric in _measured(rest)]
     if not rows:
         return pd.DataFrame(columns=[*key, "metric", "a", "b", "ratio"])
     return pd.concat(rows, ignore_index=True)
+
+
+def _ratios(both: pd.DataFrame, key: list[str], metric: str) -> pd.DataFrame:
+    """The points where A and B both have `metric`: its value on each and B/A."""
+    if f"{metric}_a" not in both or f"{metric}_b" not in both:
+        return pd.DataFrame(columns=[*key, "metric", "a", "b", "ratio"])
+    va = pd.to_numeric(both[f"{metric}_a"], errors="coerce")
+    vb = pd.to_numeric(both[f"{metric}_b"], errors="coerce")
+    part = both[key].assign(metric=metric, a=va, b=vb, ratio=vb / va)
+    return part[va.notna() & vb.notna()]
+
+
+def _measured(both: pd.DataFrame) -> list[str]:
+    """The numbers A's rows of these points measured (a row's metrics: harness.schema),
+    in column order."""
+    found: dict[str, None] = {}
+    for row in both.to_dict("records"):
+        own = {k.removesuffix("_a"): v for k, v in row.items() if k.endswith("_a")}
+        own["point_id"] = row["point_id"]  # the params it lists are not metrics
+        found |= dict.fromkeys(Parts.of_row(own).metrics)
+    return [m for m in found if m not in NOT_MEASURED and not m.startswith("cond_")]
+
+
+def unmatched(a: pd.DataFrame, b: pd.DataFrame) -> str:
+    """Why A and B have nothing to compare, in words: no point ids in common, or not ok on
+    both, or none of their common ok points measured alike (the conditions that differ)."""
+    ids_a, ids_b = (set(zip(f["suite"], f["point_id"], strict=True)) for f in (a, b))
+    if not ids_a & ids_b:
+        suites_a, suites_b = set(a["suite"]), set(b["suite"])
+        if not suites_a & suites_b:
+            return (f"no suite in common (A: {', '.join(sorted(map(str, suites_a)))}; "
+                    f"B: {', '.join(sorted(map(str, suites_b)))})")
+        return "no point id in common (the suites were run with different options)"
+    both = _pairs(a, b)
+    if both.empty:
+        return f"{len(ids_a & ids_b)} points in common, none ok on both"
+    said = "; ".join(differences(a, b)) or "no metric measured on both"
+    return f"{len(both)} ok points in common, none measured alike: {said}"
 
 
 def summary(ratios: pd.DataFrame) -> pd.DataFrame:
