@@ -55,34 +55,48 @@ def residual_connections(stored: Stored) -> Evidence:
 
 
 def post_ln_depth(stored: Stored) -> Evidence:
-    """At initialization, Post-LN's last/first layer gradient ratio grows with depth."""
+    """At initialization, Post-LN's last/first layer gradient ratio grows with depth: a trend
+    claim, so it must rise between every pair of neighbouring depths measured, or the
+    verdict is qualified, saying where the rise stops."""
     grads = study_rows(stored, "norm-warmup", runner="layer-grads")
     by = {(str(n), int(d)): g for (n, d), g in grads.groupby(["norm", "n_layers"])}
-    post = {d: g for (n, d), g in by.items() if n == "post"}
+    post = dict(sorted((d, g) for (n, d), g in by.items() if n == "post"))
     if len(post) < 2:
         raise Missing(SUITE, "norm-warmup needs Post-LN layer-grads rows at two depths")
+    column = "grad_norm_last_over_first"
     lo, hi = min(post), max(post)
-    grows = power.versus(post[lo], post[hi], "grad_norm_last_over_first",
-                         f"Post-LN depth {hi} vs {lo}")
+    grows = power.versus(post[lo], post[hi], column, f"Post-LN depth {hi} vs {lo}")
+    depths = list(post)
+    steps = [(a, b, power.versus(post[a], post[b], column, f"Post-LN depth {b} vs {a}"))
+             for a, b in zip(depths, depths[1:], strict=False)]
+    stalls = [f"{a} to {b}" for a, b, s in steps if not (s.diff > 0 and s.separated)]
     arms = {f"post depth {d}": g for d, g in post.items()}
-    ratio_hi = float(post[hi]["grad_norm_last_over_first"].mean())
-    verdict = (SUPPORTS if grows.diff > 0 and grows.separated and ratio_hi > 1 else
-               CONTRADICTS if grows.separated and grows.diff < 0 else QUALIFIED)
-    pre = "; ".join(f"depth {d}: {spread(g['grad_norm_last_over_first'])}"
+    ratio_hi = float(post[hi][column].mean())
+    verdict = (CONTRADICTS if grows.separated and grows.diff < 0 else
+               SUPPORTS if grows.diff > 0 and grows.separated and ratio_hi > 1 and not stalls
+               else QUALIFIED)
+    trend = ("" if len(steps) < 2 else "; between neighbouring depths: " + "; ".join(
+        f"{b} minus {a}: {s.text()}" for a, b, s in steps))
+    if stalls and verdict == QUALIFIED and grows.diff > 0:
+        trend += f" (the rise stops: not a separated rise from depth {', '.join(stalls)})"
+    pre = "; ".join(f"depth {d}: {spread(g[column])}"
                     for (n, d), g in by.items() if n == "pre")
+    comps = [grows, *(s for _, _, s in steps if (s.a, s.b) != (grows.a, grows.b))]
     return Evidence(
         "norm-warmup, layer-grads: per-layer parameter gradient norms at initialization, "
-        f"depths {', '.join(map(str, sorted(post)))}",
+        f"depths {', '.join(map(str, depths))}",
         "Post-LN last/first layer gradient norm: " + "; ".join(
-            f"depth {d}: {spread(g['grad_norm_last_over_first'])}" for d, g in post.items()) +
-        f" (depth {hi} minus {lo}: {grows.text()}). Pre-LN, for contrast: {pre}",
+            f"depth {d}: {spread(g[column])}" for d, g in post.items()) +
+        f" (depth {hi} minus {lo}: {grows.text()}{trend}). Pre-LN, for contrast: {pre}",
         verdict,
-        "at initialization; supports if Post-LN's last/first ratio is larger at the deepest "
-        "stack than at the shallowest, separated by both exact tests over seeds, and above 1 "
-        "there (layers near the output get the larger gradients); contradicts if it shrinks, "
-        "so separated; else qualified. Gates: 5 seeds per depth, the tests agree",
-        training_scale(grads), (power.seeds(arms, SUITE), power.agree([grows])),
-        grows.tests, scale_facts(grads))
+        "at initialization, a trend over depth: supports if Post-LN's last/first ratio rises "
+        "between every pair of neighbouring depths measured and from the shallowest to the "
+        "deepest, each rise separated by both exact tests over seeds, and is above 1 at the "
+        "deepest (layers near the output get the larger gradients); contradicts if it "
+        "shrinks from the shallowest to the deepest, so separated; else qualified, naming "
+        "the depths where the rise stops. Gates: 5 seeds per depth, the tests agree",
+        training_scale(grads), (power.seeds(arms, SUITE), power.agree(comps)),
+        tuple(t for c in comps for t in c.tests), scale_facts(grads))
 
 
 CLAIMS = [

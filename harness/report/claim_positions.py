@@ -23,7 +23,6 @@ from harness.report.verdicts import CONTRADICTS, IDENTITY, QUALIFIED, SUPPORTS
 
 MIN_TASKS = 2  # extrapolation from one task is an anecdote
 CHANCE_MARGIN = 2.0  # "above chance": accuracy more than twice 1/alphabet
-NEAR_STEPS = 0.10  # steps to target within 10% (relative) count as "nearly identical"
 
 
 def _by_encoding(stored: Stored) -> dict[tuple[str, str], pd.DataFrame]:
@@ -150,42 +149,38 @@ def extrapolation(stored: Stored) -> Evidence:
 
 
 def learned_vs_sinusoidal(stored: Stored) -> Evidence:
+    """"Nearly identical results": a claim about quality, judged on final accuracy within
+    NEAR_EQUAL (a margin needs no test); steps to 99% shown as a secondary measurement."""
     groups = _by_encoding(stored)
-    parts, close, apart, comps, gates, steps_used = [], True, False, [], [], False
+    parts, close, apart, comps, gates = [], True, False, [], []
     for task in sorted({t for t, _ in groups}):
         sin, learned = groups[(task, "sinusoidal")], groups[(task, "learned")]
         arms = {f"{task} sinusoidal": sin, f"{task} learned": learned}
-        acc_range = power.accuracy_range(arms, "final_accuracy", SUITE)
-        if acc_range.passed:  # accuracy can tell them apart: judge by it
-            diff = power.versus(sin, learned, "final_accuracy")  # learned minus sinusoidal
-            close &= abs(diff.diff) <= NEAR_EQUAL
-            gates += [power.seeds(arms, SUITE), power.chance(arms), acc_range]
-        else:  # both at the ceiling: judge by steps to target instead
-            steps_used = True
-            diff = power.versus(sin, learned, "steps_capped")
-            close &= abs(diff.diff) <= NEAR_STEPS * sin["steps_capped"].mean()
-            gates += [power.seeds(arms, SUITE), power.steps_range(arms, SUITE)]
-        apart |= diff.separated
+        diff = power.versus(sin, learned, "final_accuracy")  # learned minus sinusoidal
+        near = abs(diff.diff) <= NEAR_EQUAL
+        close &= near
+        apart |= not near and diff.separated
         comps.append(diff)
+        gates += [power.seeds(arms, SUITE), power.chance(arms)]
         parts.append(f"{task}: accuracy sinusoidal {spread(sin['final_accuracy'])}, learned "
-                     f"{spread(learned['final_accuracy'])}; steps to 99% sinusoidal "
+                     f"{spread(learned['final_accuracy'])}; learned minus sinusoidal "
+                     f"{diff.text()}. Secondary, steps to 99%: sinusoidal "
                      f"{censored_text(sin['steps_to_target'], sin['steps'])}, learned "
-                     f"{censored_text(learned['steps_to_target'], learned['steps'])}; judged by "
-                     f"{'accuracy' if acc_range.passed else 'steps (accuracy at its ceiling)'}"
-                     f": learned minus sinusoidal {diff.text()}")
-    verdict = (SUPPORTS if close and not apart else CONTRADICTS if apart and not close
-               else QUALIFIED)
+                     f"{censored_text(learned['steps_to_target'], learned['steps'])}")
+    verdict = SUPPORTS if close else CONTRADICTS if apart else QUALIFIED
     rows = pd.concat(groups.values())
+    tested = () if verdict == SUPPORTS else (power.agree(comps),)  # a margin needs no test
     return Evidence(
-        "positional: learned vs sinusoidal encodings on synthetic tasks (supplementary to the "
-        "translation rows of Table 3 (E))",
-        "; ".join(parts), verdict,
-        f"judged by final accuracy, or by steps to 99% where both sit within 1 point of 100%; "
-        f"supports if they differ by at most {NEAR_EQUAL:.0%} (accuracy, absolute) or "
-        f"{NEAR_STEPS:.0%} (steps, relative) and no test separates them; contradicts if they "
-        "differ by more and both exact tests over seeds separate them; else qualified. "
-        "Gates: 5 seeds, off the ceiling, tests agree" + (" (steps used)" if steps_used else ""),
-        training_scale(rows), (*power.one_per_name(gates), power.agree(comps)), _tests(comps),
+        "positional: learned vs sinusoidal encodings on synthetic tasks, final held-out "
+        "accuracy (supplementary to the translation rows of Table 3 (E)); steps to 99% as a "
+        "secondary measurement", "; ".join(parts), verdict,
+        f"quality, as the claim is worded: supports if final accuracies differ by at most "
+        f"{NEAR_EQUAL:.0%} (absolute) on every task, at the ceiling too (equal quality is "
+        "what the claim says; the margin needs no test); contradicts if they differ by more "
+        "and both exact tests over seeds separate them; else qualified. Steps to 99% are "
+        "shown, never judged. Gates: 5 seeds, both above chance; the tests agree where a "
+        "verdict rests on them",
+        training_scale(rows), (*power.one_per_name(gates), *tested), _tests(comps),
         scale_facts(rows))
 
 
@@ -221,11 +216,14 @@ def _learned(arms: dict[str, pd.DataFrame]) -> str:
     return "; ".join(parts) or "no unigram baseline stored: learning not checked"
 
 
-def _warmup_gates(gains: list) -> tuple:
+def _warmup_gates(gains: list, tested: bool = True) -> tuple:
+    """Seeds and the unigram model per depth; the tests' agreement only where the verdict
+    rests on a test (`tested`)."""
     gates = []
     for _, _, arms in gains:
         gates += [power.seeds(arms, SUITE), power.unigram(arms, "final_loss", need="best")]
-    return (*power.one_per_name(gates), power.agree([g for _, g, _ in gains]))
+    agree = (power.agree([g for _, g, _ in gains]),) if tested else ()
+    return (*power.one_per_name(gates), *agree)
 
 
 def post_ln_warmup(stored: Stored) -> Evidence:
@@ -257,10 +255,12 @@ def pre_ln_no_warmup(stored: Stored) -> Evidence:
         "norm-warmup: Pre-LN on the character corpus with and without a linear warm-up",
         _warmup_text(gains), verdict,
         f"supports if warm-up lowers Pre-LN's final loss by at most {WARMUP_GAIN} nats at "
-        "every depth; contradicts if it lowers it by more, separated by both exact tests over "
-        "seeds, at every depth; else qualified. Gates: 5 seeds per arm, the better arm below "
-        "the unigram model, tests agree", training_scale(rows[rows["norm"] == "pre"]),
-        _warmup_gates(gains), tuple(t for _, g, _ in gains for t in g.tests),
+        "every depth (a margin: no test needed); contradicts if it lowers it by more, "
+        "separated by both exact tests over seeds, at every depth; else qualified. Gates: 5 "
+        "seeds per arm, the better arm below the unigram model; the tests agree where the "
+        "verdict rests on them (not for supports)", training_scale(rows[rows["norm"] == "pre"]),
+        _warmup_gates(gains, tested=verdict != SUPPORTS),
+        tuple(t for _, g, _ in gains for t in g.tests),
         scale_facts(rows[rows["norm"] == "pre"]))
 
 

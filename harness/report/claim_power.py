@@ -77,13 +77,16 @@ def steps_range(groups: dict[str, pd.DataFrame], suite: str) -> Gate:
                 f"more steps (ceiling) or a harder task (floor) in `tvr run {suite}`")
 
 
-def accuracy_range(groups: dict[str, pd.DataFrame], column: str, suite: str) -> Gate:
+def accuracy_range(groups: dict[str, pd.DataFrame], column: str, suite: str,
+                   remedy: str = "") -> Gate:
+    """Accuracy off its ceiling and floor. A claim about quality stays on quality: at the
+    ceiling the remedy is a harder task, never a switch to steps to target."""
     arms = {a: float(g[column].mean()) for a, g in groups.items()}
     first = next(iter(groups.values()))
     floor = 1 / float(first["alphabet_size"].iloc[0]) if "alphabet_size" in first else 0.0
-    return range_gate(arms, column, 1.0, floor,
-                      "judge by steps to target (at the ceiling) or train longer "
-                      f"(at the floor) in `tvr run {suite}`")
+    return range_gate(arms, column, 1.0, floor, remedy or
+                      "a harder task (at the ceiling) or more training (at the floor) in "
+                      f"`tvr run {suite}`")
 
 
 def versus(a: pd.DataFrame, b: pd.DataFrame, column: str, label: str = "") -> Comparison:

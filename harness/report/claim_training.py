@@ -215,33 +215,43 @@ def heads_cost(stored: Stored) -> Evidence:
 
 
 def heads_quality(stored: Stored) -> Evidence:
+    """A claim about quality: judged on final accuracy, steps to 99% shown beside it. At the
+    ceiling accuracy cannot show "worse": inconclusive, naming a harder task."""
     rows = capped_steps(study_rows(stored, "heads"))
     by_h = dict(tuple(rows.groupby("n_heads")))
     arms = {f"h={int(h)}": g for h, g in by_h.items()}
     one = by_h[min(by_h)]
-    best_h = min(by_h, key=lambda h: by_h[h]["steps_capped"].mean())
-    others = {h: power.versus(one, g, "steps_capped") for h, g in by_h.items()
-              if h != min(by_h)}  # h minus h=1: < 0 = more heads faster
+    best_h = max(by_h, key=lambda h: by_h[h]["final_accuracy"].mean())
+    others = {h: power.versus(one, g, "final_accuracy") for h, g in by_h.items()
+              if h != min(by_h)}  # h minus h=1: > 0 = more heads better
     if best_h == min(by_h):
-        clear = all(o.separated and o.diff > 0 for o in others.values())
-        verdict, note = (CONTRADICTS if clear else QUALIFIED), "h=1 is the fastest"
+        clear = all(o.separated and o.diff < 0 for o in others.values())
+        verdict, note = (CONTRADICTS if clear else QUALIFIED), "h=1 scores highest"
     else:
         diff = others[best_h]
         verdict = SUPPORTS if diff.separated else QUALIFIED
         note = f"h={int(best_h)} minus h=1: {diff.text()}"
-    gates = (power.seeds(arms, SUITE), power.steps_range(arms, SUITE),
+    task, n = rows["task"].iloc[0], int(rows["seq_len"].iloc[0])
+    harder = (f"a harder task for the heads study, where final accuracy stays below 99% "
+              f"({task} at n = {4 * n} instead of {n}, in `tvr run {SUITE}`)")
+    gates = (power.seeds(arms, SUITE), power.chance(arms),
+             power.accuracy_range(arms, "final_accuracy", SUITE, remedy=harder),
              power.agree(list(others.values())))
     return Evidence(
-        f"heads: steps to 99% on {rows['task'].iloc[0]} n = {int(rows['seq_len'].iloc[0])} "
-        "(a synthetic task: supplementary to the translation rows of Table 3 (A))",
+        f"heads: final held-out accuracy on {task} n = {n} (a synthetic task: supplementary "
+        "to the translation rows of Table 3 (A)); steps to 99% as a secondary measurement",
+        "final accuracy: " + "; ".join(f"h={int(h)}: {spread(g['final_accuracy'])}"
+                                       for h, g in by_h.items()) + f" ({note}). Secondary, "
         "steps to 99%: " + "; ".join(
             f"h={int(h)}: {censored_text(g['steps_to_target'], g['steps'])}"
-            for h, g in by_h.items()) + f" ({note})",
+            for h, g in by_h.items()),
         verdict,
-        "a censored run counted as its budget; supports if single-head is slower than the best "
-        "h by both exact permutation tests over seeds (p < 0.05); contradicts if h=1 is fastest "
-        "and so separated from every other h; else qualified. Gates: 5 seeds per h, steps off "
-        "their ceiling and floor, the tests agree",
+        "quality, as the claim is worded: supports if single-head final accuracy is below the "
+        "best h's by both exact permutation tests over seeds (p < 0.05); contradicts if h=1 "
+        "scores highest and so separated from every other h; else qualified. Steps to 99% "
+        "are shown, never judged. Gates: 5 seeds per h, above chance, accuracy off its "
+        "ceiling (at it, \"worse\" cannot show: inconclusive, a harder task named), the "
+        "tests agree",
         training_scale(rows), gates, tuple(t for o in others.values() for t in o.tests),
         scale_facts(rows))
 

@@ -9,7 +9,8 @@ would pass it. The gates:
   margins shown; a baseline that was not measured is a failed gate that names it;
 - seeds: at least MIN_SEEDS seeds per arm, and enough that the exact test over seeds can
   reach p < ALPHA at all (its smallest attainable p is stated);
-- range: the metric is off its ceiling and floor (near the ceiling, judge by steps or loss);
+- range: the metric is off its ceiling and floor (at the ceiling a claim about quality
+  needs a harder task: it is never judged by steps instead);
 - tests agree: two tests of the same difference give the same answer at ALPHA.
 
 The tests over seeds are exact two-sample permutation tests (scipy.stats.permutation_test

@@ -153,9 +153,14 @@ def scaling_train_rows(steps: dict[tuple[int, bool], tuple]) -> list[dict]:
             for s, v in enumerate(values)]
 
 
-def heads_rows(steps: dict[int, tuple], flops=lambda h: 2e5, speed=lambda h: 9e4) -> list[dict]:
+def heads_rows(steps: dict[int, tuple], flops=lambda h: 2e5, speed=lambda h: 9e4,
+               acc: dict[int, tuple] | None = None) -> list[dict]:
+    """{h: steps to target per seed}; final accuracy per seed from `acc` (default: 0.995
+    where the target was reached, else 0.9)."""
+    acc = acc or {}
     return [train_row("heads", s, n_heads=h, task="reverse", steps_to_target=v,
-                      flops_fwd_per_token=flops(h), tokens_per_s=speed(h))
+                      flops_fwd_per_token=flops(h), tokens_per_s=speed(h),
+                      final_accuracy=acc[h][s] if h in acc else 0.9 if v is None else 0.995)
             for h, values in steps.items() for s, v in enumerate(values)]
 
 
@@ -180,15 +185,16 @@ def positional_rows(acc: dict[str, tuple], acc_2n: dict[str, tuple],
 
 
 def norm_rows(loss: dict[tuple[str, int, int], tuple], unigram: float | None = 4.3,
-              ratio=lambda norm, depth: 1.5 if norm == "post" else 0.7) -> list[dict]:
-    """{(norm, depth, warmup): final loss per seed}, plus init-time gradient rows whose
-    last/first layer ratio is ratio(norm, depth) (+0.01 per seed)."""
+              ratio=lambda norm, depth: 1.5 if norm == "post" else 0.7,
+              depths: tuple[int, ...] = (6, 12)) -> list[dict]:
+    """{(norm, depth, warmup): final loss per seed}, plus init-time gradient rows at `depths`
+    whose last/first layer ratio is ratio(norm, depth) (+0.01 per seed)."""
     rows = [train_row("norm-warmup", s, task="corpus", norm=norm, n_layers=depth,
                       warmup=w, final_loss=v, unigram_bits_per_char=unigram)
             for (norm, depth, w), values in loss.items() for s, v in enumerate(values)]
     rows += [train_row("norm-warmup", s, "layer-grads", norm=norm, n_layers=depth,
                        grad_norm_last_over_first=ratio(norm, depth) + 0.01 * s)
-             for norm in ("post", "pre") for depth in (6, 12) for s in SEEDS]
+             for norm in ("post", "pre") for depth in depths for s in SEEDS]
     return rows
 
 

@@ -101,14 +101,32 @@ def test_heads_cost(tmp_path, flops, speed, verdict):
     assert _verdict(tmp_path, rules.heads_cost, rows) == verdict
 
 
-@pytest.mark.parametrize("steps, verdict, failed", [
-    ({1: SLOW, 2: FAST, 4: SLOW}, SUPPORTS, None),
-    ({1: (200, 300, 250, 200, 300), 2: (250, 250, 300, 200, 250), 4: SLOW}, QUALIFIED, None),
-    ({1: FAST, 2: SLOW, 4: five(400)}, CONTRADICTS, None),
-    ({1: FAST[:3], 2: SLOW[:3], 4: SLOW[:3]}, INCONCLUSIVE, "seeds"),
-    ({1: five(None), 2: five(None), 4: FAST}, INCONCLUSIVE, "range")])
-def test_heads_quality(tmp_path, steps, verdict, failed):
-    assert _verdict(tmp_path, rules.heads_quality, heads_rows(steps), failed) == verdict
+LOW, MID, HIGH = five(0.80, 0.01), five(0.90, 0.01), five(0.95, 0.005)
+
+
+@pytest.mark.parametrize("acc, verdict, failed", [
+    ({1: LOW, 2: HIGH, 4: MID}, SUPPORTS, None),
+    ({1: (0.80, 0.95, 0.85, 0.90, 0.92), 2: five(0.91), 4: MID}, QUALIFIED, None),
+    ({1: HIGH, 2: LOW, 4: MID}, CONTRADICTS, None),
+    ({1: LOW[:3], 2: HIGH[:3], 4: MID[:3]}, INCONCLUSIVE, "seeds"),
+    ({1: five(0.05), 2: five(0.05), 4: five(0.05)}, INCONCLUSIVE, "baselines")])
+def test_heads_quality_is_judged_on_accuracy(tmp_path, acc, verdict, failed):
+    steps = {h: FAST[:len(a)] for h, a in acc.items()}  # equal: only the accuracy decides
+    rows = heads_rows(steps, acc=acc)
+    assert _verdict(tmp_path, rules.heads_quality, rows, failed) == verdict
+
+
+def test_heads_quality_at_the_ceiling_is_not_judged_by_steps(tmp_path):
+    """Every h at 99.5%, h=1 reaching it in a third of the steps: not "contradicts" (the claim
+    is about quality), but inconclusive, naming a harder task; steps shown as secondary."""
+    ceiling = {h: five(0.995, 0.0005) for h in (1, 4, 16)}
+    rows = heads_rows({1: FAST, 4: SLOW, 16: five(400)}, acc=ceiling)
+    evidence = _judge(tmp_path, rules.heads_quality, rows)
+    assert evidence.verdict == INCONCLUSIVE and evidence.ungated != CONTRADICTS
+    (gate,) = [g for g in evidence.gates if not g.passed]
+    assert gate.name == "range" and "harder task" in gate.remedy and "n = 32" in gate.remedy
+    assert "Secondary, steps to 99%" in evidence.measured
+    assert all("steps" not in t.name for t in evidence.tests)
 
 
 @pytest.mark.parametrize("past_four, unigram, verdict, failed", [
@@ -163,12 +181,22 @@ CEIL = five(0.995, 0.0005)
     (SIN, (0.80, 0.99, 0.7, 0.95, 0.85), None, QUALIFIED),  # 4 points lower, not separated
     (SIN, five(0.7), None, CONTRADICTS),
     (CEIL, CEIL, {"sinusoidal": FAST, "learned": (150, 100, 150, 100, 100)}, SUPPORTS),
-    (CEIL, CEIL, {"sinusoidal": FAST, "learned": SLOW}, CONTRADICTS),  # judged by steps
+    # at the ceiling with unequal steps: quality is equal within 2 points, so supports
+    (CEIL, five(0.992, 0.0005), {"sinusoidal": FAST, "learned": SLOW}, SUPPORTS),
 ])
 def test_learned_vs_sinusoidal(tmp_path, sin, learned, steps, verdict):
     acc = {"sinusoidal": sin, "learned": learned}
     rows = positional_rows(acc, acc, steps=steps)
     assert _verdict(tmp_path, pos.learned_vs_sinusoidal, rows) == verdict
+
+
+def test_learned_vs_sinusoidal_needs_no_test_within_the_margin(tmp_path):
+    """0.998 against 0.995, separated by the tests: still "nearly identical" (supports), and
+    the margin is not gated on the tests' agreement."""
+    acc = {"sinusoidal": five(0.998, 0.0001), "learned": five(0.995, 0.0001)}
+    evidence = _judge(tmp_path, pos.learned_vs_sinusoidal, positional_rows(acc, acc))
+    assert evidence.verdict == SUPPORTS
+    assert "tests agree" not in [g.name for g in evidence.gates]
 
 
 def _norm(norm, cold, warm, seeds=5):
@@ -200,6 +228,15 @@ def test_pre_ln_no_warmup(tmp_path, cold, verdict):
     assert _verdict(tmp_path, pos.pre_ln_no_warmup, rows) == verdict
 
 
+def test_pre_ln_supports_without_a_test(tmp_path):
+    """No warm-up better by a little at both depths, the two tests disagreeing at one: the
+    rule (a margin) needs no test, so it is not gated on their agreement."""
+    cold = {6: five(2.45, 0.01), 12: (2.47, 2.52, 2.43, 2.49, 2.50)}
+    evidence = _judge(tmp_path, pos.pre_ln_no_warmup, norm_rows(_norm("pre", cold, WARM)))
+    assert evidence.verdict == SUPPORTS, evidence.gates
+    assert "tests agree" not in [g.name for g in evidence.gates]
+
+
 @pytest.mark.parametrize("ratio, verdict, failed", [
     (lambda n, d: d / 8 if n == "post" else 0.7, SUPPORTS, None),  # 0.75 -> 1.5
     (lambda n, d: 2 - d / 12 if n == "post" else 0.7, CONTRADICTS, None),  # 1.5 -> 1.0
@@ -207,6 +244,18 @@ def test_pre_ln_no_warmup(tmp_path, cold, verdict):
 def test_post_ln_gradient_scale_against_depth(tmp_path, ratio, verdict, failed):
     rows = norm_rows(_norm("post", WARM, WARM), ratio=ratio)
     assert _verdict(tmp_path, depth.post_ln_depth, rows, failed) == verdict
+
+
+@pytest.mark.parametrize("ratio, verdict", [
+    (lambda n, d: d / 8 if n == "post" else 0.7, SUPPORTS),  # 0.25 -> 0.75 -> 1.5
+    (lambda n, d: min(d, 6) / 4 if n == "post" else 0.7, QUALIFIED)])  # flat from 6 to 12
+def test_post_ln_trend_must_rise_at_every_depth(tmp_path, ratio, verdict):
+    rows = norm_rows(_norm("post", WARM, WARM), ratio=ratio, depths=(2, 6, 12))
+    evidence = _judge(tmp_path, depth.post_ln_depth, rows)
+    assert evidence.verdict == verdict
+    if verdict == QUALIFIED:
+        assert "the rise stops" in evidence.measured and "from depth 6 to 12" in \
+            evidence.measured
 
 
 @pytest.mark.parametrize("models, decay, verdict, failed", [
