@@ -37,7 +37,8 @@ def sync_cmd(suite: str, out: str, tracking_uri: str | None) -> None:
         raise BadInput(mask(reason) if reason.startswith("tracking URI") else
                        f"tracking URI {mask(uri)}: {mask(reason)}")
     try:
-        logged, stored = sync_suite(out_dir, suite, uri, _headline(out_dir, suite))
+        logged, stored = sync_suite(out_dir, suite, uri, _headline(out_dir, suite),
+                                    description(suite))
     except OSError as e:
         raise click.ClickException(str(e)) from None
     click.echo(f"{suite}: {logged} rows logged to {mask(uri)}, {stored - logged} were there")
@@ -49,17 +50,34 @@ def _headline(out_dir: Path, suite: str) -> tuple[dict[str, float], dict[str, st
     return headline_of(out_dir, suite)
 
 
+def description(suite: str) -> str:
+    """A suite's experiment description, as `tvr run` writes it; a suite this checkout does
+    not declare (a suite file's, a plugin's not installed) is said to be one."""
+    import experiments
+    from harness.cli.sweeping import describe
+
+    try:
+        text = experiments.describe(suite)
+    except ValueError:  # unknown here
+        text = (f"Suite `{suite}`, declared outside this checkout (a suite file or a "
+                "plugin): its stored rows.")
+    return describe(text, suite)
+
+
 def build_store(out_dir: Path, uri: str) -> None:
     """Log every suite's stored rows (the reference committed with the code, on a fresh
-    clone) to the store, saying so suite by suite."""
+    clone, GPU suites included) to the store, saying so suite by suite."""
     from harness.track.sync import suites_with_results, sync_suite
 
-    for suite in suites_with_results(out_dir):
+    found = suites_with_results(out_dir)
+    for done, (folder, suite) in enumerate(found, 1):
+        where = suite if folder == out_dir else f"{folder.relative_to(out_dir)}/{suite}"
         try:
-            logged, _ = sync_suite(out_dir, suite, uri, _headline(out_dir, suite))
+            logged, _ = sync_suite(folder, suite, uri, _headline(folder, suite),
+                                   description(suite))
         except OSError as e:
-            raise click.ClickException(f"{suite}: {e}") from None
-        click.echo(f"{suite}: {logged} rows logged")
+            raise click.ClickException(f"{where}: {e}") from None
+        click.echo(f"{where}: {logged} rows logged ({done}/{len(found)} suites)")
 
 
 @click.command("doctor", epilog="Example: tvr doctor --repair")

@@ -37,6 +37,12 @@ def run_name(params: Mapping[str, Any], point_id: str) -> str:
     return f"{name[:RUN_NAME_LIMIT - 13]}~{digest}"
 
 
+def reference_name(suite: str, machine: str, measured: str) -> str:
+    """A reference parent run's name: what it is, whose rows, when measured; a user's
+    parent run is `SUITE DATE TIME`, so the two never read alike."""
+    return f"reference {suite} · {machine} · measured {measured or 'unknown'}"
+
+
 def _describe(params: Mapping[str, Any]) -> str:
     subject = params.get("mixer") or params.get("model")
     if not subject:

@@ -9,22 +9,54 @@ aside to a dated backup and rebuilds its runs from every suite's rows this way.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from harness.results import RESULTS_FILE, SERIES_FILE, read_results, read_series
+import pandas as pd
+
+from harness.results import RESULTS_FILE, SERIES_FILE, read_results, read_series, this_machine
+from harness.track.names import reference_name
 from harness.track.sqlitefile import move_aside  # noqa: F401 -- `tvr doctor`'s
 from harness.track.store import mask
 from harness.track.tracker import Tracker
+from harness.track.values import reference_tags, row_times
+
+GPU_FOLDER = "gpu"  # results/gpu/SUITE: the suites measured on a GPU machine
 
 
 def sync_suite(out_dir: Path, suite: str, uri: str,
-               headline: tuple[dict[str, float], dict[str, str]] | None = None
-               ) -> tuple[int, int]:
-    """Log every row of `suite` the store lacks, under a parent run "sync-<time>";
-    returns (rows logged, rows stored)."""
+               headline: tuple[dict[str, float], dict[str, str]] | None = None,
+               description: str = "") -> tuple[int, int]:
+    """Log every row of `suite` the store lacks, under one parent run per machine; returns
+    (rows logged, rows stored). This machine's rows go under "SUITE DATE TIME"; another
+    machine's (the reference committed with the code) under a parent named and tagged as
+    the reference, its runs carrying the machine, commit and days of their rows. The
+    experiment gets `description` if it has none."""
     path = Path(out_dir) / suite / RESULTS_FILE
     rows = read_results(path)
     series = read_series(out_dir, suite) if (path.parent / SERIES_FILE).exists() else None
-    with Tracker(uri, suite, out_dir, {"suite": suite, "synced_from": str(path)}) as tracker:
+    machines = rows["machine"].fillna("").astype(str) if "machine" in rows else \
+        pd.Series("", index=rows.index)
+    logged = 0
+    for machine in dict.fromkeys(machines):  # in the file's order
+        logged += _sync_machine(out_dir, suite, uri, rows[machines == machine], series,
+                                headline, description, machine not in ("", this_machine()))
+    return logged, len(rows)
+
+
+def _sync_machine(out_dir: Path, suite: str, uri: str, rows: pd.DataFrame,
+                  series: pd.DataFrame | None,
+                  headline: tuple[dict[str, float], dict[str, str]] | None,
+                  description: str, reference: bool) -> int:
+    """One machine's rows of `suite` under one parent run (deleted if it adds none)."""
+    labels: dict[str, Any] = {}
+    if reference:
+        tags = reference_tags(rows, suite)
+        times = [t for row in rows.to_dict("records") for t in row_times(row) if t is not None]
+        labels = {"name": reference_name(suite, tags["machine"], tags["measured"]),
+                  "tags": tags, "span": (min(times), max(times)) if times else None}
+    path = Path(out_dir) / suite / RESULTS_FILE
+    with Tracker(uri, suite, out_dir, {"suite": suite, "synced_from": str(path)},
+                 description=description, keep_note=True, **labels) as tracker:
         logged = tracker.sync(rows, series)
         if not logged:
             tracker.discard()  # nothing added: no empty parent run
@@ -33,8 +65,13 @@ def sync_suite(out_dir: Path, suite: str, uri: str,
         if tracker.error is not None:
             first = str(tracker.error).strip().splitlines()[0] if str(tracker.error) else ""
             raise OSError(f"the store failed: {mask(first)}")
-    return logged, len(rows)
+    return logged
 
 
-def suites_with_results(out_dir: Path) -> list[str]:
-    return sorted(p.parent.name for p in Path(out_dir).glob(f"*/{RESULTS_FILE}"))
+def suites_with_results(out_dir: Path) -> list[tuple[Path, str]]:
+    """(folder, suite) of every suite with results under `out_dir`, and under its gpu/
+    folder (the GPU suites committed beside the CPU reference)."""
+    found = [(p.parent.parent, p.parent.name) for p in Path(out_dir).glob(f"*/{RESULTS_FILE}")]
+    found += [(p.parent.parent, p.parent.name)
+              for p in Path(out_dir).glob(f"{GPU_FOLDER}/*/{RESULTS_FILE}")]
+    return sorted(found)

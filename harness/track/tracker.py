@@ -67,13 +67,23 @@ class Tracker:
 
     def __init__(self, uri: str | None, suite: str, out_dir: Path,
                  params: Mapping[str, Any] | None = None, description: str = "",
-                 facts: Mapping[str, Any] | None = None) -> None:
+                 facts: Mapping[str, Any] | None = None, name: str = "",
+                 tags: Mapping[str, str] | None = None,
+                 span: tuple[int, int] | None = None, keep_note: bool = False) -> None:
+        """`name`, `tags` and `span` (start and end, ms) describe rows measured elsewhere
+        (the reference: harness.track.sync): its parent run's name, tags over this
+        process's own on every run, and when its rows were measured. With `keep_note` the
+        description goes only on an experiment that has none."""
         self.uri = uri
         self.suite = suite
         self.out_dir = Path(out_dir)
         self.params = dict(params or {})
         self.description = description  # the experiment's note in the UI
-        self.tags = {**context_tags(suite), **fact_tags(facts or {})}  # on every run
+        self.keep_note = keep_note
+        self.name = name
+        self.given = dict(tags or {})
+        self.span = span
+        self.tags = {**context_tags(suite), **fact_tags(facts or {}), **self.given}  # every run
         self.names: dict[str, str] = {}  # point_id -> run name (run_names over the suite)
         self._in_flight: str | None = None  # the point run started and not yet ended
         self.experiment_id: str | None = None
@@ -122,10 +132,12 @@ class Tracker:
         self.experiment_id = self._experiment()
         self.close_orphans()
         run = self._client.create_run(
-            self.experiment_id, run_name=f"{self.suite} {time.strftime('%Y-%m-%d %H:%M:%S')}",
+            self.experiment_id,
+            run_name=self.name or f"{self.suite} {time.strftime('%Y-%m-%d %H:%M:%S')}",
+            start_time=self.span[0] if self.span else None,
             tags={"torch_version": version("torch"), **self.tags, "suite": self.suite,
                   "host": socket.gethostname(), "pid": str(os.getpid()),
-                  "machine": this_machine()})
+                  "machine": this_machine(), **self.given})
         self.parent_run_id = run.info.run_id
         self._log_batch(self.parent_run_id, params=flatten(self.params))
 
@@ -170,7 +182,7 @@ class Tracker:
             try:
                 experiment_id = self._client.create_experiment(self.suite,
                                                                artifact_location=root)
-                self._mark_training_experiment(experiment_id)
+                self._mark_training_experiment(experiment_id, noted=False)
                 return experiment_id
             except MlflowException as e:
                 if e.error_code != "RESOURCE_ALREADY_EXISTS":
@@ -180,16 +192,16 @@ class Tracker:
         if found.lifecycle_stage == "deleted":
             # Deleted in the UI but still holding the name: bring it back rather than fail.
             self._client.restore_experiment(found.experiment_id)
-        self._mark_training_experiment(found.experiment_id)
+        self._mark_training_experiment(found.experiment_id, NOTE_TAG in found.tags)
         return found.experiment_id
 
-    def _mark_training_experiment(self, experiment_id: str) -> None:
+    def _mark_training_experiment(self, experiment_id: str, noted: bool) -> None:
         """MLflow 3's UI opens an experiment of unknown kind on its GenAI overview (traces),
         which shows none of these runs; this tag makes it open on the runs table. The note
         is the experiment's description."""
         assert self._client is not None
         self._client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, TRAINING_KIND)
-        if self.description:
+        if self.description and not (noted and self.keep_note):
             self._client.set_experiment_tag(experiment_id, NOTE_TAG, self.description)
         if sqlite_path(self.uri or "") is not None:
             hide_default(self._client)
@@ -370,12 +382,13 @@ class Tracker:
         except self._errors as e:
             log.debug("could not delete run %s: %s", run_id, e)
 
-    def _terminate(self, run_id: str | None, status: str) -> None:
-        """Set a run's final status; a store failure here turns tracking off, never raises."""
+    def _terminate(self, run_id: str | None, status: str, end_ms: int | None = None) -> None:
+        """Set a run's final status (and its end, default now); a store failure here turns
+        tracking off, never raises."""
         if self._client is None or run_id is None:
             return
         try:
-            self._client.set_terminated(run_id, status)
+            self._client.set_terminated(run_id, status, end_time=end_ms)
         except self._errors as e:
             if self.error is None:
                 self._give_up(e)
@@ -397,4 +410,4 @@ class Tracker:
         if self.error is not None:  # the store may miss this: the next sync closes the run
             note_outcome(results_path(self.out_dir, self.suite).parent, self.parent_run_id,
                          status)
-        self._terminate(self.parent_run_id, status)
+        self._terminate(self.parent_run_id, status, self.span[1] if self.span else None)

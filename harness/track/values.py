@@ -123,6 +123,31 @@ def row_tags(row: Mapping[str, Any]) -> dict[str, str]:
             "git_dirty": shown(row.get("git_dirty")) or "unknown"}
 
 
+REFERENCE_TAG = "reference"  # "true" on every run of rows measured on another machine
+
+
+def measured_dates(rows: pd.DataFrame) -> str:
+    """The days rows were measured on (their measured_at): `2026-11-30`, or
+    `2026-11-30 to 2026-12-02`; "" when none says."""
+    days = sorted({str(v)[:10] for v in rows.get("measured_at", []) if shown(v)})
+    return "" if not days else days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}"
+
+
+def reference_tags(rows: pd.DataFrame, suite: str) -> dict[str, str]:
+    """Tags for rows one other machine measured (the reference committed with the code),
+    from the rows, never from the process logging them: their machine, host, torch, commit
+    (one, or "several"; "unknown" before rows named one), the days they were measured, the
+    command that measured them, and the reference tag (MLflow's User column says it too)."""
+    def one(column: str, unknown: str = "unknown") -> str:
+        values = {shown(v) for v in rows.get(column, [])} - {""}
+        return unknown if not values else values.pop() if len(values) == 1 else "several"
+
+    return {REFERENCE_TAG: "true", "machine": one("machine"), "host": one("host"),
+            "torch_version": one("torch_version"), "measured": measured_dates(rows) or "unknown",
+            "command": f"tvr run {suite}", "mlflow.user": REFERENCE_TAG,
+            "mlflow.source.git.commit": one("git_commit"), "git_dirty": one("git_dirty")}
+
+
 def _user() -> str:
     try:
         return getpass.getuser()
