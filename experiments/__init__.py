@@ -17,7 +17,7 @@ from experiments import (
     threads,
     translation,
 )
-from experiments.spec import Point
+from experiments.spec import Point, Search
 from models.plugins import BUILTIN, entries, register, warn
 
 SUITES: dict[str, Callable[[], list[Point]]] = {
@@ -44,13 +44,23 @@ SUITES: dict[str, Callable[[], list[Point]]] = {
     "translation-quick": translation.translation_quick,
     "translation-cpu-recipes": translation.translation_cpu_recipes,
     "translation-cpu": translation.translation_cpu,
+    "translation-cpu-tuned": translation.translation_cpu_tuned,
     "translation": translation.translation,
     "translation-table3": translation.translation_table3,
     "translation-table3-quick": translation.translation_table3_quick,
     "translation-tiny": translation.translation_tiny,
+    "translation-tiny-tuned": translation.translation_tiny_tuned,
     "rematch-quick": rematch.rematch_quick,
     "rematch": rematch.rematch,
     "rematch-gpu-quick": rematch.rematch_gpu_quick,
+    "scan-error": rematch.scan_error,
+}
+
+
+# Tuning searches (`tvr tune NAME`): name -> the search, whose trials are the suite NAME's points
+SEARCHES: dict[str, Callable[[], Search]] = {
+    "translation-cpu-tune": translation.translation_cpu_tune,
+    "translation-tiny-tune": translation.translation_tiny_tune,
 }
 
 

@@ -44,6 +44,20 @@ def throughput_points(suite: str, ns: list[int], d: int, batch: int,
             for n in ns for kind, cfg in THROUGHPUT]
 
 
+def scan_error_points(suite: str, ns: list[int], d: int, batch: int) -> list[Point]:
+    """minGRU and minLSTM in float32 by each form (loop, level scan, log scan) against the
+    float64 loop at each n: the largest relative error (runner "scan-error")."""
+    return [Point(suite, "scan-error", kind, n, d, batch, "float32", config=config({"scan": s}))
+            for n in ns for kind in ("min-gru", "min-lstm")
+            for s in ("sequential", "levels", "log")]
+
+
+def scan_error() -> list[Point]:
+    """The float32 error of each minGRU/minLSTM form against a float64 loop, d = 64, batch 4,
+    n = 256..16384 (powers of four): forward only, about a minute on one core."""
+    return scan_error_points("scan-error", [256, 1024, 4096, 16384], 64, 4)
+
+
 def _mqar_point(suite: str, mixer: str, pairs: int, d: int, seed: int, steps: int,
                 alphabet: int) -> Point:
     """mixer-lm with `mixer` in both layers on MQAR with `pairs` pairs; FFN 4d as the paper;

@@ -181,6 +181,15 @@ def rematch_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
     return lines
 
 
+def scan_error_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
+    """The float32 error of each minGRU/minLSTM form against a float64 loop, per n."""
+    from harness.report import rematch
+
+    return ["### Float32 error of the scans against a float64 loop", "",
+            "Largest relative error over every h_t of one layer (same weights and input).", "",
+            _save_table(out_dir, suite, "scan-error", rematch.scan_error_table(df))]
+
+
 # (predicate on a suite's results, section) in order; the first that applies is used
 SECTIONS: list[tuple[Callable[[str, pd.DataFrame], bool], Callable[..., list[str]]]] = [
     (lambda suite, df: df["runner"].isin(TRANSLATION_RUNNERS).any(), translation_section),
@@ -189,6 +198,7 @@ SECTIONS: list[tuple[Callable[[str, pd.DataFrame], bool], Callable[..., list[str
     (lambda suite, df: (df["runner"] == "threads").any(), threads_section),
     (lambda suite, df: (df["runner"] == "identities").any(), identities_section),
     (lambda suite, df: (df["runner"] == "fwdbwd").any(), rematch_section),
+    (lambda suite, df: (df["runner"] == "scan-error").any(), scan_error_section),
     (lambda suite, df: df["runner"].isin(TABLE_RUNNERS).any(), study_section),
 ]
 

@@ -84,6 +84,17 @@ def throughput(out_dir: Path, suite: str) -> plt.Figure:
     return fig
 
 
+def scan_error_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Largest relative float32 error per (layer, form) (rows) and n (columns)."""
+    ok = df[(df["runner"] == "scan-error") & (df["status"] == "ok")]
+    if ok.empty:
+        raise BadInput("no scan-error rows here; run `tvr run scan-error`")
+    table = ok.pivot_table(index=["mixer", "scan"], columns="seq_len",
+                           values="scan_rel_error", aggfunc="max")
+    table.columns = [f"n={int(n)}" for n in table.columns]
+    return table.reset_index()
+
+
 # ---------------------------------------------------------------- recall and state size
 
 

@@ -34,6 +34,7 @@ from harness.train.points import run_train
 from harness.train.probes import run_attn_init, run_grad_distance, run_layer_grads
 from harness.train.translation.baselines import run_constant, run_retrieval, run_source_copy
 from harness.train.translation.runner import run_translate
+from models.minrnn import scan_error
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 RECURRENT = ("lstm", "gru")
@@ -85,6 +86,14 @@ def run_fwdbwd(point: Point, ctx: Context) -> Result:
     row = {"fwdbwd_ms": t.median_ms, "fwdbwd_iqr_ms": t.iqr_ms, "fwdbwd_runs": t.runs,
            "fwdbwd_tokens_per_s": point.batch_size * point.seq_len / (t.median_ms / 1e3)}
     return Result(row if compile_s is None else row | {"compile_s": compile_s})
+
+
+def run_scan_error(point: Point, ctx: Context) -> Result:
+    """A minGRU/minLSTM layer in float32 by its scan against the float64 loop: the largest
+    relative error over every h_t (models.minrnn.scan_error; forward only, on the CPU)."""
+    scan = str(dict(point.config).get("scan", "log"))
+    return Result({"scan_rel_error": scan_error(
+        point.subject, point.d_model, point.batch_size, point.seq_len, scan, point.seed)})
 
 
 def variant(point: Point) -> str:
@@ -220,6 +229,7 @@ RUNNERS: dict[str, Runner] = {
     "layer": run_layer,  # time, FLOPs, memory of one mixer
     "compare": run_compare,  # ours vs PyTorch's layer, interleaved (tvr bench)
     "fwdbwd": run_fwdbwd,  # forward+backward time only (training throughput)
+    "scan-error": run_scan_error,  # float32 scans of minGRU/minLSTM against a float64 loop
     "seq-ops": run_seq_ops,  # Table 1's sequential operations (autograd graph depth)
     "path": run_path,  # Table 1's maximum path length
     "threads": run_threads,  # a layer on 1..all CPU threads, and its span at 1 thread

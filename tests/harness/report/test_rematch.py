@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 import experiments
+import models.minrnn
 from experiments.rematch import MQAR_MIXERS, THROUGHPUT
 from harness.report import claim_later as rules
 from harness.report.claims import all_claims
@@ -20,15 +21,18 @@ from tests.harness.report.claim_frames import write_suite
 NS = (64, 512, 4096)
 
 
-def fwdbwd_rows(seq_ms=lambda n: n / 10, scan_ms=lambda n: 1.0) -> list[dict]:
-    """Timings of every throughput variant: loops take seq_ms(n), scans scan_ms(n)."""
+def fwdbwd_rows(seq_ms=lambda n: n / 10, scan_ms=lambda n: 1.0, log_ms=None,
+                **extra) -> list[dict]:
+    """Timings of every throughput variant: loops take seq_ms(n), scans scan_ms(n) (the log
+    scan log_ms(n) where given)."""
     rows = []
     for n in NS:
         for kind, cfg in THROUGHPUT:
             loop = cfg.get("scan") == "sequential" or cfg.get("rnn_impl") == "cell"
+            ms = seq_ms(n) if loop else (log_ms or scan_ms)(n) if cfg.get("scan") == "log" \
+                else scan_ms(n)
             rows.append({"runner": "fwdbwd", "mixer": kind, "seq_len": n, "d_model": 64,
-                         "batch_size": 4, "fwdbwd_ms": seq_ms(n) if loop else scan_ms(n),
-                         "wall_s": 1.0, **cfg})
+                         "batch_size": 4, "fwdbwd_ms": ms, "wall_s": 1.0, **cfg, **extra})
     return rows
 
 
@@ -77,6 +81,43 @@ def test_log_depth_training(tmp_path, depth, scan_ms, verdict):
     write_suite(tmp_path, "table1", seq_ops_rows(depth))
     write_suite(tmp_path, "rematch-quick", fwdbwd_rows(scan_ms=scan_ms))
     assert rules.log_depth_training(Stored(tmp_path)).verdict == verdict
+
+
+def test_scan_claim_names_the_form_and_device_it_holds_on(tmp_path):
+    """The level scan beats the loop, the log scan does not: qualified, naming each."""
+    write_suite(tmp_path, "table1", seq_ops_rows())
+    write_suite(tmp_path, "rematch-quick", fwdbwd_rows(log_ms=lambda n: n))
+    evidence = rules.log_depth_training(Stored(tmp_path))
+    assert evidence.verdict == QUALIFIED
+    assert "holds for: levels scan on cpu (test CPU); not for: log scan on cpu (test CPU)" \
+        in evidence.measured
+    assert evidence.figure == "rematch-quick/scan-throughput.png"
+
+
+def test_gpu_rows_measured_before_the_loop_fix_are_not_judged(tmp_path):
+    write_suite(tmp_path, "table1", seq_ops_rows())
+    write_suite(tmp_path, "rematch-quick", fwdbwd_rows())
+    write_suite(tmp_path / "gpu", "rematch-gpu-quick", fwdbwd_rows(
+        log_ms=lambda n: n, device="cuda", device_name="test GPU",
+        measured_at="2026-11-30T21:00:00+00:00"))
+    evidence = rules.log_depth_training(Stored(tmp_path))
+    assert evidence.verdict == SUPPORTS  # the stale GPU log scan does not count against it
+    assert "gpu/rematch-gpu-quick, log scan on cuda (test GPU)" in evidence.measured
+    assert "shown, not judged" in evidence.measured
+
+
+def test_scan_error_is_measured_and_grows_with_n_for_the_log_scan(tmp_path):
+    rows = [{"runner": "scan-error", "mixer": k, "seq_len": n, "d_model": 8, "scan": scan,
+             "scan_rel_error": models.minrnn.scan_error(k, 8, 1, n, scan)}
+            for k in ("min-gru",) for n in (64, 4096) for scan in ("sequential", "log")]
+    err = {(r["scan"], r["seq_len"]): r["scan_rel_error"] for r in rows}
+    assert err[("log", 4096)] > 10 * err[("log", 64)] and err[("log", 4096)] > 1e-5
+    assert err[("sequential", 4096)] < 1e-5
+    write_suite(tmp_path, "table1", seq_ops_rows())
+    write_suite(tmp_path, "rematch-quick", fwdbwd_rows())
+    write_suite(tmp_path, "scan-error", rows)
+    measured = rules.log_depth_training(Stored(tmp_path)).measured
+    assert f"log n=64: {err[('log', 64)]:.2g}, n=4096: {err[('log', 4096)]:.2g}" in measured
 
 
 RECURRENT_LOW = {m: (0.5, 0.2, 0.1) for m in MQAR_MIXERS if m != "self-attention"}
