@@ -141,8 +141,9 @@ class Set:
         if not sep or not key.strip() or not value.strip():
             raise ValueError(f"--set {text}: write KEY=VALUE, e.g. --set steps=2000")
         if not _PLAIN.fullmatch(value.strip()):
-            raise ValueError(f"--set {text}: the value may hold letters, digits and . _ + - "
-                             "only (it names the results folder)")
+            raise ValueError(f"--set {text}: the value must start with a letter or digit (no "
+                             "sign: a size is positive) and hold only letters, digits and "
+                             f". _ + - (it names the results folder), e.g. --set {key.strip()}=4")
         return cls(key.strip(), value.strip())
 
     @property

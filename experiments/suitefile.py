@@ -47,6 +47,7 @@ from experiments.spec import (
     config,
     product,
 )
+from models.plugins import PLUGIN_HINT
 from models.reference import REFERENCE_KINDS
 
 if sys.version_info >= (3, 11):
@@ -237,7 +238,8 @@ def _grid(f: _File, suite: str, grid: dict, at: str, defaults: dict) -> list[Poi
     subjects = f.axis(grid[key], str, f"{at}{key}")
     for s in subjects:
         if s not in valid:
-            raise f.fail(f"{at}{key}", f"unknown {key[:-1]} {s!r}; valid: {', '.join(valid)}")
+            raise f.fail(f"{at}{key}", f"unknown {key[:-1]} {s!r}; valid: {', '.join(valid)}"
+                         f"; {PLUGIN_HINT}")
     size = {}
     for old, k in OLD_SIZES.items():
         if k in grid and old in grid:

@@ -12,12 +12,16 @@ fails to load costs a single warning line on stderr naming it; the rest works.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 BUILTIN = "tvr-bench"  # the provider named for built-in components
+PLUGIN_HINT = ("a plugin's? install its package (`pip install -e PACKAGE_DIR`) or load its "
+               "module first: `tvr --plugin path/to/module.py run ...`")
 
 
 @dataclass(frozen=True)
@@ -59,13 +63,23 @@ def register(group: str, name: str, obj: Any, provider: str) -> None:
 
 
 def import_module(module: str) -> None:
-    """`tvr --plugin MODULE`: import a module (from sys.path or the working directory) that
-    registers components with models.register_mixer / register_model / experiments.register
-    _suite. ValueError if it cannot be imported."""
-    if "" not in sys.path:
+    """`tvr --plugin MODULE`: import a module (from sys.path or the working directory), or a
+    file or package folder by its path (`path/to/module.py`: its folder goes on sys.path),
+    that registers components with models.register_mixer / register_model / experiments.
+    register_suite. ValueError if it cannot be imported."""
+    name = module
+    if module.endswith(".py") or os.sep in module:  # a path, not a module name
+        path = Path(module)
+        if path.name == "__init__.py":
+            path = path.parent  # a package: imported by its folder's name
+        if not path.exists():
+            raise ValueError(f"--plugin {module}: no such file or folder")
+        sys.path.insert(0, str(path.resolve().parent))
+        name = path.stem if path.is_file() else path.name
+    elif "" not in sys.path:
         sys.path.insert(0, "")  # a module next to the user, as `python -m` would find it
     try:
-        importlib.import_module(module)
+        importlib.import_module(name)
     except Exception as exc:  # noqa: BLE001 - the module's own error, reported in one line
         raise ValueError(f"--plugin {module}: cannot import it: {type(exc).__name__}: "
                          f"{exc}") from None

@@ -17,6 +17,27 @@ def _load(out: str, suite: str):
     return load_results(Path(out), [suite])
 
 
+def _stored(out: str, suite: str, command: str) -> None:
+    """SUITE must have results under --out; else one line with a command that works: the
+    run of a suite this checkout knows, or `command` (formatted with a suite name) on the
+    stored suite closest to a mistyped name."""
+    if (Path(out) / suite / "results.csv").is_file():
+        return
+    import difflib
+
+    import experiments
+
+    flag = "" if Path(out) == Path("results") else f" --out {out}"
+    if suite in experiments.suite_names():
+        raise BadInput(f"no results for suite {suite} under {out}: run `tvr run {suite}{flag}` "
+                       "first")
+    stored = sorted(p.parent.name for p in Path(out).glob("*/results.csv"))
+    close = difflib.get_close_matches(suite, stored, n=1)
+    fix = f"did you mean `{command.format(close[0])}{flag}`? " if close else ""
+    raise BadInput(f"unknown suite {suite!r}: {fix}suites with results under {out}: "
+                   f"{', '.join(stored) or 'none'} (`tvr suites` lists the suites to run)")
+
+
 def machine_option(func):  # noqa: ANN001, ANN201 -- a click decorator
     """--machine: whose rows the tables and figures show."""
     return click.option(
@@ -62,6 +83,7 @@ def table_cmd(fmt: str, out: str, suite: str | None, crossover: bool,
     from harness.results import load_results, machine_choice, machine_note
 
     suite = suite or ("quick" if crossover else "table1")
+    _stored(out, suite, "tvr table --suite {}" + (" --crossover" if crossover else ""))
     _check_machine(out, [suite], machine)
     with machine_choice(machine):
         df = _load(out, suite)

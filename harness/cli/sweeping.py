@@ -81,8 +81,9 @@ def tell(summary: SweepSummary, name: str, variant: bool, uri: str | None,
          o: RunOptions) -> None:
     """The summary line, the busy warning, where to look, and --fail-on's exit 1."""
     click.echo(summary.line())
-    if summary.busy_warning():
-        click.echo(summary.busy_warning(), err=True)
+    warning = summary.busy_warning(rerun_command())
+    if warning:
+        click.echo(warning, err=True)
     if variant:
         click.echo(f"tables and figures: tvr table --suite {name}; tvr plot all --suite {name}")
     if uri and summary.tracking_off is None:
@@ -93,6 +94,35 @@ def tell(summary: SweepSummary, name: str, variant: bool, uri: str | None,
         click.echo(f"failing: {counts} (--fail-on {','.join(o.fail_on)}); see "
                    f"{summary.results.parent / 'errors.log'}", err=True)
         raise SystemExit(1)
+
+
+def rerun_command() -> str:
+    """This `tvr run` as typed, with --no-resume: the options given on its command line
+    (a suite file, --only, --set, --out...), so it works for any suite or variant."""
+    import shlex
+
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    words = ["tvr"]
+    for c in (ctx.parent, ctx) if ctx.parent else (ctx,):
+        words += [c.info_name] if c is ctx else []
+        for param in c.command.params:
+            name = param.name or ""
+            if c.get_parameter_source(name) is not ParameterSource.COMMANDLINE or \
+                    name == "resume":
+                continue
+            value = c.params[name]
+            if isinstance(param, click.Argument):
+                words.append(str(value))
+            elif isinstance(param, click.Option) and param.is_flag:
+                words.append(param.opts[0] if value else param.secondary_opts[0])
+            else:
+                values = value if isinstance(param, click.Option) and param.multiple else [value]
+                for v in values:
+                    words += [param.opts[0],
+                              ",".join(v) if isinstance(v, tuple) else str(v)]
+    return shlex.join([*words, "--no-resume"])
 
 
 @contextmanager

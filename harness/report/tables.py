@@ -145,11 +145,20 @@ ATTENTION_KINDS = {  # attention mixer -> (what it is, FLOP coefficient of its n
 }
 
 
+CROSSOVER_GRID = ("self-attention (or attention-core) and another layer (lstm, gru, ...) at "
+                  "the same n and d, outside any fit or study: `tvr run quick`, or in a suite "
+                  "file a grid without fit: [[grid]] mixers = [\"self-attention\", \"lstm\"] "
+                  "seq_len = [32, 64, 128] d_model = 32 batch_size = 2")
+
+
 def crossover_table(df: pd.DataFrame) -> pd.DataFrame:
     """For each d, attention variant (whole layer, or the core alone) and layer it is set
     against (LSTM, GRU, and any other mixer in the results, e.g. a plugin's): the measured n*
     where attention's per-sequence cost equals the other layer's, in counted FLOPs and in
     forward time, beside the closed form (known for LSTM and GRU) and the paper's n = d."""
+    if not _ungrouped(layer_frame(df)).any():
+        raise BadInput(f"every point here is in a fit or a study; the crossover needs "
+                       f"{CROSSOVER_GRID}")
     ok = sweep_frame(df)
     others = [*RECURRENT_FLOP_COEF,
               *(m for m in ok["mixer"].unique()
@@ -177,8 +186,7 @@ def crossover_table(df: pd.DataFrame) -> pd.DataFrame:
                 row["n_range"] = f"{ns.min()}..{ns.max()}"
                 rows.append(row)
     if not rows:
-        raise BadInput("crossover needs self-attention (or attention-core) points and another "
-                       "layer's (lstm, gru, ...) at the same n and d; run `tvr run quick`")
+        raise BadInput(f"the crossover needs {CROSSOVER_GRID}")
     return pd.DataFrame(rows)
 
 

@@ -79,8 +79,9 @@ class SweepSummary:
             if result.values["busy"]:
                 self.busy.append((result.values["load_avg"], result.values["cpu_share"]))
 
-    def busy_warning(self) -> str | None:
-        """One line when any timed point ran on a busy machine (column `busy`), else None."""
+    def busy_warning(self, rerun: str = "") -> str | None:
+        """One line when any timed point ran on a busy machine (column `busy`), else None;
+        `rerun` is the command that measures them again (default: the suite's)."""
         if not self.busy:
             return None
         load = max(load for load, _ in self.busy)
@@ -89,7 +90,7 @@ class SweepSummary:
                 f"(load average up to {load:g} on {usable_cpus()} usable CPUs, CPU share down "
                 f"to {share:g}; busy: load above the CPUs or share below {BUSY_SHARE}): "
                 "flagged in column `busy`, their times do not compare; rerun on an idle "
-                f"machine with `tvr run {self.suite} --no-resume`")
+                f"machine with `{rerun or f'tvr run {self.suite} --no-resume'}`")
 
 
 def _record(done: Measured, path: Path, device: torch.device, facts: dict[str, Any],
