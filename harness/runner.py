@@ -28,6 +28,7 @@ class Context:
     cache_dir: Path | None = None  # the output folder: caches a point may reuse (BPE models)
     machine: str = ""  # the machine the rows name (the driver's, wherever a point runs)
     keep_checkpoints: bool = False  # a finished training point keeps its checkpoint
+    resume: bool = True  # False (--no-resume): a training point ignores its checkpoint
 
 
 @dataclass

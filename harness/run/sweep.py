@@ -153,7 +153,7 @@ def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Pa
     params = {"suite": suite, "device": str(device), "points": len(points), "min_run_time":
               min_run_time, "max_memory": max_memory, "executor": executor.name,
               **executor.params(), **facts}
-    ctx = Context(device, min_run_time, out_dir, machine, keep_checkpoints)
+    ctx = Context(device, min_run_time, out_dir, machine, keep_checkpoints, resume=resume)
     claims = Claims(path, device.type, machine)
     with logs_to(path.parent / "errors.log", tracking_uri is not None), \
             Tracker(tracking_uri, suite, out_dir, params, description, facts) as tracker:

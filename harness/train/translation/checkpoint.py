@@ -5,43 +5,104 @@ schedule states, the torch RNG state (dropout), the step reached (the data posit
 batch stream is a pure function of seed and step), the log so far (curves, FLOPs, seconds),
 the running loss and the early-stopping state (the best weights and when they were seen).
 Resuming from it gives the numbers an uninterrupted run gives, the measured seconds aside.
-It is written atomically (a temporary file in the same folder, then os.replace), so a kill
-while writing leaves the previous checkpoint whole. The file names the point's id, and a
-checkpoint of another point (a changed suite) is refused, never resumed.
+
+It holds tensors and plain data only (dicts, lists, tuples, numbers, text) and is read with
+torch.load(weights_only=True), so a crafted file cannot run code. It is written atomically
+(a temporary file in the same folder, then os.replace), so a kill while writing leaves the
+previous checkpoint whole; the temporary files a kill leaves are removed at the next start.
+A checkpoint that cannot be used (not a regular file, damaged, another point's or another
+model's) is moved aside, named in a warning, and the point starts afresh; one that cannot
+be written (a full disk, a read-only folder) is said once, and training goes on without.
 """
 
 from __future__ import annotations
 
+import io
 import os
-import tempfile
+import stat
+import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from harness.console import say
+from harness.files import write_atomic
+
 CHECKPOINTS = "checkpoints"  # the folder, beside the suite's results.csv
 
 
-def save(path: Path, state: dict[str, Any]) -> None:
-    """torch.save(state) to `path`, atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+def save(path: Path, state: dict[str, Any]) -> bool:
+    """torch.save(state) to `path`, atomically; False (and a warning) where the file cannot
+    be written: the caller trains on without checkpoints."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)  # in memory first: a failure past here is the disk's
     try:
-        torch.save(state, tmp)
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+        write_atomic(path, buffer.getvalue())
+    except OSError as e:
+        say(f"warning: cannot write checkpoint {path} ({e.strerror or e}); this point trains "
+            "on without checkpoints (a kill now restarts it from scratch)")
+        return False
+    return True
 
 
-def load(path: Path, point_id: str) -> dict[str, Any] | None:
-    """The checkpoint at `path` if it is this point's, else None (no file)."""
-    if not path.exists():
+def load(path: Path, point_id: str,
+         model: Mapping[str, torch.Tensor] | None = None) -> dict[str, Any] | None:
+    """The checkpoint at `path` if it is this point's (and fits `model`'s state dict when
+    given), else None: no file, or one moved aside with a warning. Temporary files a killed
+    writer left beside it are removed first."""
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        stale.unlink(missing_ok=True)  # this point's own writer: no other runs it now
+    try:
+        mode = os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
         return None
-    # weights_only=False: the state holds the log's plain Python objects and RNG tensors
-    # written by this harness itself, never a file from elsewhere
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    except OSError as e:
+        return _aside(path, f"cannot be read ({e.strerror})")
+    if not stat.S_ISREG(mode):
+        return _aside(path, "is not a regular file")
+    try:
+        state = torch.load(io.BytesIO(_read(path)), map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 -- whatever a damaged file raises, it is unusable
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+        return _aside(path, f"cannot be read ({type(e).__name__}: {first})")
+    if not isinstance(state, dict):
+        return _aside(path, f"holds a {type(state).__name__}, not a checkpoint")
     if state.get("point_id") != point_id:
-        raise ValueError(f"checkpoint {path} belongs to point {state.get('point_id')!r}, "
-                         f"not {point_id!r}; remove it to start this point afresh")
+        return _aside(path, f"belongs to point {str(state.get('point_id'))[:80]!r}")
+    if model is not None and not _fits(state.get("model"), model):
+        return _aside(path, "holds another model's weights (names or shapes differ)")
     return state
+
+
+def _read(path: Path) -> bytes:
+    """The file's bytes, opened without blocking or following a link, and checked to be a
+    regular file once open (a FIFO put in its place meanwhile is never read)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        return f.read()
+
+
+def _fits(saved: Any, model: Mapping[str, torch.Tensor]) -> bool:
+    """Whether saved weights have exactly the model's names and shapes."""
+    if not isinstance(saved, dict) or saved.keys() != model.keys():
+        return False
+    return all(isinstance(saved[k], torch.Tensor) and saved[k].shape == v.shape
+               for k, v in model.items())
+
+
+def _aside(path: Path, why: str) -> None:
+    """Move an unusable checkpoint out of the way (kept for a look), say so; None."""
+    backup = path.with_name(f"{path.name}.unusable-{time.strftime('%Y%m%d-%H%M%S')}")
+    try:
+        os.replace(path, backup)
+    except OSError as e:
+        say(f"warning: checkpoint {path} {why} and cannot be moved aside ({e.strerror}); "
+            "this point starts from scratch")
+        return None
+    say(f"warning: checkpoint {path} {why}: moved aside to {backup.name}; this point "
+        "starts from scratch")
+    return None

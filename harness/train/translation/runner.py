@@ -243,7 +243,7 @@ def _train_and_score(point: Point, opts: TranslateOptions, ctx: Context, model: 
         target = retrieval_bleu(corpus, held_out(corpus, "dev", opts, opts.eval_sentences))
     ckpt = checkpoint_path(point, ctx)
     plan = Plan(opts.steps, opts.peak_lr, opts.warmup, opts.label_smoothing, opts.eval_every,
-                opts.patience, checkpoint=ckpt, point_id=point.point_id)
+                opts.patience, checkpoint=ckpt, point_id=point.point_id, resume=ctx.resume)
     log = train(model, stream, plan, device, point.seed, evaluate)
     values: dict[str, Any] = {
         "n_params": count_params(model), "d_model": cfg["d_model"], "vocab": tok.get_vocab_size(),

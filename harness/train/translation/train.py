@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +94,7 @@ class Plan:
     checkpoint: Path | None = None
     point_id: str = ""
     checkpoint_s: float = 180.0
+    resume: bool = True  # False (--no-resume): train from scratch, whatever checkpoint is there
 
 
 class _Run:
@@ -111,9 +112,11 @@ class _Run:
         self.best_state: dict[str, torch.Tensor] | None = None
 
     def state(self) -> dict[str, Any]:
+        """Tensors and plain data only (the log as a dict): read back with weights_only."""
         return {"point_id": self.plan.point_id, "model": self.model.state_dict(),
                 "opt": self.opt.state_dict(), "sched": self.sched.state_dict(),
-                "rng": torch.get_rng_state(), "log": self.log, "shape_flops": self.shape_flops,
+                "rng": torch.get_rng_state(), "log": dict(vars(self.log)),
+                "shape_flops": {tuple(k): v for k, v in self.shape_flops.items()},
                 "running": (self.running, self.n_running, self.since_best),
                 "best_state": self.best_state}
 
@@ -122,14 +125,17 @@ class _Run:
         self.opt.load_state_dict(state["opt"])
         self.sched.load_state_dict(state["sched"])
         torch.set_rng_state(state["rng"])
-        self.log, self.shape_flops = state["log"], state["shape_flops"]
+        known = TrainLog.__dataclass_fields__
+        self.log = TrainLog(**{k: v for k, v in state["log"].items() if k in known})
+        self.shape_flops = state["shape_flops"]
         self.running, self.n_running, self.since_best = state["running"]
         self.best_state = state["best_state"]
         self.log.resumed_from = self.log.steps
 
     def save(self) -> None:
-        if self.plan.checkpoint is not None:
-            checkpoint.save(self.plan.checkpoint, self.state())
+        if self.plan.checkpoint is not None and \
+                not checkpoint.save(self.plan.checkpoint, self.state()):
+            self.plan = replace(self.plan, checkpoint=None)  # unwritable: train on without
 
 
 def train(model: nn.Module, stream: TrainStream, plan: Plan, device: torch.device, seed: int,
@@ -140,7 +146,8 @@ def train(model: nn.Module, stream: TrainStream, plan: Plan, device: torch.devic
     run = _Run(model, plan)
     torch.manual_seed(seed)
     model.train()
-    saved = checkpoint.load(plan.checkpoint, plan.point_id) if plan.checkpoint else None
+    saved = checkpoint.load(plan.checkpoint, plan.point_id, model.state_dict()) \
+        if plan.checkpoint and plan.resume else None
     if saved is not None:
         run.restore(saved)
     else:
