@@ -1,0 +1,431 @@
+"""A third-party anchor for Table 2: JoeyNMT trained on exactly our split and our subwords,
+decoded by its own beam search, detokenised by our tokenizer and scored by our sacrebleu call
+(scripts/anchor).
+
+export() writes, for a corpus (the Bible's split as corpus.bible() makes it at run time) and
+our shared BPE: <folder>/data/{train,dev,test}.{src,trg}, each sentence as our BPE's pieces
+separated by spaces (JoeyNMT reads them with `level: word`, so a piece is one token), the
+training pairs of at most `max_tokens` pieces a side only (the filter of our runs); vocab.txt,
+our vocabulary in id order, one piece a line (JoeyNMT's voc_file; it puts its specials first,
+so its ids are ours with <unk> and <pad> swapped); {dev,test}.ref, the raw references.
+
+run_anchor() trains JoeyNMT from a committed config (experiments/anchor/) in its own venv
+(.venv-joeynmt: its protobuf pin conflicts with MLflow) with `python -m joeynmt train` on one
+thread, under a wall-clock budget: when it runs out, the training gets SIGINT, which JoeyNMT
+catches, saving a checkpoint. A stopped scripts/anchor resumes: each sitting trains in its
+own model folder (model-<k>; JoeyNMT refuses an existing one) from the previous sitting's
+latest.ckpt (`training.load_model`, with its optimizer, schedule, data order and best score),
+on the budget left. Then `python -m joeynmt test` beam-decodes dev and test with the best
+checkpoint by the config's early-stopping metric; its pieces go back through our tokenizer
+(piece -> id -> decode) and are scored as runner "translate" scores: a row in
+<out>/translation-anchor/results.csv with the toolkit's version, the config's path and
+sha256, the split's digest, and the hypotheses beside it; JoeyNMT's validations (greedy, BLEU
+on the pieces) in series.csv. The config JoeyNMT runs is the committed one with its paths,
+model folder and (resuming) load_model filled in, and data.*.max_length set to `max_tokens`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import resource
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib.metadata import PathDistribution
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from tokenizers import Tokenizer
+
+from harness.errors import BadInput
+from harness.files import write_atomic, write_lines
+from harness.measure.machine import machine_facts
+from harness.results import (
+    append_row,
+    append_series,
+    done_points,
+    results_path,
+    series_path,
+    this_machine,
+)
+from harness.train.translation.bpe import UNK
+from harness.train.translation.corpus import Corpus
+from harness.train.translation.scoring import score
+
+SUITE = "translation-anchor"
+HYPOTHESES = "hypotheses"  # beside results.csv, named as runner "translate" names its own
+TOOLKIT = "joeynmt"
+VENV = Path(".venv-joeynmt")
+CONFIG = Path("experiments/anchor/joeynmt-transformer.yaml")
+TRAIN_SECONDS = 3900  # the default wall-clock budget of training: 65 min
+WORK = "checkpoints"  # <out>/<suite>/checkpoints/<digest>/: data, sittings (git-ignored)
+STOP_WAIT_S = 600  # how long JoeyNMT may take to save its checkpoint after SIGINT
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+              "CUDA_VISIBLE_DEVICES": ""}
+
+
+@dataclass(frozen=True)
+class Export:
+    folder: Path  # holds data/
+    train_pairs: int
+    too_long: int
+    sentences: dict[str, int]
+    epoch_tokens: int  # target pieces + EOS of the training pairs: JoeyNMT's tokens per epoch
+
+
+def pieces(tok: Tokenizer, texts: list[str]) -> list[list[str]]:
+    return [e.tokens for e in tok.encode_batch(texts)]
+
+
+def from_pieces(tok: Tokenizer, lines: list[str]) -> list[str]:
+    """Space-separated pieces back to text through our decoder (a piece we do not know,
+    JoeyNMT's <unk> included, is <unk>, which decoding drops as it drops our own)."""
+    unk = tok.token_to_id(UNK)
+    ids = [[i if (i := tok.token_to_id(p)) is not None else unk for p in line.split(" ") if p]
+           for line in lines]
+    return tok.decode_batch(ids)
+
+
+def split_digest(corpus: Corpus) -> str:
+    """A digest of the three splits: a changed split is a new anchor point."""
+    text = "\n".join(f"{name}\t{s}\t{t}" for name in ("train", "dev", "test")
+                     for s, t in getattr(corpus, name))
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+def export(corpus: Corpus, tok: Tokenizer, max_tokens: int, folder: Path) -> Export:
+    """Write folder/data/ (module docstring); the same files for the same inputs."""
+    data = folder / "data"
+    sentences: dict[str, int] = {}
+    too_long = 0
+    epoch_tokens = 0
+    for split in ("train", "dev", "test"):
+        pairs = getattr(corpus, split)
+        src, tgt = pieces(tok, [s for s, _ in pairs]), pieces(tok, [t for _, t in pairs])
+        keep = range(len(pairs))
+        if split == "train":
+            keep = [i for i in keep if len(src[i]) <= max_tokens and len(tgt[i]) <= max_tokens]
+            too_long = len(pairs) - len(keep)
+            epoch_tokens = sum(len(tgt[i]) + 1 for i in keep)
+        else:
+            write_lines(data / f"{split}.ref", [pairs[i][1] for i in keep])
+        write_lines(data / f"{split}.src", [" ".join(src[i]) for i in keep])
+        write_lines(data / f"{split}.trg", [" ".join(tgt[i]) for i in keep])
+        sentences[split] = len(keep)
+    write_lines(data / "vocab.txt", [tok.id_to_token(i) for i in range(tok.get_vocab_size())])
+    return Export(folder, sentences["train"], too_long, sentences, epoch_tokens)
+
+
+def load_config(path: Path) -> dict[str, Any]:
+    """The YAML config; BadInput when it is not a JoeyNMT config with a model."""
+    try:
+        cfg = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise BadInput(f"--config {path}: cannot read it ({type(exc).__name__})") from None
+    if not isinstance(cfg, dict) or not all(isinstance(cfg.get(k), dict)
+                                            for k in ("data", "training", "testing", "model")):
+        raise BadInput(f"--config {path}: not a JoeyNMT config (needs data, training, "
+                       "testing and model sections)")
+    return cfg
+
+
+def sitting_config(cfg: dict[str, Any], max_tokens: int, model_dir: str,
+                   load_model: str | None) -> dict[str, Any]:
+    """The config a sitting runs: the committed one with our files, its model folder and
+    the checkpoint it resumes from."""
+    out = json.loads(json.dumps(cfg))  # a deep copy
+    out["model_dir"], out["use_cuda"] = model_dir, False
+    data = out["data"]
+    data |= {"train": "data/train", "dev": "data/dev", "test": "data/test",
+             "dataset_type": "plain"}
+    for side, lang in (("src", "src"), ("trg", "trg")):
+        data[side] = data.get(side, {}) | {"lang": lang, "level": "word",
+                                           "voc_file": "data/vocab.txt",
+                                           "max_length": max_tokens}
+    out["training"].pop("load_model", None)
+    if load_model:
+        out["training"]["load_model"] = load_model
+    return out
+
+
+def toolkit_version(venv: Path) -> dict[str, str]:
+    """JoeyNMT's and torch's versions in the venv, read from their installed metadata."""
+    found: dict[str, str] = {}
+    for dist_info in sorted(venv.glob("lib/python*/site-packages/*.dist-info")):
+        name = PathDistribution(dist_info).metadata["Name"]
+        if name and name.lower() in ("joeynmt", "torch"):
+            found[name.lower()] = PathDistribution(dist_info).version
+    if "joeynmt" not in found or not (venv / "bin" / "python").exists():
+        raise BadInput(f"--venv {venv}: no JoeyNMT installed there (python3 -m venv {venv} && "
+                       f"{venv}/bin/pip install joeynmt==2.3.0 importlib-metadata)")
+    return found
+
+
+def _sittings(work: Path) -> list[Path]:
+    return sorted((p for p in work.glob("model-*") if p.name[6:].isdigit()),
+                  key=lambda p: int(p.name[6:]))
+
+
+def _read_state(work: Path) -> dict[str, Any]:
+    path = work / "sittings.json"
+    return json.loads(path.read_text()) if path.exists() else {"sittings": {}}
+
+
+def _write_state(work: Path, state: dict[str, Any]) -> None:
+    write_atomic(work / "sittings.json", json.dumps(state, indent=1) + "\n")
+
+
+def _spent(work: Path, state: dict[str, Any]) -> float:
+    """Seconds the sittings trained; a sitting whose runner was killed outright (no
+    seconds recorded) counts from its start to its log's last line."""
+    total = 0.0
+    for model_dir in _sittings(work):
+        rec = state["sittings"].get(model_dir.name, {})
+        if rec.get("seconds") is not None:
+            total += rec["seconds"]
+        elif "start" in rec and (model_dir / "train.log").exists():
+            total += max(0.0, (model_dir / "train.log").stat().st_mtime - rec["start"])
+    return total
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def cpu_spent(state: dict[str, Any]) -> float | None:
+    """CPU seconds of the training sittings (the machine may be shared: wall-clock seconds
+    alone do not say how much computing they bought); None if a sitting has none."""
+    cpu = [rec.get("cpu_seconds") for rec in state["sittings"].values()]
+    return None if None in cpu else sum(cpu)
+
+
+def _joey(venv: Path, args: list[str], work: Path, log: Path) -> subprocess.Popen:
+    """`python -m joeynmt ARGS` in the venv, in `work`, on one thread, in its own session
+    (a stop of scripts/anchor reaches it as the SIGINT we send, so it saves a checkpoint)."""
+    with open(log, "ab") as out:
+        return subprocess.Popen([str((venv / "bin" / "python").absolute()), "-m", "joeynmt",
+                                 *args], cwd=work, env=os.environ | ONE_THREAD, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _stop(proc: subprocess.Popen) -> int:
+    """SIGINT (JoeyNMT saves a checkpoint and returns), then the exit code; killed if it
+    takes longer than STOP_WAIT_S."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        return proc.wait(STOP_WAIT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
+
+
+def train(venv: Path, cfg: dict[str, Any], work: Path, max_tokens: int, budget_s: float,
+          echo: Callable[[str], None]) -> dict[str, Any]:
+    """Train in sittings until JoeyNMT ends by itself or the budget is spent; the state."""
+    state = _read_state(work)
+    while not state.get("ended"):
+        done = _sittings(work)
+        left = budget_s - _spent(work, state)
+        if left <= 0:
+            state["ended"] = "budget"
+            break
+        name = f"model-{len(done)}"
+        resume = next((f"{d.name}/latest.ckpt" for d in reversed(done)
+                       if (d / "latest.ckpt").exists()), None)
+        config = work / f"{name}.yaml"
+        write_atomic(config, yaml.safe_dump(sitting_config(cfg, max_tokens, name, resume),
+                                            sort_keys=False))
+        echo(f"anchor: training sitting {name} ({left:.0f} s of budget left"
+             f"{', from ' + resume if resume else ''}); log {work / name}.out")
+        state["sittings"][name] = {"start": time.time(), "seconds": None}
+        _write_state(work, state)
+        start, cpu = time.monotonic(), _children_cpu()
+        proc = _joey(venv, ["train", config.name, "--skip-test"], work, work / f"{name}.out")
+        try:
+            rc, ended = proc.wait(left), "finished"
+        except subprocess.TimeoutExpired:
+            rc, ended = _stop(proc), "budget"
+        except BaseException:  # our own stop: JoeyNMT checkpoints, the next run resumes
+            _stop(proc)
+            state["sittings"][name] |= {"seconds": time.monotonic() - start,
+                                        "cpu_seconds": _children_cpu() - cpu}
+            _write_state(work, state)
+            raise
+        state["sittings"][name] |= {"seconds": time.monotonic() - start, "ended": ended,
+                                    "cpu_seconds": _children_cpu() - cpu, "exit_code": rc}
+        if rc != 0:
+            _write_state(work, state)
+            raise RuntimeError(f"JoeyNMT training exited with {rc}; see {work / name}.out")
+        state["ended"] = ended
+        _write_state(work, state)
+    return state
+
+
+def _best(work: Path) -> Path:
+    """The best checkpoint by dev score: the best.ckpt of the last sitting that wrote one
+    (a resumed sitting carries the best score on, so it writes one only to beat it); the
+    last checkpoint if no validation ran."""
+    for d in reversed(_sittings(work)):
+        if (d / "best.ckpt").exists():
+            return (d / "best.ckpt").resolve()
+    for d in reversed(_sittings(work)):
+        if (d / "latest.ckpt").exists():
+            return (d / "latest.ckpt").resolve()
+    raise RuntimeError(f"JoeyNMT left no checkpoint under {work}")
+
+
+def decode(venv: Path, cfg: dict[str, Any], work: Path, max_tokens: int, best: Path
+           ) -> tuple[dict[str, list[str]], float, float]:
+    """Beam search with `best` on dev and test: the pieces per split, the seconds and the
+    CPU seconds."""
+    config = sitting_config(cfg, max_tokens, best.parent.name, None)
+    config["testing"]["load_model"] = str(best)
+    write_atomic(work / "decode.yaml", yaml.safe_dump(config, sort_keys=False))
+    start, cpu = time.monotonic(), _children_cpu()
+    proc = _joey(venv, ["test", "decode.yaml", "-o", "hyps"], work, work / "decode.out")
+    try:
+        rc = proc.wait()
+    except BaseException:
+        proc.kill()
+        raise
+    if rc != 0:
+        raise RuntimeError(f"JoeyNMT decoding exited with {rc}; see {work / 'decode.out'}")
+    out = {split: (work / f"hyps.{split}").read_text(encoding="utf-8").split("\n")[:-1]
+           for split in ("dev", "test")}
+    return out, time.monotonic() - start, _children_cpu() - cpu
+
+
+_SCORE = re.compile(r"(\w+): ([-+0-9.eE]+|nan|inf)")
+
+
+def curves(work: Path) -> dict[str, list[tuple[int, float]]]:
+    """JoeyNMT's validations (greedy, on the pieces) over all sittings, by step."""
+    out: dict[str, list[tuple[int, float]]] = {}
+    for d in _sittings(work):
+        path = d / "validations.txt"
+        for line in path.read_text().splitlines() if path.exists() else []:
+            values = dict(_SCORE.findall(line))
+            step = int(float(values.pop("Steps")))
+            for key, value in values.items():
+                out.setdefault(f"toolkit_dev_{key.lower()}", []).append((step, float(value)))
+    return out
+
+
+def checkpoint_stats(path: Path) -> dict[str, Any]:
+    """JoeyNMT's training statistics in a checkpoint (steps, target tokens, best score)."""
+    return torch.load(path, map_location="cpu", weights_only=True)["stats_state"]
+
+
+_PARAMS = re.compile(r"Total params: (\d+)")
+
+
+def logged_params(work: Path) -> int:
+    """The trainable parameters JoeyNMT counted (tied embeddings once; its positional
+    encodings are buffers), from its first sitting's log."""
+    found = _PARAMS.search((_sittings(work)[0] / "train.log").read_text(encoding="utf-8"))
+    if found is None:
+        raise RuntimeError(f"no parameter count in {_sittings(work)[0] / 'train.log'}")
+    return int(found.group(1))
+
+
+def score_split(split: str, hyps: list[str], refs: list[str], corpus: Corpus, stem: str,
+                files: dict[str, list[str]]) -> dict[str, Any]:
+    """A split's BLEU and chrF with their signatures, as runner "translate" writes them: the
+    hypotheses and references added to `files` under the paths the row names."""
+    s = score(hyps, refs)
+    out = {f"{split}_{k}": v for k, v in s.items() if not k.endswith("signature")}
+    out |= {k: v for k, v in s.items() if k.endswith("signature")}
+    out[f"{split}_sentences"] = len(refs)
+    out[f"{split}_hypotheses"] = f"{HYPOTHESES}/{stem}.{split}.txt"
+    out[f"{split}_references"] = f"{HYPOTHESES}/{corpus.name}-{len(refs)}.{split}.ref.txt"
+    files[out[f"{split}_hypotheses"]], files[out[f"{split}_references"]] = hyps, refs
+    return out
+
+
+def _git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=5, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def run_anchor(config_path: Path, out_dir: Path, corpus: Corpus, tok: Tokenizer,
+               max_tokens: int, venv: Path = VENV, budget_s: float = TRAIN_SECONDS,
+               resume: bool = True, echo: Callable[[str], None] = print,
+               shown: Path | None = None) -> dict[str, Any] | None:
+    """Export, train, decode, score; the row written (None: already done, resume).
+    `shown`: the config's path as the row names it (default: as given)."""
+    versions = toolkit_version(venv)
+    cfg = load_config(config_path)
+    sha = hashlib.sha256(Path(config_path).read_bytes()).hexdigest()
+    model = Path(config_path).stem
+    bpe = tok.get_vocab_size()
+    point_id = (f"anchor-{model}-{corpus.name}-split{split_digest(corpus)}-bpe{bpe}"
+                f"-max{max_tokens}-budget{budget_s:g}-cfg{sha[:12]}")
+    machine, table = this_machine(), results_path(out_dir, SUITE)
+    if resume and point_id in done_points(table, "cpu", machine):
+        echo(f"anchor: {point_id} is done on {machine} (in {table}); --no-resume reruns it")
+        return None
+    digest = hashlib.sha256(point_id.encode()).hexdigest()[:12]
+    work = Path(out_dir) / SUITE / WORK / f"{model}-{digest}"
+    if not resume and work.exists():
+        import shutil
+
+        shutil.rmtree(work)
+    data = export(corpus, tok, max_tokens, work)
+    state = train(venv, cfg, work, max_tokens, budget_s, echo)
+    best = _best(work)
+    echo(f"anchor: decoding dev and test with {best.relative_to(work)}")
+    hyps, decode_s, decode_cpu_s = decode(venv, cfg, work, max_tokens, best)
+    last = checkpoint_stats(next((d / "latest.ckpt").resolve() for d in reversed(_sittings(work))
+                                 if (d / "latest.ckpt").exists()))
+    stem = f"{model}-s{cfg.get('random_seed', 0)}-{digest}-cpu-{machine}"
+    files: dict[str, list[str]] = {}
+    values: dict[str, Any] = {}
+    for split in ("dev", "test"):
+        refs = [t for _, t in getattr(corpus, split)]
+        values |= score_split(split, from_pieces(tok, hyps[split]), refs, corpus, stem, files)
+    for rel, lines in files.items():
+        write_lines(table.parent / rel, lines)
+    enc, dec, testing = cfg["model"]["encoder"], cfg["model"]["decoder"], cfg["testing"]
+    facts = machine_facts(torch.device("cpu")) | {
+        "threads": 1, "torch_version": versions.get("torch", ""), "host": socket.gethostname(),
+        "executor": "subprocess", "nice": os.nice(0), "git_commit": _git_commit()}
+    row = {"suite": SUITE, "point_id": point_id, "runner": TOOLKIT, "model": model, "mixer": "",
+           "seq_len": 0, "d_model": enc.get("hidden_size", 0), "batch_size": 0,
+           "device": "cpu", "dtype": "float32", "seed": cfg.get("random_seed", 0),
+           "status": "ok", "machine": machine, "study": "anchor",
+           "toolkit": TOOLKIT, "toolkit_version": versions["joeynmt"],
+           "config": str(shown or config_path), "config_sha256": sha, "corpus": corpus.name,
+           "split": split_digest(corpus), "bpe": bpe, "max_tokens": max_tokens,
+           "n_layers": enc.get("num_layers"), "decoder_layers": dec.get("num_layers"),
+           "batch_tokens": cfg["training"].get("batch_size"),
+           "batch_type": cfg["training"].get("batch_type", "sentence"),
+           "beam": testing.get("beam_size"), "alpha": testing.get("beam_alpha"),
+           **values,
+           "n_params": logged_params(work), "train_s": _spent(work, state),
+           "train_cpu_s": cpu_spent(state),
+           "train_budget_s": budget_s, "train_ended": state["ended"],
+           "sittings": len(_sittings(work)), "updates": last["steps"],
+           "epochs": last["total_tokens"] / data.epoch_tokens,
+           "train_tokens": last["total_tokens"], "best_step": last["best_ckpt_iter"],
+           "toolkit_best_dev_bleu_pieces_greedy": last["best_ckpt_score"],
+           "train_pairs": data.train_pairs, "train_pairs_too_long": data.too_long,
+           "decode_s": decode_s, "decode_cpu_s": decode_cpu_s,
+           "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+           **facts}
+    append_row(table, row)
+    append_series(series_path(out_dir, SUITE), point_id, curves(work), machine)
+    return row

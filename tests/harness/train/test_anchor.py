@@ -1,0 +1,148 @@
+"""The third-party anchor (harness.train.translation.anchor): the export gives back our text
+through our decoder and filters training pairs as our runs do; with JoeyNMT installed in
+.venv-joeynmt, a tiny config trains a few updates and lands a row scored by our scorer."""
+
+from __future__ import annotations
+
+import sys
+from importlib.machinery import SourceFileLoader
+from importlib.metadata import PathDistribution
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.files import read_lines
+from harness.results import read_results, results_path
+from harness.train.translation import anchor
+from harness.train.translation.bpe import shared_bpe
+from harness.train.translation.corpus import Corpus
+from harness.train.translation.scoring import score
+
+REPO = Path(__file__).resolve().parents[3]
+JOEY = REPO / ".venv-joeynmt"
+
+WORDS = ["In", "the", "beginning", "God", "created", "heaven", "and", "earth.", "Mulungu",
+         "analenga", "kumwamba", "ndi", "dziko", "lapansi,", "\"Ine", "ndine", "3:16", "1,000;"]
+TRAIN = tuple((f"{a} {b} {c}", f"{c} {a} {b} {d}") for a, b, c, d in
+              zip(WORDS, WORDS[3:] + WORDS[:3], WORDS[7:] + WORDS[:7], WORDS[11:] + WORDS[:11],
+                  strict=True))
+LONG = (" ".join(["one", "two"] * 15), " ".join(["long"] * 40))  # over 24 pieces a side
+CORPUS = Corpus("tiny-test", TRAIN * 3 + (LONG,),
+                dev=TRAIN[:4], test=TRAIN[4:9])
+
+
+def test_export_round_trips_through_our_decoder_and_filters_as_we_do(tmp_path: Path) -> None:
+    tok = shared_bpe(CORPUS, 80, None)
+    data = anchor.export(CORPUS, tok, 24, tmp_path)
+    d = tmp_path / "data"
+    assert data.too_long == 1 and data.train_pairs == len(TRAIN) * 3  # the 40-piece pair
+    for split, pairs in (("train", CORPUS.train[:-1]), ("dev", CORPUS.dev),
+                         ("test", CORPUS.test)):
+        src, trg = read_lines(d / f"{split}.src"), read_lines(d / f"{split}.trg")
+        assert anchor.from_pieces(tok, src) == [s for s, _ in pairs]
+        assert anchor.from_pieces(tok, trg) == [t for _, t in pairs]
+        assert all(" ".join(e.tokens) == line for e, line in
+                   zip(tok.encode_batch([t for _, t in pairs]), trg, strict=True))
+    assert read_lines(d / "test.ref") == [t for _, t in CORPUS.test]
+    vocab = read_lines(d / "vocab.txt")
+    assert vocab == [tok.id_to_token(i) for i in range(tok.get_vocab_size())]
+    assert data.epoch_tokens == sum(len(line.split(" ")) + 1
+                                    for line in read_lines(d / "train.trg"))
+    assert anchor.from_pieces(tok, ["<unk> " + read_lines(d / "dev.trg")[0]]) == [CORPUS.dev[0][1]]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(WORDS), min_size=1, max_size=30))
+def test_any_text_of_known_words_round_trips(words: list[str]) -> None:
+    tok = _tok()
+    text = " ".join(words)
+    assert anchor.from_pieces(tok, [" ".join(p) for p in anchor.pieces(tok, [text])]) == [text]
+
+
+_TOK = []
+
+
+def _tok():
+    if not _TOK:
+        _TOK.append(shared_bpe(CORPUS, 80, None))
+    return _TOK[0]
+
+
+def _script():
+    loader = SourceFileLoader("anchor_script", str(REPO / "scripts" / "anchor"))
+    module = ModuleType(loader.name)
+    module.__file__ = loader.path
+    loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("venv_ok", [True, False])
+def test_bad_input_is_one_line_and_exit_code_2(tmp_path: Path, monkeypatch, capsys,
+                                               venv_ok: bool) -> None:
+    venv = tmp_path / "venv"
+    if venv_ok:  # a venv with JoeyNMT's metadata: the config is checked next
+        info = venv / "lib" / "python3.11" / "site-packages" / "joeynmt-2.3.0.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: joeynmt\nVersion: 2.3.0\n")
+        (venv / "bin").mkdir()
+        (venv / "bin" / "python").write_text("")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: {}\n")
+    monkeypatch.setattr(sys, "argv", ["scripts/anchor", "--config", str(bad), "--out",
+                                      str(tmp_path / "out"), "--venv", str(venv)])
+    assert _script().main() == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1
+    assert ("not a JoeyNMT config" if venv_ok else "no JoeyNMT installed") in err
+    assert not (tmp_path / "out" / "bpe").exists()  # refused before any work
+
+
+def _tiny_config(tmp_path: Path) -> Path:
+    """The committed Transformer config at toy sizes and 6 updates."""
+    cfg = yaml.safe_load((REPO / anchor.CONFIG).read_text())
+    for side in ("encoder", "decoder"):
+        cfg["model"][side] |= {"num_layers": 1, "num_heads": 2, "hidden_size": 16,
+                               "ff_size": 32}
+        cfg["model"][side]["embeddings"]["embedding_dim"] = 16
+    cfg["training"] |= {"batch_size": 200, "validation_freq": 3, "logging_freq": 3,
+                        "updates": 6}
+    cfg["testing"] |= {"batch_size": 400}
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+@pytest.mark.skipif(not (JOEY / "bin" / "python").exists(),
+                    reason=f"JoeyNMT is not installed in {JOEY} (python3 -m venv .venv-joeynmt "
+                           "&& .venv-joeynmt/bin/pip install joeynmt==2.3.0 torch==2.5.1 "
+                           "importlib-metadata)")
+def test_joeynmt_trains_and_its_row_is_scored_by_our_scorer(tmp_path: Path) -> None:
+    tok = _tok()
+    config = _tiny_config(tmp_path)
+    lines: list[str] = []
+    row = anchor.run_anchor(config, tmp_path, CORPUS, tok, 24, JOEY, 300, echo=lines.append)
+    assert row is not None
+    [stored] = read_results(results_path(tmp_path, anchor.SUITE)).to_dict("records")
+    version = next(PathDistribution(p).version
+                   for p in JOEY.glob("lib/python*/site-packages/joeynmt-*.dist-info"))
+    assert stored["toolkit"] == "joeynmt" and stored["toolkit_version"] == version
+    assert stored["updates"] == 6 and stored["train_ended"] == "finished"
+    assert stored["n_params"] > 0 and stored["config_sha256"] == row["config_sha256"]
+    suite = results_path(tmp_path, anchor.SUITE).parent
+    for split, pairs in (("dev", CORPUS.dev), ("test", CORPUS.test)):
+        hyps = read_lines(suite / stored[f"{split}_hypotheses"])
+        assert len(hyps) == len(pairs) == stored[f"{split}_sentences"]
+        assert read_lines(suite / stored[f"{split}_references"]) == [t for _, t in pairs]
+        ours = score(hyps, [t for _, t in pairs])  # our scorer on the saved hypotheses
+        assert stored[f"{split}_bleu"] == pytest.approx(ours["bleu"])
+        assert stored[f"{split}_chrf"] == pytest.approx(ours["chrf"])
+        assert stored["bleu_signature"] == ours["bleu_signature"]
+        assert stored["chrf_signature"] == ours["chrf_signature"]
+    # a rerun skips the finished row
+    assert anchor.run_anchor(config, tmp_path, CORPUS, tok, 24, JOEY, 300,
+                             echo=lines.append) is None
+    assert "is done" in lines[-1]
