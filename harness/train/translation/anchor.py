@@ -166,7 +166,7 @@ def toolkit_version(venv: Path) -> dict[str, str]:
             found[name.lower()] = PathDistribution(dist_info).version
     if "joeynmt" not in found or not (venv / "bin" / "python").exists():
         raise BadInput(f"--venv {venv}: no JoeyNMT installed there (python3 -m venv {venv} && "
-                       f"{venv}/bin/pip install joeynmt==2.3.0 importlib-metadata)")
+                       f"{venv}/bin/pip install joeynmt==2.3.0 torch==2.5.1 importlib-metadata)")
     return found
 
 

@@ -72,6 +72,23 @@ def _tok():
     return _TOK[0]
 
 
+@pytest.mark.parametrize("name", ["joeynmt-transformer", "joeynmt-rnn"])
+def test_committed_configs_are_joeynmt_s_at_our_sizes(name: str) -> None:
+    from experiments.translation import CPU, CPU_D_MODEL
+
+    cfg = anchor.load_config(REPO / "experiments" / "anchor" / f"{name}.yaml")
+    assert cfg["joeynmt_version"] == "2.3.0" and cfg["use_cuda"] is False
+    assert cfg["testing"]["beam_size"] == 4 and cfg["testing"]["beam_alpha"] == 0.6
+    for side in ("src", "trg"):
+        assert cfg["data"][side]["level"] == "word"
+        assert cfg["data"][side]["max_length"] == CPU["max_tokens"]
+    assert cfg["model"]["encoder"]["embeddings"]["embedding_dim"] == CPU_D_MODEL
+    run = anchor.sitting_config(cfg, 24, "model-1", "model-0/latest.ckpt")
+    assert run["data"]["src"]["max_length"] == 24 and run["model_dir"] == "model-1"
+    assert run["training"]["load_model"] == "model-0/latest.ckpt"
+    assert run["model"] == cfg["model"] and run["testing"] == cfg["testing"]
+
+
 def _script():
     loader = SourceFileLoader("anchor_script", str(REPO / "scripts" / "anchor"))
     module = ModuleType(loader.name)
