@@ -73,8 +73,12 @@ Examples:
 @click.option("--suite", default=None, metavar="SUITE", shell_complete=complete_stored_suites,
               help="Suite whose results to use [default: table1, or quick with --crossover].")
 @click.option("--crossover", is_flag=True, help="The n-versus-d crossover table instead.")
+@click.option("--wide", is_flag=True,
+              help="Every column (each exponent's standard error and r², the fit ranges); "
+                   "by default markdown and latex show each exponent as '2.00 ± 0.00'. csv "
+                   "and json are always wide.")
 @machine_option
-def table_cmd(fmt: str, out: str, suite: str | None, crossover: bool,
+def table_cmd(fmt: str, out: str, suite: str | None, crossover: bool, wide: bool,
               machine: str | None) -> None:
     """Table 1 of the paper beside what was measured (from `tvr run table1`); with --suite
     a layer sweep's fitted exponents; with --crossover where attention stops being cheaper."""
@@ -101,6 +105,8 @@ def table_cmd(fmt: str, out: str, suite: str | None, crossover: bool,
         echo_json({"suite": suite, "machine": name, "whose": whose, "notes": notes,
                    "rows": json.loads(table.to_json(orient="records"))})
         return
+    if fmt in ("markdown", "latex") and not wide:
+        table = tables.compact(table)
     click.echo(tables.render(table, fmt), nl=False)
     if fmt == "markdown" and notes:
         click.echo("\n" + "\n".join(f"- {n}" for n in notes))

@@ -205,6 +205,24 @@ def latex_table(table: pd.DataFrame, floatfmt: str = ".4g") -> str:
     return styler.format_index(escape="latex", axis=1).to_latex() + "\n"
 
 
+def compact(table: pd.DataFrame) -> pd.DataFrame:
+    """The table as the README shows it: each fitted exponent and its standard error in one
+    cell, "2.00 ± 0.00" under "flops in n"; the fits' r² and ranges left out (`--wide`
+    keeps every column)."""
+    out = {}
+    for col in table.columns:
+        if col.endswith("_exp"):
+            key = col.removesuffix("_exp")
+            metric, _, axis = key.rpartition("_")
+            se = table.get(f"{key}_se", pd.Series(np.nan, index=table.index))
+            out[f"{metric} in {axis}"] = [
+                "" if pd.isna(k) else f"{float(k):.2f} ± {float(e):.2f}" if pd.notna(e)
+                else f"{float(k):.2f}" for k, e in zip(table[col], se, strict=True)]
+        elif not col.endswith(("_se", "_r2")) and col not in ("n_fit", "d_fit"):
+            out[col] = table[col]
+    return pd.DataFrame(out, index=table.index)
+
+
 def render(table: pd.DataFrame, fmt: str, floatfmt: str = ".4g") -> str:
     """Markdown (default), CSV or LaTeX text for a table."""
     if fmt == "csv":
