@@ -8,12 +8,16 @@ import logging
 import os
 import shutil
 import sqlite3
+import stat
+import urllib.parse
 from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.console import say
 from harness.files import user_cache
-from harness.track.sqlitefile import sqlite_problem, sqlite_uri
+from harness.inputs import is_virtual
+from harness.track.sqlitefile import SQLITE_MAGIC, sqlite_uri
 from harness.track.store import without_credentials
 
 if TYPE_CHECKING:
@@ -62,27 +66,31 @@ TEMPLATE_ENV = "TVR_STORE_TEMPLATE"
 
 
 def schema_template() -> Path:
-    """$TVR_STORE_TEMPLATE, else the empty store of this MLflow version in the user's cache
-    (~/.cache/tvr-bench/, or under $XDG_CACHE_HOME)."""
+    """Where the empty store new stores copy is kept: the empty store of this MLflow version
+    in the user's cache (~/.cache/tvr-bench/, or under $XDG_CACHE_HOME)."""
     import mlflow
 
-    if os.environ.get(TEMPLATE_ENV):
-        return Path(os.environ[TEMPLATE_ENV])
     return user_cache() / f"mlflow-{mlflow.__version__}-empty.db"
 
 
 def build_schema(path: Path) -> None:
     """Create MLflow's tables in the new SQLite file `path`. Opening a new store runs MLflow's
     migrations (2-5 s on CPU, most of what tracking costs a short sweep), so the first store
-    built per MLflow version is kept, empty, as a template, and later ones start as its copy;
-    a template that fails the store check is built again."""
+    built per MLflow version is kept, empty, as a template, and later ones start as its copy.
+
+    The template is only ever a file tvr-bench writes in its own cache, rebuilt there when it
+    is not a sound empty store of this MLflow's schema (damaged, holding runs, an older
+    schema), or the file $TVR_STORE_TEMPLATE names: used where it already is such a store,
+    built there where nothing is, and otherwise refused in one line, never written."""
     from mlflow import MlflowClient
 
-    template = schema_template()
-    if _complete(template):
+    template, writable = _chosen_template()
+    if template.exists() and _template_problem(template) is None:
         shutil.copyfile(template, path)
         return
     hide_default(MlflowClient(tracking_uri=sqlite_uri(path)))
+    if not writable:
+        return
     tmp = template.with_name(f".{template.name}.{os.getpid()}.tmp")
     try:
         template.parent.mkdir(parents=True, exist_ok=True)
@@ -95,13 +103,70 @@ def build_schema(path: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _complete(template: Path) -> bool:
-    """Whether `template` is a sound store with MLflow's schema (an empty file is sound)."""
-    if not template.is_file() or sqlite_problem(template) is not None:
-        return False
-    with closing(sqlite3.connect(template)) as con:
-        return con.execute("SELECT 1 FROM sqlite_master WHERE name = 'alembic_version'"
-                           ).fetchone() is not None
+_refused: set[str] = set()  # the templates said refused in this process: said once
+
+
+def _chosen_template() -> tuple[Path, bool]:
+    """(the template to copy, whether it may be (re)written): $TVR_STORE_TEMPLATE where it is
+    usable or names nothing yet, else the cache's."""
+    cache = schema_template()
+    named = os.environ.get(TEMPLATE_ENV)
+    if not named:
+        return cache, True
+    path = Path(named)
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return path, True  # nothing there: the first store becomes it
+    except OSError as e:
+        reason: str | None = f"cannot be read ({e.strerror})"
+    else:
+        reason = _template_problem(path)
+    if reason is None:
+        return path, False
+    if named not in _refused:
+        _refused.add(named)
+        say(f"warning: ${TEMPLATE_ENV}={named} {reason}: not used as the empty store's "
+            f"template, nor written; the template is kept in {cache}")
+    return cache, True
+
+
+def _template_problem(path: Path) -> str | None:
+    """Why `path` cannot be the template (not a regular SQLite file, not MLflow's, another
+    schema than this MLflow's, holding runs), or None. Read only: opened read-only, never
+    recovered or written."""
+    try:
+        mode = os.lstat(path).st_mode
+        if not stat.S_ISREG(mode) or is_virtual(path):
+            return "is not a regular file"
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as f:
+            head = f.read(len(SQLITE_MAGIC))
+    except OSError as e:
+        return f"cannot be read ({e.strerror})"
+    if head != SQLITE_MAGIC:
+        return "is not an SQLite database"
+    try:
+        uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
+        with closing(sqlite3.connect(uri, uri=True, timeout=1.0)) as con:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
+            if not {"alembic_version", "runs", "experiments"} <= tables:
+                return "is not an MLflow store"
+            version = con.execute("SELECT version_num FROM alembic_version").fetchone()
+            runs = con.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+            experiments = con.execute("SELECT COUNT(*) FROM experiments "
+                                      "WHERE experiment_id != 0").fetchone()[0]
+    except sqlite3.Error as e:
+        return f"cannot be read as an SQLite database ({first_line(e, 100)})"
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    head_version = _get_latest_schema_revision()
+    if version is None or version[0] != head_version:
+        return (f"holds MLflow schema {version[0] if version else 'none'}, not this MLflow's "
+                f"{head_version}")
+    if runs or experiments:
+        return f"is not empty ({runs} runs, {experiments} experiments)"
+    return None
 
 
 def hide_default(client: MlflowClient) -> None:

@@ -214,23 +214,6 @@ def test_new_stores_start_as_a_copy_of_the_first_one_built(tmp_path: Path,
     assert template.read_bytes() != copied.read_bytes()  # the template stays empty
 
 
-@pytest.mark.parametrize("damage", ["garbage", "empty"])
-def test_a_broken_template_is_built_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                          damage: str) -> None:
-    from mlflow import MlflowClient
-
-    from harness.track.client import build_schema
-    from harness.track.sqlitefile import create_sqlite
-
-    template = tmp_path / "empty.db"
-    template.write_bytes(b"not a database" * 50 if damage == "garbage" else b"")
-    monkeypatch.setenv("TVR_STORE_TEMPLATE", str(template))
-    db = tmp_path / "out" / "mlflow.db"
-    create_sqlite(db, build_schema)
-    assert MlflowClient(store.sqlite_uri(db)).search_experiments() == []
-    assert _schema(template) == _schema(db)
-
-
 @pytest.mark.parametrize(("uri", "whole"), [("sqlite:///x.db", True),
                                             ("postgresql://u@127.0.0.1/db", True),
                                             ("http://127.0.0.1:5000", False)])
