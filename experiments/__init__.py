@@ -54,6 +54,7 @@ SUITES: dict[str, Callable[[], list[Point]]] = {
     "rematch": rematch.rematch,
     "rematch-gpu-quick": rematch.rematch_gpu_quick,
     "scan-error": rematch.scan_error,
+    "mqar": rematch.mqar,
 }
 
 

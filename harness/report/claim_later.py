@@ -12,6 +12,7 @@ import pandas as pd
 
 from harness.report.evidence import Claim, Evidence, Missing, Stored
 from harness.report.gates import MIN_SEEDS  # recall verdicts: seeds per configuration
+from harness.report.rematch import best_lr, floor
 from harness.report.stats import fmt, loglog_fit, paired
 from harness.report.verdicts import CONTRADICTS, QUALIFIED, SUPPORTS
 
@@ -20,7 +21,7 @@ LATER = "Later work, not the paper's"  # every claim here starts with it
 LOG_EXP_MAX = 0.5  # a depth growing as log n fits n^k with k well below this over n = 16..256
 DOUBLING_SPREAD = 0.25  # per-doubling depth increments within this of their mean: log n
 MIN_SPEEDUP = 1.0  # the scan must beat the loop by more than this at the longest n
-RECALLED = 0.9  # attention has learned recall where its mean accuracy reaches this
+RECALLED = 0.99  # attention has learned recall where its mean accuracy reaches this (Zoology)
 SCANNED = ("min-gru", "min-lstm")
 SCANS = ("sequential", "levels", "log")  # the forms of models/minrnn.py
 LOOP_FIX = "2026-12-01T20:19:29+00:00"  # the loops' backward was O(n^2) before this
@@ -155,24 +156,35 @@ def _scan_error(stored: Stored) -> str:
                       for s in SCANS if s in err.index))
 
 
-def _recall_rows(stored: Stored) -> tuple[pd.DataFrame, float]:
-    """The pairs sweep (at the most common width) and chance."""
-    df = _rematch(stored, study="mqar-state", runner="train")
-    d = int(df["d_model"].astype(int).mode().iloc[0])
-    df = df[df["d_model"].astype(int) == d].assign(pairs=lambda f: f["seq_len"].astype(int))
-    return df, float(2 / df["alphabet_size"].astype(float).max())
+def _recall_rows(stored: Stored) -> pd.DataFrame:
+    """The pairs sweep (at the most common width) of suite mqar where it has rows, else the
+    rematch suites', each model at its best learning rate."""
+    try:
+        df = stored.rows("mqar", study="mqar-state", runner="train")
+    except Missing:
+        df = _rematch(stored, study="mqar-state", runner="train")
+    df = df.assign(pairs=lambda f: f["seq_len"].astype(int),
+                   d_model=lambda f: f["d_model"].astype(int))
+    d = int(df["d_model"].mode().iloc[0])
+    return best_lr(df[df["d_model"] == d])
+
+
+def _floors(pairs) -> str:
+    return ", ".join(f"{int(p)} pairs {fmt(floor(int(p)))}" for p in sorted(set(pairs)))
 
 
 def attention_recalls_more(stored: Stored) -> Evidence:
-    df, chance = _recall_rows(stored)
+    df = _recall_rows(stored)
     seeds = int(df.groupby(["mixer_kind", "pairs"])["seed"].nunique().min())
     mean = df[df["mixer_kind"] == "self-attention"].groupby("pairs")["final_accuracy"].mean()
-    rule = (f"at the most pairs at which attention has learned recall (mean accuracy >= "
-            f"{RECALLED}), supports if attention beats every recurrent model on every seed "
-            "(paired by seed), contradicts if a recurrent model beats it on every seed, else "
-            f"qualified; {INCONCLUSIVE} with fewer than {MIN_SEEDS} seeds, or where attention "
-            "has learned recall at no pairs count (then the models are still on the way and "
-            "their order says nothing about capacity)")
+    rule = (f"each model at its best learning rate; at the most pairs at which attention has "
+            f"learned recall (mean accuracy >= {RECALLED}, as Zoology asks of attention, and "
+            "so far above the no-recall floor: guessing among the values in context), "
+            "supports if attention beats every recurrent model on every seed (paired by "
+            "seed), contradicts if a recurrent model beats it on every seed, else qualified; "
+            f"{INCONCLUSIVE} with fewer than {MIN_SEEDS} seeds, or where attention has learned "
+            "recall at no pairs count (then the models are still on the way and their order "
+            "says nothing about capacity)")
     scale = (_scale(df) + f", d = {int(df['d_model'].iloc[0])}, up to "
              f"{int(df['steps'].max())} steps")
     learned = mean[mean >= RECALLED]
@@ -182,9 +194,10 @@ def attention_recalls_more(stored: Stored) -> Evidence:
                f"attention below {RECALLED} at every pairs count; mean accuracy "
                + "; ".join(f"{p} pairs: " + ", ".join(f"{k} {fmt(v)}" for k, v in
                                                      accs[p].items()) for p in mean.index)
-               + f" (chance {fmt(chance)})")
+               + f" (no-recall floor: {_floors(df['pairs'])}; to pass: `tvr run mqar "
+               "--executor ray`, trained long enough for attention to learn recall)")
         return Evidence(f"{df['suite'].iloc[0]}, study mqar-state", why, INCONCLUSIVE, rule,
-                        scale)
+                        scale, figure=f"{df['suite'].iloc[0]}/mqar-state.png")
     p = int(learned.index.max())
     at = df[df["pairs"] == p]
     diffs = {k: paired(at[at["mixer_kind"] == k], at[at["mixer_kind"] == "self-attention"],
@@ -194,12 +207,13 @@ def attention_recalls_more(stored: Stored) -> Evidence:
     accs = at.groupby("mixer_kind")["final_accuracy"].mean()
     measured = (f"{p} pairs: mean accuracy " + ", ".join(f"{k} {fmt(v)}" for k, v in
                                                            accs.items())
-                + f" (chance {fmt(chance)}, {seeds} seeds); attention minus " + "; ".join(
+                + f" (no-recall floor {fmt(floor(p))}, {seeds} seeds); attention minus " + "; ".join(
                     f"{k}: {d.text()}" for k, d in diffs.items()))
     verdict = CONTRADICTS if lost else SUPPORTS if won else QUALIFIED
     return Evidence(f"{df['suite'].iloc[0]}, study mqar-state: pairs swept at d = "
                     f"{int(df['d_model'].iloc[0])}, mixer-lm with only the mixer changed",
-                    measured, verdict, rule, scale)
+                    measured, verdict, rule, scale,
+                    figure=f"{df['suite'].iloc[0]}/mqar-state.png")
 
 
 CLAIMS = [

@@ -103,7 +103,8 @@ def parallel_hardware(stored: Stored) -> Evidence:
                     "hardware here, not that recurrence parallelises)")
         return Evidence("table1, fit=fixed-tokens (CPU); GPU suites under <out>/gpu",
                         measured, NOT_HERE, rule, _layer_scale(pd.concat([rows, attn])),
-                        facts=scale_facts(pd.concat([rows, attn])))
+                        facts=scale_facts(pd.concat([rows, attn])),
+                        figure="table1/fixed-tokens.png")
     both = gpu[gpu["mixer"].isin(["self-attention", "lstm"])]  # complexity-gpu rows
     pairs = both.pivot_table(index=["seq_len", "d_model"], columns="mixer",
                              values="fwd_ms", aggfunc="median").dropna()
@@ -119,7 +120,8 @@ def parallel_hardware(stored: Stored) -> Evidence:
         f"GPU layer rows under <out>/gpu at n = {n}, d = {d}",
         f"achieved forward rate: attention {fmt(rate['self-attention'])} GFLOP/s, LSTM "
         f"{fmt(rate['lstm'])} GFLOP/s (ratio {fmt(ratio)}; one timing per point, median of "
-        "its timed calls)", verdict, rule, _layer_scale(at), facts=scale_facts(at))
+        "its timed calls)", verdict, rule, _layer_scale(at), facts=scale_facts(at),
+        figure=f"gpu/{at['suite'].iloc[0]}/crossover-float32.md")
 
 
 def parallel_threads(stored: Stored) -> Evidence:
@@ -280,10 +282,11 @@ def _fixed_tokens_gpu(rows: pd.DataFrame, rule: str) -> Evidence:
     verdict = verdicts[0] if len(set(verdicts)) == 1 else (
         CONTRADICTS if CONTRADICTS in verdicts else QUALIFIED)
     tokens = int((rows["batch_size"] * rows["seq_len"]).iloc[0])
-    return Evidence(f"GPU rows under <out>/gpu, fit=fixed-tokens, {tokens} tokens per batch "
-                    "(figure gpu/fixed-tokens-gpu/fixed-tokens.png)",
-                    "; ".join(parts) + " (one timing per point, median of its timed calls)",
-                    verdict, rule, _layer_scale(rows), facts=scale_facts(rows))
+    suite = rows["suite"].iloc[0]
+    return Evidence(f"GPU rows under <out>/gpu/{suite}, fit=fixed-tokens, {tokens} tokens per "
+                    "batch", "; ".join(parts) + " (one timing per point, median of its timed "
+                    "calls)", verdict, rule, _layer_scale(rows), facts=scale_facts(rows),
+                    figure=f"gpu/{suite}/fixed-tokens.png")
 
 
 CLAIMS = [
@@ -291,10 +294,10 @@ CLAIMS = [
           "table1", "table1/sequential-ops.png", sequential_ops),
     Claim("parallel-hardware", "Recurrence's sequential nature precludes parallelization "
           "within training examples (measured on parallel hardware: a GPU)", "table1",
-          "table1/fixed-tokens.png", parallel_hardware),
+          "gpu/fixed-tokens-gpu/fixed-tokens.png", parallel_hardware),
     Claim("parallel-threads", "Recurrence precludes parallelization within training examples "
-          "(CPU threads, and a work-span projection to P = 10^5)", "threads", "",
-          parallel_threads),
+          "(CPU threads, and a work-span projection to P = 10^5)", "threads",
+          "threads/scaling.md", parallel_threads),
     Claim("path-length", "Maximum path length: O(1) for self-attention, O(n) for recurrence",
           "table1", "table1/path-length.png", path_length),
     Claim("complexity", "Per-layer cost: O(n^2 d) for self-attention, O(n d^2) for recurrence",

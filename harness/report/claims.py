@@ -68,18 +68,38 @@ def ledger(out_dir: Path, claims: list[Claim] | None = None) -> pd.DataFrame:
     stored = Stored(out_dir)
     rows = []
     for claim in claims:
+        stored.read = []
         e = judge(claim, stored)
         chosen = e.figure or claim.figure
         figure = chosen if chosen and (Path(out_dir) / chosen).exists() else ""
         facts = {k: e.facts.get(k, "") for k in SCALE_FIELDS}
         rows.append({"key": claim.key, "claim": claim.claim, "verdict": e.verdict,
                      "kind": e.kind, "measured": e.measured, "points": e.points,
+                     "point_ids": _read(stored.read),
                      "rule": e.rule, "gates": as_records(e.gates),
                      "tests": as_records(e.tests), "ungated": e.ungated, **facts,
                      "scale": e.scale, "suite": claim.suite, "figure": figure})
-    columns = ["key", "claim", "verdict", "kind", "measured", "points", "rule", "gates",
+    columns = ["key", "claim", "verdict", "kind", "measured", "points", "point_ids", "rule",
+               "gates",
                "tests", "ungated", *SCALE_FIELDS, "scale", "suite", "figure"]
     return pd.DataFrame(rows, columns=columns)
+
+
+def _read(read: list[dict]) -> list[dict]:
+    """The rows a rule read, one record per suite and filter (repeated reads merged): the
+    provenance of its verdict as point ids of <out>/<suite>/results.csv."""
+    merged: dict[tuple, dict] = {}
+    for r in read:
+        key = (r["suite"], tuple(sorted(r["filter"].items())))
+        merged.setdefault(key, {**r, "point_ids": []})
+        seen = merged[key]["point_ids"]
+        seen += [i for i in r["point_ids"] if i not in seen]
+    return list(merged.values())
+
+
+def _read_text(records: list[dict]) -> str:
+    return "; ".join(f"{r['suite']}" + "".join(f" {k}={v}" for k, v in r["filter"].items())
+                     + f": {len(r['point_ids'])} points" for r in records)
 
 
 def _gate_text(records: list[dict]) -> str:
@@ -94,7 +114,8 @@ def render(table: pd.DataFrame, fmt: str) -> str:
     """Markdown (a summary table, then one section per claim), CSV or JSON text."""
     if fmt == "csv":
         flat = table.assign(gates=table["gates"].map(_gate_text),
-                            tests=table["tests"].map(_test_text))
+                            tests=table["tests"].map(_test_text),
+                            point_ids=table["point_ids"].map(_read_text))
         return flat.to_csv(index=False, lineterminator="\n")
     if fmt == "json":
         return json.dumps(table.to_dict(orient="records"), indent=1, ensure_ascii=False) + "\n"

@@ -96,6 +96,12 @@ class Stored:
     def __init__(self, out_dir: Path) -> None:
         self.out_dir = Path(out_dir)
         self._cache: dict[str, pd.DataFrame] = {}
+        self.read: list[dict] = []  # what rows() and gpu() returned: suite, filter, point ids
+
+    def _note(self, suite: str, where: dict, df: pd.DataFrame) -> None:
+        ids = df["point_id"].astype(str).drop_duplicates().tolist() if "point_id" in df else []
+        self.read.append({"suite": suite, "filter": {k: str(v) for k, v in where.items()},
+                          "point_ids": ids})
 
     def rows(self, suite: str, **where: object) -> pd.DataFrame:
         """The suite's finished rows (ok or diverged) matching `where`; Missing if none."""
@@ -112,6 +118,7 @@ class Stored:
         if df.empty:
             what = ", ".join(f"{k}={v}" for k, v in where.items()) or "finished"
             raise Missing(suite, f"suite {suite} has no {what} rows")
+        self._note(suite, where, df)
         return df
 
     def gpu(self) -> pd.DataFrame | None:
@@ -121,4 +128,8 @@ class Stored:
             return None
         df = load_results(gpu_dir)
         df = df[(df["status"] == "ok") & (df["device"].astype(str) == "cuda")]
-        return df if len(df) else None
+        if not len(df):
+            return None
+        for suite, rows in df.groupby("suite"):
+            self._note(f"{GPU_DIR}/{suite}", {"device": "cuda"}, rows)
+        return df

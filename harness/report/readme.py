@@ -272,7 +272,7 @@ def rematch_throughput(out: Path) -> str:
 
 def rematch_mqar(out: Path) -> str:
     """MQAR accuracy against pairs and width: the figure and its numbers."""
-    from harness.report.rematch import STUDY, chance, mqar_frame, mqar_table
+    from harness.report.rematch import STUDY, floor, mqar_frame, mqar_table
 
     _rows(out, "rematch-quick", study=STUDY)  # or: not measured, run rematch-quick
     pts = mqar_frame(out, "rematch-quick")
@@ -280,7 +280,9 @@ def rematch_mqar(out: Path) -> str:
     return ("![MQAR against state size](results/rematch-quick/mqar-state.png)\n\n"
             f"`tvr run rematch-quick` ({len(pts)} training points, {seeds} seeds each, "
             f"{pts['wall_s'].sum():.0f} s of point wall time on {_machine(pts)}); final "
-            f"held-out accuracy, mean and range over the seeds; chance {chance(pts):.3f}:\n\n"
+            "held-out accuracy, mean and range over the seeds; without recall (guessing "
+            "among the values in context): " + ", ".join(
+                f"{p} pairs {floor(p):.3f}" for p in sorted(set(pts["pairs"]))) + ":\n\n"
             + markdown_table(mqar_table(pts), ".3g") + "\n")
 
 
@@ -305,11 +307,25 @@ def gpu_fixed_tokens(out: Path) -> str:
             + markdown_table(table.reset_index(), ".3g") + "\n")
 
 
+def seed_gates(table: pd.DataFrame) -> str:
+    """"Seeds per arm the gates ask: 5 (claims 8, 12, ...); 3 (claim 27); ..." from the
+    seeds gate of each claim as its rule applied it."""
+    need: dict[int, list[int]] = {}
+    for i, gates in enumerate(table["gates"], start=1):
+        for g in gates:
+            found = re.search(r"need >= (\d+)", g["detail"]) if g["name"] == "seeds" else None
+            if found and i not in need.setdefault(int(found[1]), []):
+                need[int(found[1])].append(i)
+    return "; ".join(f"{n} (claim{'s' if len(c) > 1 else ''} {', '.join(map(str, c))})"
+                     for n, c in sorted(need.items(), reverse=True))
+
+
 def claims(out: Path) -> str:
     table = ledger(out)
     summary = table[["claim", "verdict"]]
     return (counts(table) + " (the evidence, rule and scale of each: `tvr claims`, or "
-            "[REPORT.md](results/REPORT.md)).\n\n" + markdown_table(summary) + "\n")
+            "[REPORT.md](results/REPORT.md)). Seeds per arm the seeds gate asks, as the rules "
+            f"apply it: {seed_gates(table)}.\n\n" + markdown_table(summary) + "\n")
 
 
 BLOCKS: dict[str, Callable[[Path], str]] = {

@@ -130,32 +130,57 @@ def sweeps(pts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 def mqar_state(out_dir: Path, suite: str) -> plt.Figure:
     """Final held-out accuracy against pairs (fixed width), width (fixed pairs) and pairs
     per number of state, one line per mixer; chance as a dotted line."""
-    pts = mqar_frame(out_dir, suite)
+    pts = best_lr(mqar_frame(out_dir, suite))
     by_pairs, by_width = sweeps(pts)
     order = [m for m in MIXER_ORDER if m in set(pts["mixer_kind"])]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4), layout="constrained")
     panels = [(by_pairs, "pairs", f"key-value pairs (d={int(by_pairs['d_model'].iloc[0])})"),
               (by_width, "d_model", f"width d ({int(by_width['pairs'].iloc[0])} pairs)"),
-              (pts, "pairs_per_state", "pairs per number of state (per layer)")]
+              (pts, "state_floats", "numbers of state per layer (log)")]
     for ax, (data, x, label) in zip(axes, panels, strict=True):
         sns.lineplot(data=data, x=x, y="final_accuracy", hue="mixer_kind", hue_order=order,
                      marker="o", errorbar=band(data), seed=SEED, ax=ax,
                      legend=ax is axes[0])
         ax.set(xlabel=label, ylabel="final held-out accuracy", ylim=(0, 1.02))
-        if x == "pairs_per_state":
+        if x == "state_floats":
             ax.set_xscale("log")
         else:  # powers of two, labelled as numbers
             ax.set_xscale("log", base=2)
             ax.xaxis.set_major_formatter(ScalarFormatter())
             ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.axhline(chance(pts), ls=":", color="0.5", label="chance")
+        if x == "pairs":  # no recall: guessing among the in-context values
+            ps = sorted(data["pairs"].unique())
+            ax.plot(ps, [floor(int(p)) for p in ps], ls=":", color="0.3", marker="_",
+                    label="no recall (in-context guess)")
+        elif x == "d_model":
+            ax.axhline(floor(int(data["pairs"].iloc[0])), ls=":", color="0.3",
+                       label="no recall (in-context guess)")
     axes[0].legend(title="mixer", fontsize=8)
     return titled(fig, "MQAR against state size: mixer-lm, only the mixer changed", pts)
 
 
 def chance(pts: pd.DataFrame) -> float:
-    """Guessing among the values: half the alphabet holds them."""
+    """Guessing among every value symbol (half the alphabet): below what a model reaches
+    without recall, see `floor`."""
     return float(2 / pts["alphabet_size"].astype(float).max())
+
+
+def floor(pairs: int) -> float:
+    """Accuracy without recall: guessing among the values given in context, each query's
+    answer among the values not yet asked (queries are distinct keys): the mean of 1/P,
+    1/(P-1), ..., 1 over the P queries (0.75 at 2 pairs, 0.52 at 4)."""
+    return sum(1 / k for k in range(1, pairs + 1)) / pairs
+
+
+def best_lr(pts: pd.DataFrame) -> pd.DataFrame:
+    """Per mixer, pairs and width, the rows of the learning rate with the best mean final
+    accuracy (an lr sweep per model, as Zoology reports it); all rows without an lr sweep."""
+    if "lr" not in pts or pts["lr"].nunique() < 2:
+        return pts
+    keys = ["mixer_kind", "pairs", "d_model"]
+    mean = pts.groupby([*keys, "lr"])["final_accuracy"].mean().reset_index()
+    best = mean.loc[mean.groupby(keys)["final_accuracy"].idxmax(), [*keys, "lr"]]
+    return pts.merge(best, on=[*keys, "lr"])
 
 
 def mqar_table(pts: pd.DataFrame) -> pd.DataFrame:
