@@ -105,11 +105,16 @@ class Seconds(click.ParamType):
     def __init__(self, low: float, high: float) -> None:
         self.low, self.high = low, high
 
+    # ASCII digits only, as Bytes and --set take them: float() also reads "١٫٥"-style digits
+    _NUMBER = re.compile(r"\s*[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*")
+
     def convert(self, value, param, ctx) -> float:
-        try:
+        if isinstance(value, (int, float)):
             number = float(value)
-        except (TypeError, ValueError):
+        elif not isinstance(value, str) or not self._NUMBER.fullmatch(value):
             self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        else:
+            number = float(value)
         if not math.isfinite(number) or not self.low <= number <= self.high:
             self.fail(f"{value!r} is not between {self.low} and {self.high} seconds", param, ctx)
         return number

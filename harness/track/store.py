@@ -50,14 +50,44 @@ def mask(text: str) -> str:
     """`text` (a URI, or a message quoting one) with any password replaced by ***.
 
     Not a URI parser's reading, which a malformed URI defeats: a password may hold "@", "/"
-    or ":" (raw or percent-encoded). So everything from the colon after the user name (the
-    first run of characters after "://", or from the start, without "/", "@" or blanks)
-    up to the text's last "@" goes, masking too much at worst, never too little."""
+    or ":" (raw or percent-encoded), and the scheme may lack its colon ("postgresql//u:pw@h").
+    So everything from the colon after the user name (the first run of characters after a
+    "//", or from the start, without "/", "@" or blanks) up to the text's last "@" goes,
+    masking too much at worst, never too little."""
+    span = _password_span(text)
+    return text if span is None else text[:span[0]] + "***" + text[span[1]:]
+
+
+def _password_span(text: str) -> tuple[int, int] | None:
+    """Where mask's password lies in `text` (start, end), or None."""
     at = text.rfind("@")
-    for start in (*(m.end() for m in re.finditer("://", text)), 0):
+    for start in (*(m.end() for m in re.finditer("//", text)), 0):
         user = re.match(r"[^/@:\s'\"]*:", text[start:])
         if user is not None and start + user.end() <= at:
-            return text[:start + user.end()] + "***" + text[at:]
+            return start + user.end(), at
+    return None
+
+
+def _check_credentials(uri: str) -> None:
+    """BadInput for a user or password holding "@", "/", "?", "#" or a blank unescaped: every
+    parser then cuts the URI elsewhere than meant, and quotes a piece of the password as a
+    host or a port in its errors."""
+    span = _password_span(uri)
+    if span is not None and _scheme(uri) not in ("sqlite", "file") and \
+            re.search(r"[@/?#\s]", uri[span[0]:span[1]]):
+        raise BadInput(f"tracking URI {mask(uri)!r}: its user or password holds '@', '/', '?', "
+                       "'#' or a blank unescaped; percent-encode them (%40, %2F, %3F, %23, %20)")
+
+
+def _hide(text: str, uri: str) -> str:
+    """`text` (a driver's message about `uri`) masked, and without the URI's password in any
+    spelling (raw, decoded, encoded)."""
+    span = _password_span(uri)
+    text = mask(text)
+    if span is not None and span[1] > span[0]:
+        raw = uri[span[0]:span[1]]
+        for form in {raw, urllib.parse.unquote(raw), urllib.parse.quote(raw, safe="")}:
+            text = text.replace(form, "***")
     return text
 
 
@@ -117,6 +147,7 @@ def resolve_tracking_uri(out_dir: Path, uri: str | None) -> str | None:
     if chosen.strip().lower() == DISABLED:
         return None
     check_text(chosen, "tracking URI")
+    _check_credentials(chosen)
     scheme = _scheme(chosen)
     if scheme in ("", "file"):
         # MLflow 3 refuses the file store ("maintenance mode") unless explicitly allowed.
@@ -242,7 +273,7 @@ def _check_database(uri: str) -> None:
         package = _DRIVER_PACKAGES.get(module, module or "its DB-API driver")
         raise BadInput(f"tracking URI {shown}: database driver {module or '?'} is not "
                        f"installed; pip install '{package}', or pass --tracking-uri none") from e
-    _connect(url, shown)
+    _connect(url, shown, uri)
 
 
 # The driver's own connect timeout, by database: MLflow's engine would wait for the system's
@@ -250,7 +281,7 @@ def _check_database(uri: str) -> None:
 _TIMEOUT_ARGS = {"postgresql": "connect_timeout", "mysql": "connect_timeout"}
 
 
-def _connect(url, shown: str) -> None:  # noqa: ANN001 -- a sqlalchemy URL
+def _connect(url, shown: str, uri: str) -> None:  # noqa: ANN001 -- a sqlalchemy URL
     """One real connection, bounded by PROBE_TIMEOUT_S: a Unix socket that is not there, a
     database that does not exist, a wrong password or a silent server is said in seconds."""
     from sqlalchemy import create_engine
@@ -268,7 +299,7 @@ def _connect(url, shown: str) -> None:  # noqa: ANN001 -- a sqlalchemy URL
     except SQLAlchemyError as e:
         cause = getattr(e, "orig", None) or e
         first = (str(cause).strip().splitlines() or [type(cause).__name__])[0][:200]
-        raise BadInput(f"tracking URI {shown}: cannot connect ({mask(first)}); start the "
+        raise BadInput(f"tracking URI {shown}: cannot connect ({_hide(first, uri)}); start the "
                        "database or create it, pass another --tracking-uri, or 'none'") from None
     finally:
         engine.dispose()
