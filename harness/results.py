@@ -21,10 +21,19 @@ from typing import Any
 
 import pandas as pd
 
+from harness.console import say
 from harness.errors import BadInput
 from harness.files import locked, write_atomic
 from harness.inputs import check_table
-from harness.schema import ID_COLUMNS, KEY, TAIL_COLUMNS
+from harness.schema import (
+    FACTS,
+    ID_COLUMNS,
+    KEY,
+    OUTCOME,
+    POINT_FIELDS,
+    TAIL_COLUMNS,
+    listed_params,
+)
 
 STATUSES = ("ok", "oom", "diverged", "error", "skipped")
 RESULTS_FILE = "results.csv"
@@ -135,25 +144,47 @@ def _read_text(path: Path) -> pd.DataFrame:
 
 
 _INTEGER_COLUMNS = ("seq_len", "d_model", "batch_size", "seed")
+# Columns of text whatever their cells look like: the point's fields, key, outcome, facts
+_TEXT_COLUMNS = frozenset((*POINT_FIELDS, *KEY, *OUTCOME, *FACTS, *TAIL_COLUMNS)) - \
+    frozenset(_INTEGER_COLUMNS)
+_said: set[str] = set()  # warnings already given by this process (a report reads a file often)
 
 
-def _check_numbers(path: Path, frame: pd.DataFrame) -> None:
-    """BadInput naming the file, line and column of the first size that is not a number."""
-    for column in _INTEGER_COLUMNS:
-        if column not in frame:
+def _without_bad_cells(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` without the rows holding a bad cell, each said (file, line, column) in one
+    warning line per file: a status no run writes, a size that is not a whole number up to
+    2**53, text in a column of numbers (a metric with at least as many numbers as text
+    cells; a point's listed params and the text columns are left as they are)."""
+    bad: dict[int, str] = {}
+    status = frame["status"].astype(str)
+    for i in frame.index[~status.isin(STATUSES)]:
+        bad.setdefault(i, f"status {status[i]!r} is not one of {', '.join(STATUSES)}")
+    params = set().union(*(listed_params(str(p)) for p in frame["point_id"]))
+    numbers = {}
+    for column in frame.columns:
+        if column in _TEXT_COLUMNS or column in params and column not in _INTEGER_COLUMNS:
             continue
         values = pd.to_numeric(frame[column], errors="coerce")
-        bad = frame.index[values.isna() & frame[column].notna()]
-        if len(bad):
-            raise BadInput(f"{path}, line {int(bad[0]) + 2}, column {column}: "
-                           f"{frame.loc[bad[0], column]!r} is not a number; fix or remove "
-                           "that row")
-        huge = frame.index[~values.isna() & ((values.abs() > 2**53) | (values % 1 != 0))]
-        if len(huge):
-            raise BadInput(f"{path}, line {int(huge[0]) + 2}, column {column}: "
-                           f"{frame.loc[huge[0], column]!r} is not a whole number up to 2**53; "
-                           "fix or remove that row")
-        frame[column] = values
+        text = values.isna() & frame[column].notna()
+        if column in _INTEGER_COLUMNS:
+            text |= ~values.isna() & ((values.abs() > 2**53) | (values % 1 != 0))
+        elif not text.any() or values.notna().sum() < text.sum():
+            continue  # numbers throughout, or a column of text (fewer numbers than text)
+        kind = "whole number up to 2**53" if column in _INTEGER_COLUMNS else "number"
+        for i in frame.index[text]:
+            cell = str(frame.loc[i, column])[:40]
+            bad.setdefault(i, f"column {column}: {cell!r} is not a {kind}")
+        numbers[column] = values
+    lines = [f"line {int(i) + 2} ({why})" for i, why in sorted(bad.items())]
+    message = (f"warning: {path}: {len(lines)} row(s) with a bad cell skipped: "
+               f"{'; '.join(lines[:3])}{'; ...' if len(lines) > 3 else ''}; fix or remove them")
+    if lines and message not in _said:
+        _said.add(message)
+        say(message)
+    frame = frame.drop(index=list(bad))
+    for column, values in numbers.items():
+        frame[column] = pd.to_numeric(values.drop(index=list(bad)))
+    return frame.reset_index(drop=True)
 
 
 def _parse(path: Path, **read_csv_kwargs: Any) -> pd.DataFrame:
@@ -169,7 +200,7 @@ def _parse(path: Path, **read_csv_kwargs: Any) -> pd.DataFrame:
     if not {"point_id", "status"} <= set(frame.columns):
         raise BadInput(f"{path} is not a results file (no point_id/status columns); "
                        "move it aside or fix it")
-    check_table(path, frame, STATUSES)
+    check_table(path, frame)
     return _current_names(frame)
 
 
@@ -260,8 +291,7 @@ def read_results(path: Path) -> pd.DataFrame:
     path = Path(path)
     if not path.exists():
         return pd.DataFrame(columns=order_columns([]))
-    frame = _parse(path, dtype=_TEXT_DTYPES)
-    _check_numbers(path, frame)
+    frame = _without_bad_cells(path, _parse(path, dtype=_TEXT_DTYPES))
     if "message" in frame:
         frame["message"] = frame["message"].fillna("")  # "no message" is not missing data
     return frame

@@ -139,9 +139,7 @@ ROW = {"suite": "s", "point_id": "p", "status": "ok", "device": "cpu", "machine"
 
 
 @pytest.mark.parametrize("damage, needle", [
-    (lambda t: t.replace(",8,8,1,", ",1e309,8,1,", 1), "column seq_len: np.float64(inf)"),
     (lambda t: t.rstrip("\n") + ",x,y,z\n", "more fields than the header"),
-    (lambda t: t.replace(",ok,", ",maybe,"), "status 'maybe' is not one of"),
     (lambda t: t + t.splitlines()[1][:20], "cut short"),
 ])
 @pytest.mark.parametrize("command", ["table", "run"])
@@ -154,6 +152,35 @@ def test_a_damaged_results_file_is_bad_input_naming_its_line(
         ["run", "smoke", "--tracking-uri", "none", "--min-run-time", "0.01"]
     line = one_line_exit_2([*args, "--out", str(tmp_path)], needle)
     assert str(path) in line
+
+
+@pytest.mark.parametrize("damage, needle", [
+    (lambda t: t.replace(",8,8,1,", ",1e309,8,1,", 1), "column seq_len: 'inf' is not a whole"),
+    (lambda t: t.replace(",ok,", ",maybe,"), "status 'maybe' is not one of"),
+    (lambda t: t.replace(",8,8,1,", ",8,8,1,", 1).rstrip("\n") + "\n" +
+     t.splitlines()[1].replace(",p,", ",q,").replace(",7.5", ",abc") + "\n",
+     "column ms: 'abc' is not a number"),
+])
+@pytest.mark.parametrize("command", ["table", "run"])
+def test_a_bad_cell_skips_its_row_naming_file_and_line(
+        tmp_path: Path, damage, needle: str, command: str) -> None:
+    """Every command reads on: the row is said (file, line, column) and skipped; a sweep
+    keeps it in the file as it is."""
+    path = results_path(tmp_path, "smoke")
+    append_row(path, {**ROW, "suite": "smoke", "ms": 7.5})
+    path.write_text(damage(path.read_text()))
+    bad = [x for x in path.read_text().splitlines() if "1e309" in x or "maybe" in x or "abc" in x]
+    args = ["table", "--suite", "smoke"] if command == "table" else \
+        ["run", "smoke", "--tracking-uri", "none", "--min-run-time", "0.01"]
+    result = CliRunner().invoke(cli, [*args, "--out", str(tmp_path)])
+    assert result.exit_code in (0, 2) and "Traceback" not in result.output, result.output
+    warnings = [x for x in result.output.splitlines() if x.startswith(f"warning: {path}")]
+    assert len(warnings) == 1 and f"{path}: 1 row(s)" in warnings[0], result.output
+    assert needle in warnings[0] and f"line {2 if 'abc' not in needle else 3}" in warnings[0]
+    if command == "run":
+        kept = bad[0].rstrip(",")  # the row as it was, its cells now followed by new columns
+        assert result.exit_code == 0 and any(x.startswith(kept) for x in
+                                             path.read_text().splitlines())
 
 
 @pytest.fixture
