@@ -133,6 +133,11 @@ class TranslateOptions:
     max_tokens: int = 64  # training pairs longer than this (subwords, either side) left out
     peak_lr: float = 1e-3  # the inverse-square-root schedule is scaled to peak here
     warmup: float = 0.04  # warm-up as a fraction of steps (the paper: 4000 of 100k)
+    warmup_steps: int = 0  # warm-up in updates, whatever the run's length; 0: `warmup`
+    batch_tokens: int = 0  # padded subwords per batch (the longer side); 0: batch_size pairs
+    budget_flops: float = 0.0  # training stops once its counted FLOPs reach this; 0: none
+    eval_flops: float = 0.0  # a dev curve point every this many training FLOPs (batches of
+    # tokens vary in cost); 0: every eval_every updates
     label_smoothing: float = 0.1
     eval_every: int = 500  # steps between dev BLEU curve points (greedy, eval_sentences)
     eval_sentences: int = 200  # the first dev sentences decoded for the curve
@@ -145,7 +150,7 @@ class TranslateOptions:
     speed_sentences: int = 16  # test sentences decoded with and without the cache, timed
     patience: int = 0  # early stopping: curve evaluations without a new best dev BLEU; 0: off
     score_test: bool = True  # beam-decode and score the test set too (a dev sweep: no)
-    recipe: str = ""  # a sweep suite: take peak_lr and dropout from its best dev row
+    recipe: str = ""  # a tuning search (`tvr tune`): the recipe of its best trial
     match: Match | None = None
 
     def columns(self) -> dict[str, Any]:
@@ -215,3 +220,26 @@ def batch_for(seq_len: int, tokens: int, max_batch: int = 64) -> int:
 
 def powers_of_two(lo: int, hi: int) -> list[int]:
     return [2**k for k in range(lo.bit_length() - 1, hi.bit_length()) if lo <= 2**k <= hi]
+
+
+# A search dimension: ("log", lo, hi) and ("float", lo, hi) for reals (log-uniform, uniform),
+# ("int", lo, hi) and ("int-log", lo, hi) for integers, ("choice", (a, b, ...)) for a set.
+Dimension = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Search:
+    """A tuning search (`tvr tune NAME`): per model, a base point whose recipe the trials
+    vary over `space` (each key a model config key or a TranslateOptions field), `trials`
+    trials each; the trials are points of the suite NAME, so their rows, curves and
+    checkpoints live in <out>/NAME/ like any suite's. Trials are pruned by successive
+    halving on the best dev curve value reached by FLOPs spent (rungs at budget / eta^k);
+    the best finished trial per model is the recipe (harness.train.translation.recipe)."""
+
+    name: str
+    base: tuple[Point, ...]  # one per model
+    space: Mapping[str, Mapping[str, Dimension]]  # model -> key -> dimension
+    trials: int  # per model
+    eta: int = 3  # successive halving's reduction factor
+    rungs: int = 3  # the first rung at budget / eta^(rungs - 1)
+    startup: int = 6  # random trials before the sampler models the space

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from experiments.spec import Match, Point, TranslateOptions, config
+from experiments.spec import Match, Point, Search, TranslateOptions, config
 
 SEQ2SEQ = ("transformer", "lstm-attention", "lstm")
 BASE = dict(n_layers=2, n_heads=4, d_ff=512, dropout=0.1, norm="post",
@@ -56,9 +56,11 @@ def table2(suite: str, models_: tuple[str, ...], d_model: int, batch: int,
 def translation_tiny() -> list[Point]:
     """Tests only: 3 models at d_model=32, 12 updates, a seeded draw of 8 dev and 8 test verses of
     at most 16 words a side decoded, and the three baselines. About 1-2 min on CPU."""
-    opts = dict(steps=12, bpe=400, max_tokens=24, eval_every=6, eval_sentences=4,
-                final_sentences=8, eval_max_words=16, speed_sentences=2, target_bleu=0.01)
-    return table2("translation-tiny", SEQ2SEQ, 32, 16, range(1), **opts)
+    return table2("translation-tiny", SEQ2SEQ, 32, 16, range(1), **_TINY)
+
+
+_TINY = dict(steps=12, bpe=400, max_tokens=24, eval_every=6, eval_sentences=4,
+             final_sentences=8, eval_max_words=16, speed_sentences=2, target_bleu=0.01)
 
 
 QUICK = dict(steps=600, bpe=2000, max_tokens=24, eval_every=150, eval_sentences=48,
@@ -129,6 +131,86 @@ def translation_cpu() -> list[Point]:
         translate_point("translation-cpu", m, CPU_D_MODEL, CPU_BATCH, s, arch=CPU_ARCH,
                         **(CPU | {"steps": CPU_STEPS, "recipe": "translation-cpu-recipes"}))
         for m in CPU_MODELS for s in range(3)]
+
+
+# Table 2 on a CPU, each model with its own recipe found by a tuning search. Every run,
+# trial or final, has the same budget of counted training FLOPs (TUNED_BUDGET, stated: at the
+# reference machine's one-core rate, about 20 min of updates for the Transformer, whose
+# update of 64 full-length pairs counts ~2e10) and stops early on dev (greedy BLEU on 200 dev
+# verses every TUNED_EVAL FLOPs, TUNED_PATIENCE evaluations without a new best) or at
+# TUNED_STEPS. The schedule's warm-up is in updates, the same in a trial and the final run.
+TUNED_BUDGET, TUNED_EVAL, TUNED_STEPS, TUNED_PATIENCE = 6e13, 4e12, 100_000, 4
+TUNED = dict(bpe=4000, max_tokens=80, eval_sentences=200, final_sentences=0,
+             speed_sentences=16, target_from="retrieval", budget_flops=TUNED_BUDGET,
+             eval_flops=TUNED_EVAL, steps=TUNED_STEPS, patience=TUNED_PATIENCE)
+SHARED_SPACE = {  # what the field tunes for every model; ranges wide enough to hold the best
+    "peak_lr": ("log", 1e-4, 1e-2),
+    "warmup_steps": ("int-log", 50, 4000),
+    "dropout": ("float", 0.0, 0.5),  # embeddings and residuals (RNNs: and between layers)
+    "label_smoothing": ("float", 0.0, 0.3),
+    "batch_tokens": ("choice", (1024, 2048, 4096)),
+    "n_layers": ("int", 1, 3),  # per stack: shallow models do well on small corpora
+}
+TRANSFORMER_SPACE = SHARED_SPACE | {
+    "norm": ("choice", ("pre", "post")),
+    "attn_dropout": ("float", 0.0, 0.3),  # attention weights and FFN activations
+}
+TUNE_TRIALS = 24  # per model
+
+
+def translation_cpu_tune() -> Search:
+    """The recipe search of Table 2 on a CPU (`tvr tune translation-cpu-tune`): per model
+    (Transformer of d_model 128, d_ff 512, h 4; attentional LSTM and GRU and plain LSTM at
+    the width that matches the 2+2-layer Transformer's parameters), TUNE_TRIALS trials of
+    Optuna's TPE sampler over TRANSFORMER_SPACE or SHARED_SPACE, each trained as a final run
+    is (TUNED: the same FLOP budget, warm-up in updates, early stopping on dev) and pruned by
+    successive halving on its best dev BLEU (greedy, 200 dev verses) at 1/9 and 1/3 of the
+    budget; one seed; dev only (test never decoded). The best finished trial per model is
+    its recipe (the highest best dev BLEU on the curve). Resumable: a rerun continues the
+    study where it stopped. Expected (from the rates of the earlier CPU sweep, one core): a
+    whole trial ~20-35 min, a pruned one 2-12 min; ~3 core-hours per model."""
+    base = tuple(translate_point("translation-cpu-tune", m, CPU_D_MODEL, CPU_BATCH, 0,
+                                 arch=CPU_ARCH, **(TUNED | {"score_test": False,
+                                                            "speed_sentences": 0}))
+                 for m in CPU_MODELS)
+    space = {m: TRANSFORMER_SPACE if m == "transformer" else SHARED_SPACE for m in CPU_MODELS}
+    return Search("translation-cpu-tune", base, space, TUNE_TRIALS)
+
+
+def translation_cpu_tuned() -> list[Point]:
+    """Table 2 on a CPU with tuned recipes: the four models of `translation-cpu-tune`, 3
+    seeds each, each with the recipe of its best trial there (run `tvr tune
+    translation-cpu-tune` first, into the same --out; the recipe is in every point's id and
+    row), trained as the trials were (TUNED: a budget of TUNED_BUDGET counted FLOPs, early
+    stopping on dev); beam search on the whole dev and test sets; and the three baselines on
+    the same sentences. Expected: ~20-35 min of updates per point on one core plus ~4 min of
+    decoding: ~6 core-hours, ~3 h with `--executor ray` on 2 cores."""
+    return baseline_points("translation-cpu-tuned", **TUNED) + [
+        translate_point("translation-cpu-tuned", m, CPU_D_MODEL, CPU_BATCH, s, arch=CPU_ARCH,
+                        **(TUNED | {"recipe": "translation-cpu-tune"}))
+        for m in CPU_MODELS for s in range(3)]
+
+
+TINY_SPACE = {"peak_lr": ("log", 1e-3, 1e-2), "n_layers": ("int", 1, 2),
+              "batch_tokens": ("choice", (128, 256))}
+
+
+def translation_tiny_tune() -> Search:
+    """Tests only: the tuning search on translation-tiny's Transformer and LSTM (12 updates,
+    d_model 32) over learning rate, depth and batch size."""
+    opts = _TINY | {"budget_flops": 1e13, "score_test": False, "speed_sentences": 0}
+    base = tuple(translate_point("translation-tiny-tune", m, 32, 16, arch={"n_layers": 1},
+                                 **opts) for m in ("transformer", "lstm"))
+    return Search("translation-tiny-tune", base, {m.subject: TINY_SPACE for m in base}, 3,
+                  startup=2)
+
+
+def translation_tiny_tuned() -> list[Point]:
+    """Tests only: translation-tiny's Transformer and LSTM with the recipes of
+    translation-tiny-tune."""
+    return [translate_point("translation-tiny-tuned", m, 32, 16, arch={"n_layers": 1},
+                            **(_TINY | {"recipe": "translation-tiny-tune"}))
+            for m in ("transformer", "lstm")]
 
 
 FULL = dict(steps=20000, bpe=8000, max_tokens=96, eval_every=1000, eval_sentences=300,

@@ -28,6 +28,9 @@ class Context:
     cache_dir: Path | None = None  # the output folder: caches a point may reuse (BPE models)
     machine: str = ""  # the machine the rows name (the driver's, wherever a point runs)
     keep_checkpoints: bool = False  # a finished training point keeps its checkpoint
+    # a tuning search's pruner (`tvr tune`, in this process): (point, training FLOPs so
+    # far, best dev curve value so far) -> stop training now
+    prune: Callable[[Point, int, float], bool] | None = None
     resume: bool = True  # False (--no-resume): a training point ignores its checkpoint
 
 

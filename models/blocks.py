@@ -269,21 +269,24 @@ class _ResidualLayer(nn.Module):
         d_model: int,  # d: the layer maps (B, n, d) -> (B, n, d)
         n_heads: int,  # h, so d_v = d / h
         d_ff: int,  # the FFN's hidden width: (B, n, d) -> (B, n, d_ff) -> (B, n, d)
-        dropout: float = 0.0,  # on attention weights, the FFN hidden and each sub-layer output
+        dropout: float = 0.0,  # on each sub-layer output (and, by default, as below)
         norm: str = "post",  # one of NORMS
         attn_scale: bool = True,  # divide scores by sqrt(d_k)
         attn_backend: str = "math",  # one of ATTN_BACKENDS
         d_k: int | None = None,  # query/key size per head; None means d / h
+        attn_dropout: float | None = None,  # on attention weights and the FFN hidden; None:
+        # `dropout`, as in the paper and nn.TransformerEncoderLayer (fairseq keeps it at 0)
     ) -> None:
         super().__init__()
         check_choice("norm", norm, NORMS)
         self.pre = norm == "pre"
+        inner = dropout if attn_dropout is None else attn_dropout
         for name in self.attentions:  # before the FFN: a seeded init draws in this order
             self.add_module(
                 name,
-                MultiHeadAttention(d_model, n_heads, dropout, attn_scale, attn_backend, d_k),
+                MultiHeadAttention(d_model, n_heads, inner, attn_scale, attn_backend, d_k),
             )
-        self.ffn = PositionwiseFFN(d_model, d_ff, dropout)
+        self.ffn = PositionwiseFFN(d_model, d_ff, inner)
         n_sublayers = len(self.attentions) + 1
         for i in range(1, n_sublayers + 1):
             self.add_module(f"norm{i}", nn.LayerNorm(d_model))

@@ -32,7 +32,9 @@ class TransformerConfig:
     n_heads: int = 8  # h = 8, so d_v = 64
     d_k: int = 0  # query/key size per head; 0 means d_model / n_heads (Table 3, rows B set it)
     d_ff: int = 2048  # 4 * d_model
-    dropout: float = 0.1  # P_drop of the base model
+    dropout: float = 0.1  # P_drop of the base model: embeddings and each sub-layer's output
+    attn_dropout: float = -1.0  # on attention weights and the FFN hidden; -1: `dropout`, as
+    # in the paper (fairseq's recipes set it apart, often to 0)
     max_len: int = 1024  # positions tabulated up front; sinusoids extend past it on demand
     norm: str = "post"  # the paper's LN(x + Sublayer(x))
     pos_encoding: str = "sinusoidal"  # the paper's choice; "learned" performed the same there
@@ -47,6 +49,8 @@ class TransformerConfig:
             raise ValueError(f"invalid d_k {self.d_k!r}; must be a positive integer, or 0 for "
                              f"d_model / n_heads")
         check_dropout(self.dropout)
+        if self.attn_dropout != -1.0:
+            check_dropout(self.attn_dropout)
         check_choice("norm", self.norm, NORMS)
         check_choice("pos_encoding", self.pos_encoding, POS_ENCODINGS)
         check_choice("attn_backend", self.attn_backend, ATTN_BACKENDS)
@@ -58,7 +62,8 @@ def _layers(layer: type[nn.Module], c: TransformerConfig, **kwargs: bool) -> nn.
     """c.n_layers layers of one type, sized and wired by the config."""
     return nn.ModuleList(
         layer(c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm, c.attn_scale, c.attn_backend,
-              c.d_k or None, **kwargs)
+              c.d_k or None, attn_dropout=None if c.attn_dropout == -1.0 else c.attn_dropout,
+              **kwargs)
         for _ in range(c.n_layers)
     )
 

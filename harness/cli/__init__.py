@@ -176,7 +176,7 @@ def suites_cmd(fmt: str, long_: bool) -> None:
                    + _origin(r["from"]))
 
 
-for command in (run.run_cmd, run.bench_cmd, report.table_cmd, report.plot_cmd,
+for command in (run.run_cmd, run.tune_cmd, run.bench_cmd, report.table_cmd, report.plot_cmd,
                 report.report_cmd, report.compare_cmd, store.sync_cmd, store.doctor_cmd,
                 store.ui_cmd, report.claims_cmd):
     cli.add_command(command)

@@ -137,6 +137,10 @@ def run_cmd(**options: Any) -> None:
     suite, description, points = suite_points(o.suite, o.suite_file)
     points, name = chosen_points(points, suite, o.only, o.corpus, o.bitext + o.parallel,
                                  o.reverse, o.dtype, o.compile_, o.set_)
+    if any(getattr(p.options, "recipe", "") for p in points):  # a search's best, in the ids
+        from harness.train.translation.recipe import apply
+
+        points = apply(points, output_folder(o.out))
     if o.dry_run:
         for p in points:
             click.echo(p.point_id)
@@ -216,3 +220,58 @@ def bench_cmd(out: str, device: str, dtype: str, tracking_uri: str | None, quick
     click.echo(markdown, nl=False)
     click.echo(result.summary.line())
     click.echo(f"table: {path}")
+
+
+@click.command("tune", epilog="""\b
+Examples:
+  tvr tune translation-cpu-tune                     # every model, the search's trial count
+  tvr tune translation-cpu-tune --only transformer  # one model (run another beside it)
+  tvr tune translation-cpu-tune --trials 8          # stop once 8 trials per model finished
+  tvr tune translation-cpu-tune --summary           # the best recipe so far, nothing run""")
+@click.argument("search", metavar="SEARCH")
+@out_option
+@click.option("--only", multiple=True, metavar="MODEL",
+              help="Only the trials of this model (repeatable).")
+@click.option("--trials", type=click.IntRange(min=1), default=None,
+              help="Finished (completed or pruned) trials per model to reach; default: the "
+                   "search's own count. A rerun continues the study.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
+              show_default=True, help="auto = cuda when available, else cpu.")
+@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
+              help="CPU threads for torch (one search process per core).")
+@click.option("--tracking-uri", default=None, help="As for `tvr run`.")
+@click.option("--summary", "summary_only", is_flag=True,
+              help="Print the best recipe per model from the trials' rows and exit.")
+def tune_cmd(search: str, out: str, only: tuple[str, ...], trials: int | None, device: str,
+             threads: int, tracking_uri: str | None, summary_only: bool) -> None:
+    """Tune the recipe of each model of SEARCH with Optuna (TPE sampling, successive-halving
+    pruning on the dev curve); each trial is a point of the suite SEARCH (rows in
+    <out>/SEARCH/results.csv). A suite whose points name the search as their recipe
+    (`tvr run translation-cpu-tuned`) then trains each model with its best trial's recipe."""
+    import experiments
+
+    if search not in experiments.SEARCHES:
+        raise BadInput(f"unknown search {search!r}; valid: {', '.join(experiments.SEARCHES)}")
+    import torch
+
+    from harness.cli.sweeping import stopping
+    from harness.run import tune
+    from harness.run.point import resolve_device
+
+    s = experiments.SEARCHES[search]()
+    chosen = tune.bases(s, only)
+    out_dir = output_folder(out)
+    if not summary_only:
+        uri = store_uri(out_dir, tracking_uri)
+        dev = resolve_device(device)
+        torch.set_num_threads(threads)
+        with stopping(out_dir / search / "results.csv"):
+            for base in chosen:
+                st = tune.tune_model(s, base, out_dir, dev, uri, trials or s.trials, True)
+                click.echo(f"{search} {base.subject}: {tune.counts(st)}")
+    from harness.files import write_atomic
+
+    doc = tune.document(s, out_dir)
+    write_atomic(out_dir / search / "search.md", doc)
+    click.echo(doc.split("## Best finished trial per model", 1)[1].strip())
+    click.echo(f"space, trials and best recipes: {out_dir / search / 'search.md'}")

@@ -134,7 +134,8 @@ def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Pa
               outputs: Callable[[], Iterable[Path]] | None = None,
               executor: LocalExecutor | RayExecutor | None = None,
               headline: Callable[[], tuple[dict[str, float], dict[str, str]]] | None = None,
-              keep_checkpoints: bool = False) -> SweepSummary:
+              keep_checkpoints: bool = False,
+              prune: Callable[[Point, int, float], bool] | None = None) -> SweepSummary:
     """Measure every point not already done on this device of this machine; one results row
     and one MLflow child run each. The executor (default: this process, one point after
     another) decides where points run; rows are written here, as each point finishes. The
@@ -153,7 +154,8 @@ def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Pa
     params = {"suite": suite, "device": str(device), "points": len(points), "min_run_time":
               min_run_time, "max_memory": max_memory, "executor": executor.name,
               **executor.params(), **facts}
-    ctx = Context(device, min_run_time, out_dir, machine, keep_checkpoints, resume=resume)
+    ctx = Context(device, min_run_time, out_dir, machine, keep_checkpoints, prune=prune,
+                  resume=resume)
     claims = Claims(path, device.type, machine)
     with logs_to(path.parent / "errors.log", tracking_uri is not None), \
             Tracker(tracking_uri, suite, out_dir, params, description, facts) as tracker:

@@ -57,7 +57,7 @@ def mt_step(point: Point, device: torch.device, vocab: int = 2000, length: int =
     pad[:, length - length // 6:] = True
     batch = PairBatch(src, pad, tgt, tgt.roll(-1, 1), ~pad).to(device)
     opts = runner.options(point)
-    plan = mt.Plan(steps=opts.steps, peak_lr=opts.peak_lr, warmup_fraction=opts.warmup,
+    plan = mt.Plan(steps=opts.steps, peak_lr=opts.peak_lr, warmup=runner.warmup_steps(opts),
                    smoothing=opts.label_smoothing, eval_every=opts.eval_every)
     run = mt._Run(model, plan)
     flops = mt._count(model, batch, plan.smoothing)

@@ -1,10 +1,12 @@
 """Sentence pairs as padded id batches.
 
 Training pairs longer than `max_tokens` subwords on either side are left out (counted).
-Batches hold `batch_size` pairs of similar length (sorted by source, then target length) and
-are padded to a multiple of PAD_MULTIPLE, so a run sees few distinct batch shapes: FLOPs,
-which depend only on the shape, are counted once per shape. The order of the batches is
-reshuffled every epoch from the seed, so a run is a pure function of (seed, step).
+Batches hold `batch_size` pairs of similar length (sorted by source, then target length),
+or as many as fit `batch_tokens` padded subwords (pairs x the longer padded side, as
+fairseq's --max-tokens counts), and are padded to a multiple of PAD_MULTIPLE, so a run sees
+few distinct batch shapes: FLOPs, which depend only on the shape, are counted once per
+shape. The order of the batches is reshuffled every epoch from the seed, so a run is a pure
+function of (seed, step).
 """
 
 from __future__ import annotations
@@ -61,14 +63,34 @@ def make_batch(src: list[list[int]], tgt: list[list[int]], ids: dict[str, int]) 
 
 
 def batches(src: list[list[int]], tgt: list[list[int]], ids: dict[str, int],
-            batch_size: int, sort: bool = True) -> list[PairBatch]:
-    """Batches of `batch_size` pairs; sorted by length (training, teacher-forced evaluation)
-    or in corpus order (decoding, so hypotheses keep the references' order)."""
+            batch_size: int, sort: bool = True, batch_tokens: int = 0) -> list[PairBatch]:
+    """Batches of `batch_size` pairs, or of at most `batch_tokens` padded subwords (at least
+    one pair); sorted by length (training, teacher-forced evaluation) or in corpus order
+    (decoding, so hypotheses keep the references' order)."""
     order = list(range(len(src)))
     if sort:
         order.sort(key=lambda i: (len(src[i]), len(tgt[i])))
+    if batch_tokens:
+        chunks = _by_tokens(order, src, tgt, batch_tokens)
+    else:
+        chunks = [order[k: k + batch_size] for k in range(0, len(order), batch_size)]
     return [make_batch([src[i] for i in chunk], [tgt[i] for i in chunk], ids)
-            for chunk in (order[k: k + batch_size] for k in range(0, len(order), batch_size))]
+            for chunk in chunks]
+
+
+def _by_tokens(order: list[int], src: list[list[int]], tgt: list[list[int]], budget: int
+               ) -> list[list[int]]:
+    """`order` cut into runs whose padded size, pairs x the longer padded side, fits budget."""
+    chunks: list[list[int]] = [[]]
+    longest = 0
+    for i in order:
+        size = max(_round(len(src[i])), _round(len(tgt[i]) + 1))
+        if chunks[-1] and (len(chunks[-1]) + 1) * max(longest, size) > budget:
+            chunks.append([])
+            longest = 0
+        chunks[-1].append(i)
+        longest = max(longest, size)
+    return [c for c in chunks if c]
 
 
 class TrainStream:

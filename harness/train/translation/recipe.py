@@ -1,52 +1,88 @@
-"""A recipe per architecture, chosen on dev: a translation point whose options name a
-sweep suite (TranslateOptions.recipe) takes, at run time, the peak learning rate and
-dropout of the sweep's row of the same model with the lowest dev perplexity (a tie goes to
-the first point id in sorted order). Perplexity, not BLEU: a short sweep ends where every
-model's dev BLEU is still near zero and moves by noise (measured: Transformer recipes at
-0.2-0.9 BLEU after 400 updates, their dev perplexity 150-300), while the loss ranks them
-steadily, as NMT toolkits select checkpoints by validation loss. The row it trains says
-what it took and from which sweep point, so the choice is in the results."""
+"""A recipe per architecture, found by a tuning search (`tvr tune`, harness.run.tune): a
+translation point whose options name a search (TranslateOptions.recipe) takes the recipe of
+that search's best finished trial of the same model, before it runs, so its point id and
+its row say what it trained with.
+
+The best trial is the one with the highest best dev BLEU on its curve (greedy, the curve's
+verses): selection on the curve, as early stopping keeps the best weights, not on one
+endpoint. Pruned trials stopped before their budget and do not compete; a tie goes to the
+first point id in sorted order.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from experiments.spec import Dimension, Point, TranslateOptions, config
 from harness.errors import BadInput
 from harness.results import read_results, results_path
 
-RECIPE_KEYS = ("peak_lr", "dropout")  # what the sweep varies and a recipe point takes
-DEFAULTS = {"peak_lr": 1e-3, "dropout": 0.1}  # a sweep row without the column had these
-KEY = "dev_ppl"  # the sweep's rows are ranked by it, lowest first
+KEY = "best_dev_bleu_greedy"  # the trials' rows are ranked by it, highest first
+OPTION_KEYS = {f.name for f in dataclasses.fields(TranslateOptions)}
 
 
 def best_row(rows: pd.DataFrame, model: str) -> pd.Series | None:
-    """The ok "translate" row of `model` with the lowest dev perplexity (None: none)."""
+    """The finished (not pruned) ok "translate" row of `model` with the best curve value."""
     if rows.empty or KEY not in rows:
         return None
     mine = rows[(rows["runner"] == "translate") & (rows["model"] == model)
                 & (rows["status"] == "ok")].copy()
+    if "stopped_by" in mine:
+        mine = mine[mine["stopped_by"].fillna("") != "pruned"]
     mine[KEY] = pd.to_numeric(mine[KEY], errors="coerce")
     mine = mine.dropna(subset=[KEY])
     if mine.empty:
         return None
-    return mine.sort_values([KEY, "point_id"], kind="stable").iloc[0]
+    return mine.sort_values([KEY, "point_id"], ascending=[False, True], kind="stable").iloc[0]
 
 
-def resolve(out_dir: Path | None, sweep: str, model: str) -> dict[str, Any]:
-    """{peak_lr, dropout, recipe_dev_ppl, recipe_dev_bleu, recipe_point}: the sweep's best."""
-    if out_dir is None:
-        raise BadInput(f"recipe from sweep {sweep!r}: the point has no output folder to read")
-    row = best_row(read_results(results_path(out_dir, sweep)), model)
-    if row is None:
-        raise BadInput(f"recipe from sweep {sweep!r}: no finished {model} row in "
-                       f"{results_path(out_dir, sweep)}; run `tvr run {sweep}` first")
+def recipe_of(row: pd.Series, space: Mapping[str, Dimension]) -> dict[str, Any]:
+    """The searched values of a trial's row, typed as its search space types them."""
     out: dict[str, Any] = {}
-    for key in RECIPE_KEYS:
+    for key, dim in space.items():
         value = row.get(key)
-        out[key] = DEFAULTS[key] if value is None or pd.isna(value) else float(value)
-    return out | {"recipe_dev_ppl": float(row[KEY]),
-                  "recipe_dev_bleu": float(row.get("dev_bleu", float("nan"))),
-                  "recipe_point": row["point_id"]}
+        if value is None or pd.isna(value):
+            raise BadInput(f"trial {row['point_id']} has no column {key!r}")
+        if dim[0] == "choice":  # a CSV cell comes back as text or a number: match a choice
+            value = next((c for c in dim[1] if str(c) == str(value) or c == value), value)
+        out[key] = int(value) if dim[0].startswith("int") else \
+            value if dim[0] == "choice" else float(value)
+    return out
+
+
+def with_recipe(point: Point, recipe: dict[str, Any]) -> Point:
+    """The point with these values: TranslateOptions fields in its options, the rest in its
+    model config."""
+    opts = {k: v for k, v in recipe.items() if k in OPTION_KEYS}
+    arch = {k: v for k, v in recipe.items() if k not in OPTION_KEYS}
+    return dataclasses.replace(point, config=config(dict(point.config) | arch),
+                               options=dataclasses.replace(point.options, **opts))
+
+
+def apply(points: list[Point], out_dir: Path) -> list[Point]:
+    """Every point naming a search, with its model's best recipe from <out>/<search>/."""
+    from experiments import SEARCHES
+
+    out, found = [], {}
+    for p in points:
+        name = getattr(p.options, "recipe", "")
+        if not name or p.runner != "translate":
+            out.append(p)
+            continue
+        if name not in SEARCHES:
+            raise BadInput(f"point {p.point_id}: recipe from {name!r}, which is not a "
+                           f"search; valid: {', '.join(SEARCHES)}")
+        if (name, p.subject) not in found:
+            search = SEARCHES[name]()
+            row = best_row(read_results(results_path(out_dir, name)), p.subject)
+            if row is None:
+                raise BadInput(f"no finished {p.subject} trial of search {name!r} in "
+                               f"{results_path(out_dir, name)}; run `tvr tune {name}` first")
+            found[name, p.subject] = recipe_of(row, search.space.get(p.subject, {}))
+        out.append(with_recipe(p, found[name, p.subject]))
+    return out

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import random
 import time
-from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,6 @@ from harness.runner import Context, Result
 from harness.train.loop import count_params, matched_config, param_count
 from harness.train.points import tiny_threads
 from harness.train.translation import corpus as corpora
-from harness.train.translation import recipe
 from harness.train.translation.bpe import shared_bpe, special_ids
 from harness.train.translation.checkpoint import CHECKPOINTS
 from harness.train.translation.data import (
@@ -87,13 +85,15 @@ _BATCHES: dict[tuple[str, int, int], tuple[list[PairBatch], int]] = {}
 
 
 def _train_batches(corpus: corpora.Corpus, tok: Tokenizer, max_tokens: int,
-                   batch_size: int) -> tuple[list[PairBatch], int]:
+                   batch_size: int, batch_tokens: int = 0) -> tuple[list[PairBatch], int]:
     """Training batches and how many pairs the length limit left out; kept per vocabulary
     (corpus name and size), limit and batch size, since the points of a suite share them."""
-    key = (f"{corpus.name}-{tok.get_vocab_size()}-{hash(tok.to_str())}", max_tokens, batch_size)
+    key = (f"{corpus.name}-{tok.get_vocab_size()}-{hash(tok.to_str())}", max_tokens,
+           batch_size, batch_tokens)
     if key not in _BATCHES:
         src, tgt, too_long = tokenized(tok, corpus.train, max_tokens)
-        _BATCHES[key] = batches(src, tgt, special_ids(tok), batch_size), too_long
+        _BATCHES[key] = batches(src, tgt, special_ids(tok), batch_size,
+                                batch_tokens=batch_tokens), too_long
     return _BATCHES[key]
 
 
@@ -191,24 +191,27 @@ def _final(model, tok, corpus, opts, device, stem, files) -> dict[str, Any]:
     return out
 
 
+def warmup_steps(opts: TranslateOptions) -> int:
+    """The warm-up in updates: stated, or the stated fraction of the run's steps."""
+    return opts.warmup_steps or max(1, round(opts.warmup * opts.steps))
+
+
 def run_translate(point: Point, ctx: Context) -> Result:
+    """A point naming a tuning search (options.recipe) arrives with that search's recipe
+    already in its config and options (harness.train.translation.recipe.apply), so its id
+    says what it trained with."""
     opts, device = options(point), ctx.device
-    chosen: dict[str, Any] = {}
-    if opts.recipe:  # the sweep's choice, resolved now (harness.train.translation.recipe)
-        chosen = recipe.resolve(ctx.cache_dir, opts.recipe, point.subject)
-        opts = replace(opts, peak_lr=chosen["peak_lr"])
     corpus = load_corpus(opts)
     tok = shared_bpe(corpus, opts.bpe, ctx.cache_dir)
     cfg = model_config(point, tok.get_vocab_size())
-    if chosen:
-        cfg["dropout"] = chosen["dropout"]
     torch.manual_seed(point.seed)
     model = models.build(point.subject, **cfg).to(device)
     with tiny_threads(model, device) as threads:
         result = _train_and_score(point, opts, ctx, model, cfg, corpus, tok)
-    # the recipe it trained with, whether the point set it, took a default or a sweep's
-    result.values |= {"threads_used": threads, **chosen, "peak_lr": opts.peak_lr,
-                      "dropout": cfg.get("dropout")}
+    # the recipe it trained with, whether the point set it or took a default
+    result.values |= {"threads_used": threads, "peak_lr": opts.peak_lr,
+                      "warmup_steps": warmup_steps(opts), "dropout": cfg.get("dropout"),
+                      "label_smoothing": opts.label_smoothing}
     return result
 
 
@@ -228,7 +231,8 @@ def _digest(point: Point) -> str:
 def _train_and_score(point: Point, opts: TranslateOptions, ctx: Context, model: nn.Module,
                      cfg: dict[str, Any], corpus: corpora.Corpus, tok: Tokenizer) -> Result:
     device, ids = ctx.device, special_ids(tok)
-    train_data, too_long = _train_batches(corpus, tok, opts.max_tokens, point.batch_size)
+    train_data, too_long = _train_batches(corpus, tok, opts.max_tokens, point.batch_size,
+                                          opts.batch_tokens)
     stream = TrainStream(train_data, point.seed)
     dev_src, dev_tgt, _ = _held_out(tok, held_out(corpus, "dev", opts))
     curve_src, _, curve_refs = _held_out(tok, held_out(corpus, "dev", opts), opts.eval_sentences)
@@ -242,14 +246,20 @@ def _train_and_score(point: Point, opts: TranslateOptions, ctx: Context, model: 
     if opts.target_from == "retrieval":  # the bar a model must pass to beat a lookup
         target = retrieval_bleu(corpus, held_out(corpus, "dev", opts, opts.eval_sentences))
     ckpt = checkpoint_path(point, ctx)
-    plan = Plan(opts.steps, opts.peak_lr, opts.warmup, opts.label_smoothing, opts.eval_every,
-                opts.patience, checkpoint=ckpt, point_id=point.point_id, resume=ctx.resume)
+    prune = ctx.prune
+    plan = Plan(opts.steps, opts.peak_lr, warmup_steps(opts), opts.label_smoothing,
+                opts.eval_every, opts.patience, checkpoint=ckpt, point_id=point.point_id,
+                resume=ctx.resume,
+                max_flops=opts.budget_flops, eval_flops=opts.eval_flops,
+                prune=None if prune is None else lambda flops, v: prune(point, flops, v))
     log = train(model, stream, plan, device, point.seed, evaluate)
     values: dict[str, Any] = {
         "n_params": count_params(model), "d_model": cfg["d_model"], "vocab": tok.get_vocab_size(),
         "train_flops": log.flops, "train_s": log.seconds, "steps_run": log.steps,
         "train_pairs": sum(b.shape[0] for b in train_data), "train_pairs_too_long": too_long,
         "train_tokens": stream.tokens_seen(log.steps), "resumed_from_step": log.resumed_from,
+        "train_batches": len(train_data), "epochs": log.steps / len(train_data),
+        "stopped_by": log.stopped_by or "steps",
         **convergence(log, opts), **{f"corpus_{k}": v for k, v in corpus.stats.items()}}
     values |= throughput(values["train_tokens"], log, device)
     if log.diverged_at is not None:
@@ -262,6 +272,9 @@ def _train_and_score(point: Point, opts: TranslateOptions, ctx: Context, model: 
         values |= {"target_from": opts.target_from} if opts.target_from else {}
     stem = f"{point.subject}-s{point.seed}-{_digest(point)}-{device.type}-{ctx.machine}"
     files: dict[str, list[str]] = {}
+    if log.stopped_by == "pruned":  # a search's loser: its curve is all the search reads
+        _remove(ckpt, ctx)
+        return Result(values, log.series, files=files)
     values |= _final(model, tok, corpus, opts, device, stem, files)
     if opts.speed_sentences:
         test_src = _held_out(tok, held_out(corpus, "test", opts, opts.speed_sentences))[0]

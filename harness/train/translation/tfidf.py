@@ -83,12 +83,19 @@ class TfIdf:
 
     def nearest(self, queries: list[str], chunk: int = 512) -> list[int]:
         """The index of each query's most similar document (the first on a tie)."""
+        return self.most_similar(queries, chunk)[0]
+
+    def most_similar(self, queries: list[str], chunk: int = 512
+                     ) -> tuple[list[int], list[float]]:
+        """Each query's most similar document (the first on a tie) and their cosine."""
         q = self.vectors(queries)
-        out: list[int] = []
+        at: list[int] = []
+        cos: list[float] = []
         for k in range(0, q.shape[0], chunk):
             sims = (q[k: k + chunk] @ self.docs.T).toarray()
-            out += sims.argmax(axis=1).tolist()
-        return out
+            at += sims.argmax(axis=1).tolist()
+            cos += sims.max(axis=1, initial=0.0).tolist()
+        return at, cos
 
 
 def _lookup(table: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

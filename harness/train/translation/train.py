@@ -1,8 +1,10 @@
 """The translation training loop: the paper's recipe at a chosen scale.
 
 Adam (0.9, 0.98, 1e-9); the paper's schedule lr = c * min(step^-0.5, step * w^-1.5) with the
-warm-up w a fraction of the run (the paper: 4000 of 100k steps) and c set so the peak, at
-step w, is `peak_lr`; label-smoothed cross-entropy over the target tokens. Training FLOPs
+warm-up w in updates (the paper: 4000 of 100k) and c set so the peak, at step w, is
+`peak_lr`; label-smoothed cross-entropy over the target tokens. A run ends at `steps`, at
+`max_flops` counted training FLOPs (a budget that does not depend on the machine), by early
+stopping, or when a tuning search prunes it. Training FLOPs
 are counted by the FLOP counter on a forward and backward of each distinct batch shape (the
 count depends on the shape only), outside the timed region; seconds are the updates' wall
 time alone (evaluations excluded). Every eval_every steps the first dev sentences are
@@ -71,6 +73,7 @@ class TrainLog:
     best: float = -math.inf  # the best curve value (early stopping's key) and its step
     best_step: int = 0
     stopped_early: bool = False  # stopped: `patience` evaluations without a new best
+    stopped_by: str = ""  # "patience", "budget" (max_flops), "pruned", or "" (all steps)
     resumed_from: int = 0  # the step of the checkpoint this run resumed from (0: none)
 
     def add(self, key: str, step: int, value: float) -> None:
@@ -86,7 +89,7 @@ class Plan:
 
     steps: int
     peak_lr: float
-    warmup_fraction: float
+    warmup: int  # updates
     smoothing: float
     eval_every: int
     patience: int = 0
@@ -95,14 +98,18 @@ class Plan:
     point_id: str = ""
     checkpoint_s: float = 180.0
     resume: bool = True  # False (--no-resume): train from scratch, whatever checkpoint is there
+    max_flops: float = 0.0  # 0: no budget
+    eval_flops: float = 0.0  # evaluate each time the FLOPs pass a multiple; 0: eval_every
+    # a tuning search's pruner: (training FLOPs so far, best curve value so far) -> stop
+    # now; called at each evaluation
+    prune: Callable[[int, float], bool] | None = None
 
 
 class _Run:
     """The state of one training run, which is exactly what a checkpoint holds."""
 
     def __init__(self, model: nn.Module, plan: Plan) -> None:
-        warmup = max(1, round(plan.warmup_fraction * plan.steps))
-        self.lr_at = schedule(plan.peak_lr, warmup)
+        self.lr_at = schedule(plan.peak_lr, max(1, plan.warmup))
         self.model, self.plan = model, plan
         self.opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9,
                                     **fast_adam())
@@ -153,13 +160,19 @@ def train(model: nn.Module, stream: TrainStream, plan: Plan, device: torch.devic
     else:
         _evaluate(run, 0, evaluate)
     last_save = time.monotonic()
-    first = plan.steps + 1 if run.log.stopped_early else run.log.steps + 1
+    first = plan.steps + 1 if run.log.stopped_by else run.log.steps + 1
     for step in range(first, plan.steps + 1):
-        if not _update(run, stream.batch(step).to(device), step, device):
+        batch = stream.batch(step)
+        if not _update(run, batch.to(device), step, device):
             return run.log
-        if step % plan.eval_every == 0 or step == plan.steps:
+        spent = bool(plan.max_flops) and run.log.flops >= plan.max_flops
+        if _due(plan, step, run.log.flops, run.shape_flops[batch.shape]) \
+                or step == plan.steps or spent:
             stop = _evaluate(run, step, evaluate)
-            run.log.stopped_early = stop and step < plan.steps
+            if spent and not stop:
+                run.log.stopped_by = "budget"
+            run.log.stopped_early = run.log.stopped_by == "patience" and step < plan.steps
+            stop = stop or spent
             run.save()
             last_save = time.monotonic()
             if stop:
@@ -170,6 +183,14 @@ def train(model: nn.Module, stream: TrainStream, plan: Plan, device: torch.devic
     if plan.patience and run.best_state is not None:
         model.load_state_dict(run.best_state)  # early stopping ends on the best weights
     return run.log
+
+
+def _due(plan: Plan, step: int, flops: int, last: int) -> bool:
+    """An evaluation falls at this update: every eval_flops FLOPs (the update that passed a
+    multiple), or every eval_every updates."""
+    if plan.eval_flops:
+        return flops // plan.eval_flops > (flops - last) // plan.eval_flops
+    return step % plan.eval_every == 0
 
 
 def _update(run: _Run, batch: PairBatch, step: int, device: torch.device) -> bool:
@@ -215,7 +236,13 @@ def _evaluate(run: _Run, step: int, evaluate: Callable[[], dict[str, float]]) ->
             run.best_state = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
     elif step:
         run.since_best += 1
-    return bool(run.plan.patience) and run.since_best >= run.plan.patience
+    if step and run.plan.prune is not None and run.plan.prune(log.flops, log.best):
+        log.stopped_by = "pruned"
+        return True
+    if bool(run.plan.patience) and run.since_best >= run.plan.patience:
+        log.stopped_by = "patience"
+        return True
+    return False
 
 
 def _count(model: nn.Module, batch: PairBatch, smoothing: float) -> int:

@@ -87,7 +87,9 @@ def test_table2_verdicts_when_every_gate_passes(tmp_path, transformer, rnn, flop
     names = " ".join(t.name for t in evidence.tests)
     assert "paired bootstrap" in names and "approximate randomization" in names
     assert "BLEU per seed" in names
-    assert all(f"{claim_translation.SAMPLES} resamples" in t.detail
+    assert "clustered paired bootstrap" in names  # a verse's seeds resampled together
+    assert all(f"{claim_translation.CLUSTERED_SAMPLES} resamples" in t.detail
+               and "3 seeds kept together" in t.detail
                for t in evidence.tests if "resamples" in t.detail)
 
 
@@ -101,6 +103,7 @@ def test_table2_verdicts_when_every_gate_passes(tmp_path, transformer, rnn, flop
 def test_table2_is_inconclusive_when_a_gate_fails(tmp_path, monkeypatch, transformer, seeds,
                                                  baselines, failed):
     monkeypatch.setattr(claim_translation, "SAMPLES", 1000)  # the gates, not the tests, decide
+    monkeypatch.setattr(claim_translation, "CLUSTERED_SAMPLES", 1000)
     _suite(tmp_path, transformer, good, seeds=seeds, baselines=baselines)
     evidence = judge(CLAIMS[0], Stored(tmp_path))
     assert evidence.verdict == INCONCLUSIVE
@@ -142,9 +145,9 @@ def test_the_best_model_is_tested_against_retrieval_sentence_by_sentence(tmp_pat
     evidence = judge(CLAIMS[0], Stored(tmp_path))
     versus = [t for t in evidence.tests if "vs retrieval" in t.name]
     assert {t.name for t in versus} == {
-        f"lstm-attention vs retrieval, {m}, {k}" for m in ("BLEU", "chrF")
+        f"lstm-attention vs retrieval, {m}, clustered {k}" for m in ("BLEU", "chrF")
         for k in ("paired bootstrap", "approximate randomization")}
-    assert all(t.p < 0.05 and f"{3 * len(REFS)} sentences" in t.detail for t in versus)
+    assert all(t.p < 0.05 and f"{len(REFS)} sentences x 3 seeds" in t.detail for t in versus)
 
 
 def test_systems_tested_together_get_their_own_pairs_p_values():

@@ -51,7 +51,7 @@ SCRIPT = textwrap.dedent("""
             value = -float(loss_of(model, data[0], 0.0))
             model.train()
         return {"dev_bleu_greedy": value}
-    plan = Plan(STEPS, 3e-3, 0.1, 0.1, 5, checkpoint=ckpt, point_id="p",
+    plan = Plan(STEPS, 3e-3, max(1, STEPS // 10), 0.1, 5, checkpoint=ckpt, point_id="p",
                 checkpoint_s=0.0)
     log = train(model, TrainStream(data, 7), plan, torch.device("cpu"), 7, evaluate)
     torch.save({"model": model.state_dict(), "log": log}, out)
@@ -144,7 +144,7 @@ def test_early_stopping_ends_on_the_best_weights() -> None:
         seen.append(model.w.detach().clone())
         return {"dev_bleu_greedy": next(scores)}
 
-    plan = Plan(70, 1e-2, 0.1, 0.0, 10, patience=3)
+    plan = Plan(70, 1e-2, 7, 0.0, 10, patience=3)
     log = train(model, TrainStream(data, 0), plan, torch.device("cpu"), 0, evaluate)
     assert (log.best, log.best_step, log.stopped_early, log.steps) == (3.0, 20, True, 50)
     assert torch.equal(model.w.detach(), seen[2]) and not math.isinf(log.best)

@@ -1,0 +1,196 @@
+"""`tvr tune NAME`: a tuning search (experiments.spec.Search) run by Optuna, one study per
+model, its trials measured as the points of the suite NAME by the sweep (rows, curves,
+checkpoints and MLflow runs as for `tvr run`).
+
+Optuna, not a hand-written loop: its TPE sampler proposes each trial's recipe from those
+finished; its SuccessiveHalvingPruner (asynchronous successive halving, ASHA) stops a trial
+whose best dev BLEU, at a rung of training FLOPs (budget / eta^k), is not in the top 1/eta
+of the trials that reached that rung. The study lives in <out>/NAME/optuna.db (SQLite), so a
+search stopped anywhere continues where it was: a trial cut short (RUNNING in the study) is
+marked failed and asked again with the same recipe, and its point resumes from its
+checkpoint. One process per model at a time (a file lock); two models may run side by side.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pandas as pd
+import torch
+from filelock import FileLock, Timeout
+
+from experiments.spec import Dimension, Point, Search
+from harness.errors import BadInput
+from harness.results import read_results, results_path
+from harness.run.sweep import run_suite
+from harness.train.translation.recipe import KEY, best_row, recipe_of, with_recipe
+
+STATES = ("COMPLETE", "PRUNED", "FAIL")
+
+
+def distribution(dim: Dimension) -> optuna.distributions.BaseDistribution:
+    kind, *args = dim
+    if kind == "log":
+        return optuna.distributions.FloatDistribution(args[0], args[1], log=True)
+    if kind == "float":
+        return optuna.distributions.FloatDistribution(args[0], args[1])
+    if kind in ("int", "int-log"):
+        return optuna.distributions.IntDistribution(args[0], args[1], log=kind == "int-log")
+    if kind == "choice":
+        return optuna.distributions.CategoricalDistribution(list(args[0]))
+    raise ValueError(f"unknown search dimension {dim!r}")
+
+
+STEPS_PER_RUNG = 100  # pruner steps in the first rung: each evaluation a step of its own
+
+
+def rung_unit(base: Point, search: Search) -> float:
+    """FLOPs per pruner step: the first rung, budget / eta^(rungs - 1), is STEPS_PER_RUNG."""
+    return base.options.budget_flops / search.eta ** (search.rungs - 1) / STEPS_PER_RUNG
+
+
+def study(search: Search, model: str, out_dir: Path) -> optuna.Study:
+    path = results_path(out_dir, search.name).parent / "optuna.db"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna.create_study(
+        study_name=f"{search.name}-{model}", storage=f"sqlite:///{path}", load_if_exists=True,
+        direction="maximize",
+        sampler=optuna.samplers.TPESampler(seed=0, n_startup_trials=search.startup),
+        pruner=optuna.pruners.SuccessiveHalvingPruner(min_resource=STEPS_PER_RUNG,
+                                                      reduction_factor=search.eta))
+
+
+def _requeue_stale(st: optuna.Study) -> None:
+    """Trials left RUNNING by a process that was stopped: failed, their recipe asked again."""
+    for t in st.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        st.tell(t.number, state=optuna.trial.TrialState.FAIL)
+        st.enqueue_trial(t.params, skip_if_exists=False)
+
+
+@contextmanager
+def _only_one(out_dir: Path, search: Search, model: str) -> Iterator[None]:
+    lock = results_path(out_dir, search.name).parent / f".tune-{model}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with FileLock(str(lock), timeout=0):
+            yield
+    except Timeout:
+        raise BadInput(f"search {search.name!r} of {model} is already running in another "
+                       f"process (lock {lock}); wait for it, or tune another model with "
+                       f"--only") from None
+
+
+def counts(st: optuna.Study) -> dict[str, int]:
+    trials = st.get_trials(deepcopy=False)
+    return {s: sum(t.state.name == s for t in trials) for s in STATES}
+
+
+def tune_model(search: Search, base: Point, out_dir: Path, device: torch.device,
+               tracking_uri: str | None, trials: int, progress: bool) -> optuna.Study:
+    """Trials of one model until `trials` of them have finished (completed or pruned)."""
+    space = search.space[base.subject]
+    dists = {k: distribution(d) for k, d in space.items()}
+    unit = rung_unit(base, search)
+    with _only_one(out_dir, search, base.subject):
+        st = study(search, base.subject, out_dir)
+        _requeue_stale(st)
+        while (c := counts(st))["COMPLETE"] + c["PRUNED"] < trials:
+            trial = st.ask(dists)
+            point = with_recipe(base, dict(trial.params))
+            trial.set_user_attr("point_id", point.point_id)
+
+            def prune(p: Point, flops: int, best: float, trial: Any = trial) -> bool:
+                step = int(flops // unit)
+                if not math.isfinite(best) or step in trial.storage.get_trial(
+                        trial._trial_id).intermediate_values:
+                    return False  # one value per step: a tiny run's evaluations may share one
+                trial.report(best, step)
+                return trial.should_prune()
+
+            run_suite(search.name, [point], device, out_dir, tracking_uri, progress=progress,
+                      description=f"tuning search {search.name}: trial {trial.number} of "
+                                  f"{base.subject}", prune=prune)
+            st.tell(trial, **_outcome(out_dir, search.name, point))
+    return st
+
+
+def _outcome(out_dir: Path, name: str, point: Point) -> dict[str, Any]:
+    """Optuna's tell() arguments from the trial's row: its value, pruned, or failed."""
+    rows = read_results(results_path(out_dir, name))
+    row = rows[rows["point_id"] == point.point_id].iloc[-1:] if not rows.empty else rows
+    failed = {"state": optuna.trial.TrialState.FAIL}
+    if row.empty or row["status"].iloc[0] != "ok":
+        return failed
+    if str(row.get("stopped_by", pd.Series([""])).iloc[0]) == "pruned":
+        return {"state": optuna.trial.TrialState.PRUNED}
+    value = pd.to_numeric(row[KEY], errors="coerce").iloc[0]
+    return failed if pd.isna(value) else {"values": float(value)}
+
+
+def summary(search: Search, out_dir: Path) -> pd.DataFrame:
+    """One row per model: trials by state, the best recipe and its dev BLEU, and which of
+    its values sit at an edge of the searched range (a range that may not hold the best)."""
+    rows = read_results(results_path(out_dir, search.name))
+    out = []
+    for base in search.base:
+        space = search.space[base.subject]
+        row = best_row(rows, base.subject)
+        mine = rows[rows["model"] == base.subject] if not rows.empty else rows
+        line: dict[str, Any] = {"model": base.subject, "trials": len(mine)}
+        if "stopped_by" in mine:
+            line["pruned"] = int((mine["stopped_by"] == "pruned").sum())
+        if row is not None:
+            recipe = recipe_of(row, space)
+            line |= {KEY: float(row[KEY]), **recipe,
+                     "at_edge": ", ".join(k for k, v in recipe.items() if _at_edge(space[k], v))}
+        out.append(line)
+    return pd.DataFrame(out)
+
+
+def document(search: Search, out_dir: Path) -> str:
+    """<out>/NAME/search.md: the space searched per model, the trials, the best recipes."""
+    table = summary(search, out_dir)
+    lines = [f"# Tuning search `{search.name}`", "",
+             f"Optuna {optuna.__version__}: TPE sampler (seed 0, {search.startup} random "
+             f"trials first), successive-halving pruner (eta {search.eta}, rungs at 1/"
+             f"{search.eta ** (search.rungs - 1)} of each trial's FLOP budget and up), "
+             f"{search.trials} finished trials per model asked for; the objective is the best "
+             "greedy dev BLEU on the trial's curve. Written by "
+             f"`tvr tune {search.name}` from the trials' rows in results.csv.", "",
+             "## Space", "", "| model | key | range |", "|---|---|---|"]
+    for model, space in search.space.items():
+        for key, dim in space.items():
+            lines.append(f"| {model} | {key} | {dim[0]} {', '.join(map(str, dim[1:]))} |")
+    lines += ["", "## Best finished trial per model", "",
+              table.to_markdown(index=False, floatfmt=".4g") if not table.empty else
+              "(no trials yet)", ""]
+    return "\n".join(lines)
+
+
+def _at_edge(dim: Dimension, value: Any) -> bool:
+    """Within 5% of the range's width (log width for "log") of an end; a choice: the first
+    or last of an ordered numeric set."""
+    kind, *args = dim
+    if kind == "choice":
+        values = list(args[0])
+        numeric = all(isinstance(v, (int, float)) for v in values)
+        return numeric and value in (min(values), max(values))
+    lo, hi = args
+    if kind in ("log", "int-log"):
+        lo, hi, value = math.log(lo), math.log(hi), math.log(value)
+    return min(value - lo, hi - value) <= 0.05 * (hi - lo)
+
+
+def bases(search: Search, only: tuple[str, ...]) -> list[Point]:
+    names = [b.subject for b in search.base]
+    unknown = [m for m in only if m not in names]
+    if unknown:
+        raise BadInput(f"--only {unknown[0]!r}: not a model of search {search.name!r}; "
+                       f"valid: {', '.join(names)}")
+    return [b for b in search.base if not only or b.subject in only]

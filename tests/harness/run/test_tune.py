@@ -1,0 +1,133 @@
+"""`tvr tune`: an Optuna search whose trials are points, resumable, whose best recipe lands in
+the tuned suite's point ids and rows; the training loop's budget and pruning stops."""
+
+from __future__ import annotations
+
+import math
+
+import optuna
+import pandas as pd
+import pytest
+import torch
+from click.testing import CliRunner
+
+import experiments
+from harness.cli import cli
+from harness.results import read_results, results_path
+from harness.run import tune
+from harness.train.translation import recipe
+from harness.train.translation.data import TrainStream, make_batch
+from harness.train.translation.train import Plan, train
+
+SEARCH = "translation-tiny-tune"
+
+
+def tvr(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """Two Transformer trials of the tiny search, then the tuned suite run on them."""
+    out = tmp_path_factory.mktemp("tune")
+    first = tvr("tune", SEARCH, "--only", "transformer", "--trials", "2", "--out", str(out),
+                "--tracking-uri", "none")
+    assert first.exit_code == 0, first.output
+    run = tvr("run", "translation-tiny-tuned", "--only", "transformer", "--out", str(out),
+              "--tracking-uri", "none")
+    assert run.exit_code == 0, run.output
+    return out, first.output
+
+
+def test_trials_are_rows_and_the_best_recipe_is_in_the_tuned_points_id_and_row(tuned):
+    out, printed = tuned
+    trials = read_results(results_path(out, SEARCH))
+    assert len(trials) == 2 and set(trials["status"]) == {"ok"}
+    best = recipe.best_row(trials, "transformer")
+    assert best[recipe.KEY] == pd.to_numeric(trials[recipe.KEY]).max()
+    space = experiments.SEARCHES[SEARCH]().space["transformer"]
+    chosen = recipe.recipe_of(best, space)
+    row = read_results(results_path(out, "translation-tiny-tuned")).iloc[-1]
+    for key, value in chosen.items():  # in the id and in the row, as trained
+        assert f"-{key}={value}-" in row["point_id"]
+        assert row[key] == value or float(row[key]) == pytest.approx(float(value))
+    assert "recipe=translation-tiny-tune" in row["point_id"]
+    assert "transformer" in printed and "at_edge" in printed  # the summary table
+    assert "## Space" in (out / SEARCH / "search.md").read_text()
+
+
+def test_a_rerun_continues_the_study_and_a_cut_trial_is_asked_again(tuned):
+    out, _ = tuned
+    s = experiments.SEARCHES[SEARCH]()
+    st = tune.study(s, "transformer", out)
+    cut = st.ask({k: tune.distribution(d) for k, d in s.space["transformer"].items()})
+    more = tvr("tune", SEARCH, "--only", "transformer", "--trials", "3", "--out", str(out),
+               "--tracking-uri", "none")
+    assert more.exit_code == 0, more.output
+    trials = tune.study(s, "transformer", out).get_trials()
+    states = [t.state.name for t in trials]
+    assert states.count("COMPLETE") == 3 and states[cut.number] == "FAIL"
+    assert trials[-1].params == cut.params  # the cut trial's recipe, asked again
+    assert len(read_results(results_path(out, SEARCH))) == 3
+
+
+def test_a_missing_search_is_one_line_naming_the_command(tmp_path):
+    r = tvr("run", "translation-tiny-tuned", "--out", str(tmp_path), "--dry-run")
+    assert r.exit_code == 2 and f"run `tvr tune {SEARCH}` first" in r.output
+    assert "Traceback" not in r.output
+    r = tvr("tune", "no-such-search", "--out", str(tmp_path))
+    assert r.exit_code == 2 and SEARCH in r.output
+
+
+def test_pruned_trials_do_not_compete_and_edges_are_flagged():
+    rows = pd.DataFrame({"point_id": ["a", "b", "c"], "runner": "translate",
+                         "model": "transformer", "status": "ok",
+                         recipe.KEY: [9.0, 5.0, 4.0], "stopped_by": ["pruned", "budget", "steps"]})
+    assert recipe.best_row(rows, "transformer")["point_id"] == "b"
+    assert tune._at_edge(("log", 1e-4, 1e-2), 1e-2) and not tune._at_edge(("log", 1e-4, 1e-2), 1e-3)
+    assert tune._at_edge(("choice", (1024, 2048, 4096)), 4096)
+    assert not tune._at_edge(("choice", ("pre", "post")), "pre")  # unordered: no edge
+
+
+class _Tiny(torch.nn.Module):
+    """Logits from the target through one matmul: the FLOP counter sees its cost."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed, self.out = torch.nn.Embedding(12, 4), torch.nn.Linear(4, 12)
+
+    def forward(self, src, tgt, src_key_padding_mask=None):
+        return self.out(self.embed(tgt))
+
+
+def _loop(plan: Plan, scores: list[float]):
+    data = [make_batch([[5, 6, 7]], [[8, 9]], {"<pad>": 0, "<s>": 2, "</s>": 3})]
+    torch.manual_seed(0)
+    model = _Tiny()
+    it = iter(scores)
+    return train(model, TrainStream(data, 0), plan, torch.device("cpu"), 0,
+                 lambda: {"dev_bleu_greedy": next(it)})
+
+
+def test_the_flop_budget_and_the_pruner_stop_training():
+    per_update = _loop(Plan(1, 1e-2, 1, 0.0, 1), [0.0, 1.0]).flops
+    log = _loop(Plan(100, 1e-2, 5, 0.0, 1000, max_flops=3.5 * per_update), [0.0, 1.0])
+    assert (log.steps, log.stopped_by) == (4, "budget")  # the update that passed the budget
+    log = _loop(Plan(100, 1e-2, 5, 0.0, 1000, eval_flops=2 * per_update), [0.0] + [1.0] * 50)
+    assert [s for s, _ in log.series["dev_bleu_greedy"]][:4] == [0, 2, 4, 6]
+    seen = []
+
+    def prune(flops: int, best: float) -> bool:
+        seen.append((flops, best))
+        return len(seen) == 2
+
+    log = _loop(Plan(100, 1e-2, 5, 0.0, 3, prune=prune), [0.0, 2.0, 1.0, 5.0])
+    assert (log.steps, log.stopped_by, log.stopped_early) == (6, "pruned", False)
+    assert seen == [(3 * per_update, 2.0), (6 * per_update, 2.0)]  # the best so far
+    assert math.isfinite(log.best)
+
+
+def test_the_pruner_is_optunas_successive_halving(tmp_path):
+    st = tune.study(experiments.SEARCHES[SEARCH](), "lstm", tmp_path)
+    assert isinstance(st.pruner, optuna.pruners.SuccessiveHalvingPruner)
+    assert isinstance(st.sampler, optuna.samplers.TPESampler)
