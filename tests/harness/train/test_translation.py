@@ -23,7 +23,7 @@ from harness.train.translation import recipe
 from harness.train.translation.baselines import best_constant
 from harness.train.translation.bpe import cache_path, shared_bpe
 from harness.train.translation.runner import subsample
-from harness.train.translation.scoring import score
+from harness.train.translation.scoring import repeats, score
 from harness.train.translation.tfidf import TfIdf
 
 PARALLEL_GROUPS = {9, 10, 11, 12, 13, 14, 15, 16, 40, 41, 42, 43, 49, 51, 61, 65}
@@ -402,3 +402,11 @@ def test_committed_hypotheses_rescore_to_their_rows_exactly(suite: str) -> None:
                                                                 abs=1e-9), saved
             checked += 1
     assert checked or "test_hypotheses" not in rows, suite
+
+
+def test_degenerate_repetition_and_length_are_measured() -> None:
+    looping = "The children of the children of the children of Israel"
+    assert repeats(looping) and not repeats("The children of Israel went out of Egypt")
+    s = score([looping, "And he said unto them"], ["The children of Israel", "And he said"])
+    assert s["repeat_rate"] == 0.5
+    assert s["len_ratio"] == pytest.approx((10 + 5) / (4 + 3))
