@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import click
 import optuna
 import pandas as pd
 import torch
@@ -31,6 +32,7 @@ from harness.run.sweep import run_suite
 from harness.train.translation.recipe import KEY, best_row, recipe_of, with_recipe
 
 STATES = ("COMPLETE", "PRUNED", "FAIL")
+MAX_FAILED = 3  # trials in a row without a result (error rows): a bug, not a bad recipe
 
 
 def distribution(dim: Dimension) -> optuna.distributions.BaseDistribution:
@@ -100,7 +102,12 @@ def tune_model(search: Search, base: Point, out_dir: Path, device: torch.device,
     with _only_one(out_dir, search, base.subject):
         st = study(search, base.subject, out_dir)
         _requeue_stale(st)
+        failed = 0
         while (c := counts(st))["COMPLETE"] + c["PRUNED"] < trials:
+            if failed == MAX_FAILED:
+                raise click.ClickException(
+                    f"{failed} trials of {base.subject} in a row ended without a result; see "
+                    f"{results_path(out_dir, search.name).parent / 'errors.log'}")
             trial = st.ask(dists)
             point = with_recipe(base, dict(trial.params))
             trial.set_user_attr("point_id", point.point_id)
@@ -116,7 +123,9 @@ def tune_model(search: Search, base: Point, out_dir: Path, device: torch.device,
             run_suite(search.name, [point], device, out_dir, tracking_uri, progress=progress,
                       description=f"tuning search {search.name}: trial {trial.number} of "
                                   f"{base.subject}", prune=prune)
-            st.tell(trial, **_outcome(out_dir, search.name, point))
+            outcome = _outcome(out_dir, search.name, point)
+            failed = failed + 1 if outcome.get("state") == optuna.trial.TrialState.FAIL else 0
+            st.tell(trial, **outcome)
     return st
 
 
