@@ -16,8 +16,10 @@ catches, saving a checkpoint. A stopped scripts/anchor resumes: each sitting tra
 own model folder (model-<k>; JoeyNMT refuses an existing one) from the previous sitting's
 latest.ckpt (`training.load_model`, with its optimizer, schedule, data order and best score),
 on the budget left. Then `python -m joeynmt test` beam-decodes dev and test with the best
-checkpoint by the config's early-stopping metric; its pieces go back through our tokenizer
-(piece -> id -> decode) and are scored as runner "translate" scores: a row in
+checkpoint by the config's early-stopping metric (and, when the budget cut training after
+its last validation, with the final weights too, kept if our dev BLEU is higher); its
+pieces go back through our tokenizer (piece -> id -> decode) and are scored as runner
+"translate" scores: a row in
 <out>/translation-anchor/results.csv with the toolkit's version, the config's path and
 sha256, the split's digest, and the hypotheses beside it; JoeyNMT's validations (greedy, BLEU
 on the pieces) in series.csv. The config JoeyNMT runs is the committed one with its paths,
@@ -272,6 +274,14 @@ def train(venv: Path, cfg: dict[str, Any], work: Path, max_tokens: int, budget_s
     return state
 
 
+def _latest(work: Path) -> Path:
+    """The last checkpoint of the last sitting that saved one."""
+    for d in reversed(_sittings(work)):
+        if (d / "latest.ckpt").exists():
+            return (d / "latest.ckpt").resolve()
+    raise RuntimeError(f"JoeyNMT left no checkpoint under {work}")
+
+
 def _best(work: Path) -> Path:
     """The best checkpoint by dev score: the best.ckpt of the last sitting that wrote one
     (a resumed sitting carries the best score on, so it writes one only to beat it); the
@@ -279,10 +289,7 @@ def _best(work: Path) -> Path:
     for d in reversed(_sittings(work)):
         if (d / "best.ckpt").exists():
             return (d / "best.ckpt").resolve()
-    for d in reversed(_sittings(work)):
-        if (d / "latest.ckpt").exists():
-            return (d / "latest.ckpt").resolve()
-    raise RuntimeError(f"JoeyNMT left no checkpoint under {work}")
+    return _latest(work)
 
 
 def decode(venv: Path, cfg: dict[str, Any], work: Path, max_tokens: int, best: Path
@@ -386,17 +393,30 @@ def run_anchor(config_path: Path, out_dir: Path, corpus: Corpus, tok: Tokenizer,
         shutil.rmtree(work)
     data = export(corpus, tok, max_tokens, work)
     state = train(venv, cfg, work, max_tokens, budget_s, echo)
-    best = _best(work)
-    echo(f"anchor: decoding dev and test with {best.relative_to(work)}")
-    hyps, decode_s, decode_cpu_s = decode(venv, cfg, work, max_tokens, best)
-    last = checkpoint_stats(next((d / "latest.ckpt").resolve() for d in reversed(_sittings(work))
-                                 if (d / "latest.ckpt").exists()))
+    # JoeyNMT validates every validation_freq updates: a budget that cuts training between
+    # two validations leaves final weights it never scored, decoded too and kept if their
+    # dev BLEU (ours, beam search) is higher
+    best, final = _best(work), _latest(work)
+    chosen: dict[str, Any] = {}
+    for kind, ckpt in (("best", best), ("final", final)):
+        if kind == "final" and (state["ended"] != "budget" or final == best):
+            continue
+        echo(f"anchor: decoding dev and test with {ckpt.relative_to(work)} ({kind})")
+        hyps, seconds, cpu = decode(venv, cfg, work, max_tokens, ckpt)
+        dev = score(from_pieces(tok, hyps["dev"]), [t for _, t in corpus.dev])["bleu"]
+        chosen[f"{kind}_checkpoint_dev_bleu"] = dev
+        chosen[f"{kind}_checkpoint_step"] = checkpoint_stats(ckpt)["steps"]
+        chosen["decode_s"] = chosen.get("decode_s", 0.0) + seconds
+        chosen["decode_cpu_s"] = chosen.get("decode_cpu_s", 0.0) + cpu
+        if kind == "best" or dev > chosen["best_checkpoint_dev_bleu"]:
+            kept, chosen["checkpoint"] = hyps, kind
+    last = checkpoint_stats(final)
     stem = f"{model}-s{cfg.get('random_seed', 0)}-{digest}-cpu-{machine}"
     files: dict[str, list[str]] = {}
     values: dict[str, Any] = {}
     for split in ("dev", "test"):
         refs = [t for _, t in getattr(corpus, split)]
-        values |= score_split(split, from_pieces(tok, hyps[split]), refs, corpus, stem, files)
+        values |= score_split(split, from_pieces(tok, kept[split]), refs, corpus, stem, files)
     for rel, lines in files.items():
         write_lines(table.parent / rel, lines)
     enc, dec, testing = cfg["model"]["encoder"], cfg["model"]["decoder"], cfg["testing"]
@@ -423,7 +443,7 @@ def run_anchor(config_path: Path, out_dir: Path, corpus: Corpus, tok: Tokenizer,
            "train_tokens": last["total_tokens"], "best_step": last["best_ckpt_iter"],
            "toolkit_best_dev_bleu_pieces_greedy": last["best_ckpt_score"],
            "train_pairs": data.train_pairs, "train_pairs_too_long": data.too_long,
-           "decode_s": decode_s, "decode_cpu_s": decode_cpu_s,
+           **chosen,
            "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
            **facts}
     append_row(table, row)
