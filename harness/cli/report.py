@@ -191,7 +191,8 @@ def claims_cmd(fmt: str, out: str, machine: str | None) -> None:
 
     _check_machine(out, None, machine)
     with machine_choice(machine):
-        click.echo(render(ledger(Path(out)), fmt), nl=False)
+        # a bar on stderr while a slow pass runs (a cold cache of Table 2's sentence tests)
+        click.echo(render(ledger(Path(out), progress=True), fmt), nl=False)
 
 
 @click.command("compare", epilog="""\b

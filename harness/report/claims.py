@@ -10,7 +10,12 @@ a claim whose results are missing says which suite to run.
 from __future__ import annotations
 
 import json
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -61,28 +66,72 @@ def all_claims() -> list[Claim]:
             *claim_later.CLAIMS]
 
 
-def ledger(out_dir: Path, claims: list[Claim] | None = None) -> pd.DataFrame:
-    """One row per claim: claim, suite, points, measured, verdict, rule, figure, scale."""
+# Seconds a ledger pass runs before its progress shows: a pass on a warm cache takes a few
+# seconds; a cold one (the sentence-level significance tests of Table 2's claim, cached in
+# harness.report.claim_translation.sentence_cache) took 106 s, 100 of them in that claim.
+PROGRESS_AFTER = 5.0
+
+
+@contextmanager
+def _progress(total: int, shown: bool) -> Iterator[Any]:
+    """A bar on stderr naming the claim being judged, shown once the pass has run
+    PROGRESS_AFTER seconds, its clock ticking while one claim takes long, gone at the end."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, file=sys.stderr, leave=False, delay=PROGRESS_AFTER,
+               disable=not shown,  # no rate nor ETA: one claim may take most of the pass
+               bar_format="claims {n_fmt}/{total_fmt} [{elapsed}] judging {desc}")
+    done = threading.Event()
+
+    def tick() -> None:  # tqdm redraws only on update; a claim may take minutes
+        while not done.wait(0.5):
+            if bar.format_dict["elapsed"] >= PROGRESS_AFTER:
+                bar.refresh()
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    if shown:
+        ticker.start()
+    try:
+        yield bar
+    finally:
+        done.set()
+        if shown:
+            ticker.join()
+        bar.close()
+
+
+def ledger(out_dir: Path, claims: list[Claim] | None = None, progress: bool = False
+           ) -> pd.DataFrame:
+    """One row per claim: claim, suite, points, measured, verdict, rule, figure, scale.
+    progress: a bar on stderr when the pass is slow (stdout untouched)."""
     if claims is None:
         claims = all_claims()
     stored = Stored(out_dir)
     rows = []
-    for claim in claims:
-        stored.read = []
-        e = judge(claim, stored)
-        chosen = e.figure or claim.figure
-        figure = chosen if chosen and (Path(out_dir) / chosen).exists() else ""
-        facts = {k: e.facts.get(k, "") for k in SCALE_FIELDS}
-        rows.append({"key": claim.key, "claim": claim.claim, "verdict": e.verdict,
-                     "kind": e.kind, "measured": e.measured, "points": e.points,
-                     "point_ids": _read(stored.read),
-                     "rule": e.rule, "gates": as_records(e.gates),
-                     "tests": as_records(e.tests), "ungated": e.ungated, **facts,
-                     "scale": e.scale, "suite": claim.suite, "figure": figure})
+    with _progress(len(claims), progress) as bar:
+        for claim in claims:
+            bar.set_description_str(f"{claim.key} ({claim.suite})", refresh=False)
+            rows.append(_row(claim, stored, out_dir))
+            bar.update(1)
     columns = ["key", "claim", "verdict", "kind", "measured", "points", "point_ids", "rule",
                "gates",
                "tests", "ungated", *SCALE_FIELDS, "scale", "suite", "figure"]
     return pd.DataFrame(rows, columns=columns)
+
+
+def _row(claim: Claim, stored: Stored, out_dir: Path) -> dict[str, Any]:
+    """The claim's row of the ledger."""
+    stored.read = []
+    e = judge(claim, stored)
+    chosen = e.figure or claim.figure
+    figure = chosen if chosen and (Path(out_dir) / chosen).exists() else ""
+    facts = {k: e.facts.get(k, "") for k in SCALE_FIELDS}
+    return {"key": claim.key, "claim": claim.claim, "verdict": e.verdict,
+            "kind": e.kind, "measured": e.measured, "points": e.points,
+            "point_ids": _read(stored.read),
+            "rule": e.rule, "gates": as_records(e.gates),
+            "tests": as_records(e.tests), "ungated": e.ungated, **facts,
+            "scale": e.scale, "suite": claim.suite, "figure": figure}
 
 
 def _read(read: list[dict]) -> list[dict]:
