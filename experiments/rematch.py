@@ -87,8 +87,9 @@ def mqar_points(suite: str, pairs: tuple[int, ...], d: int, widths: tuple[int, .
 def rematch_quick() -> list[Point]:
     """Training throughput at d = 64, batch 4, n = 64, 512, 4096 (one timing per point, one
     point at a time), and MQAR with 2 and 4 pairs at d = 32 and with 4 pairs at d = 16, 3
-    seeds, up to 400 steps (16 symbols). For `make run`: about 3 minutes on 2 cores with
-    `--executor ray` (MQAR points one per core; a timed point takes the whole machine).
+    seeds, up to 400 steps (16 symbols). For `make run`, with `--executor ray` (MQAR points
+    one per core; a timed point takes the whole machine): the README states its reference
+    point time, and `tvr run rematch-quick --dry-run` scales that to your machine.
     At 400 steps MQAR is short of the steps attention needs to learn recall at 4 pairs
     (about 1100 in trials here), so its claim may well be inconclusive at this scale; the
     full suite trains long enough."""

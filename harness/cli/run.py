@@ -31,7 +31,7 @@ Examples:
   tvr run convergence-quick --set steps=2000  # one setting of every point, own folder
   tvr run quick --fail-on error,oom  # exit 1 if any point failed (for CI)
   tvr run quick --threads 2          # timed points on 2 threads (default 1, as the reference)
-  tvr run quick --dry-run            # list the points, measure nothing
+  tvr run quick --dry-run            # the points to do and their expected time
   tvr run --suite-file my-suite.toml # a suite declared in a file
 """
 
@@ -81,7 +81,9 @@ def _renamed(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
 @click.option("--resume/--no-resume", default=True, show_default=True,
               help="Skip points already done (ok or diverged) on this device in "
                    "<out>/<suite>/results.csv.")
-@click.option("--dry-run", is_flag=True, help="List the points and exit without measuring.")
+@click.option("--dry-run", is_flag=True,
+              help="List the points to do, count those already done, estimate their time "
+                   "from the reference rows in <out>, and exit without measuring.")
 @click.option("--max-memory", type=Bytes(), default=None,
               help="Skip points whose predicted footprint exceeds this (e.g. 8GiB).")
 @click.option("--min-run-time", type=Seconds(0.01, 60.0), default=0.2,
@@ -142,9 +144,9 @@ def run_cmd(**options: Any) -> None:
 
         points = apply(points, output_folder(o.out))
     if o.dry_run:
-        for p in points:
-            click.echo(p.point_id)
-        click.echo(f"{len(points)} points in suite {suite!r} (dry run: nothing measured)")
+        from harness.cli.estimate import dry_run
+
+        dry_run(suite, name, points, o)
         return
     out_dir = output_folder(o.out)
     uri = store_uri(out_dir, o.tracking_uri)

@@ -18,6 +18,7 @@ from harness.errors import BadInput
 from harness.files import write_atomic
 from harness.report import tables
 from harness.report.claims import counts, ledger
+from harness.report.estimate import duration, point_seconds
 from harness.report.evidence import NO_ONEDNN
 from harness.report.labels import labelled
 from harness.report.markdown import markdown_table
@@ -48,19 +49,33 @@ def _machine(df: pd.DataFrame) -> str:
             f"{int(first['threads'])} thread{'s' if first['threads'] != 1 else ''})")
 
 
+# The suites of the Makefile's `run` target, in its order (a test checks them against it)
+MAKE_RUN = ("quick", "table1", "convergence-quick", "identities", "threads",
+            "translation-quick", "rematch-quick")
+
+
 def run_times(out: Path) -> str:
-    parts = []
-    for suite in ("quick", "table1", "convergence-quick", "identities", "threads",
-                  "translation-quick", "rematch-quick"):
+    """`make run`'s expected time: each of its suites' point time on the machine whose rows
+    the report shows (the reference on a fresh clone), and their sum."""
+    parts, total, missing = [], 0.0, []
+    for suite in MAKE_RUN:
         try:
             df = _rows(out, suite)
         except BadInput as exc:
             parts.append(f"`{suite}`: {exc}")
+            missing.append(suite)
             continue
-        parts.append(f"`{suite}` {len(df)} points, {df['wall_s'].sum():.0f} s on "
-                     f"{_machine(df)}")
-    return ("Points' own wall times in the committed results (their sum: start-up, "
-            "installing and the report come on top): " + "; ".join(parts) + ".")
+        seconds = float(point_seconds(df).sum())
+        total += seconds
+        parts.append(f"`{suite}` {len(df)} points, {seconds:.0f} s on {_machine(df)}")
+    which = f"the {len(MAKE_RUN) - len(missing)} measured suites" if missing else "its suites"
+    return (f"`make run`: {total:.0f} s (about {duration(total)}) of point time, {which} on "
+            "the machines named below, each point's wall time as its row records it (a point "
+            "resumed from a checkpoint adds its earlier attempts' training), summed: "
+            + "; ".join(parts) + ". Start-up, installing, MLflow and the report come on top; "
+            "the training suites run one point per core (`--executor ray`), so on two or more "
+            "cores they take less wall time than their sum. `tvr run SUITE --dry-run` scales "
+            "a suite's time to your machine.")
 
 
 def crossover(out: Path) -> str:
@@ -322,7 +337,7 @@ def seed_gates(table: pd.DataFrame) -> str:
 
 def claims(out: Path) -> str:
     table = ledger(out)
-    summary = table[["claim", "verdict"]]
+    summary = table[["claim", "verdict", "kind"]]  # kind: empirical, or an identity check
     return (counts(table) + " (the evidence, rule and scale of each: `tvr claims`, or "
             "[REPORT.md](results/REPORT.md)). Seeds per arm the seeds gate asks, as the rules "
             f"apply it: {seed_gates(table)}.\n\n" + markdown_table(summary) + "\n")
