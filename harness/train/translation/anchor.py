@@ -218,7 +218,15 @@ def _joey(venv: Path, args: list[str], work: Path, log: Path) -> subprocess.Pope
     with open(log, "ab") as out:
         return subprocess.Popen([str((venv / "bin" / "python").absolute()), "-m", "joeynmt",
                                  *args], cwd=work, env=os.environ | ONE_THREAD, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=_hear_sigint)
+
+
+def _hear_sigint() -> None:
+    """In the child: SIGINT back to its default, so that Python turns it into the
+    KeyboardInterrupt JoeyNMT catches (a shell starts background jobs with SIGINT ignored,
+    and an ignored signal stays ignored across exec)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _stop(proc: subprocess.Popen) -> int:
