@@ -32,6 +32,7 @@ from harness.schema import (
     OUTCOME,
     POINT_FIELDS,
     TAIL_COLUMNS,
+    is_metric_name,
     listed_params,
 )
 
@@ -153,8 +154,9 @@ _said: set[str] = set()  # warnings already given by this process (a report read
 def _without_bad_cells(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` without the rows holding a bad cell, each said (file, line, column) in one
     warning line per file: a status no run writes, a size that is not a whole number up to
-    2**53, text in a column of numbers (a metric with at least as many numbers as text
-    cells; a point's listed params and the text columns are left as they are)."""
+    2**53, text in a column of numbers (a metric by its name, harness.schema, or a column
+    with at least as many numbers as text cells; a point's listed params and the text
+    columns are left as they are)."""
     bad: dict[int, str] = {}
     status = frame["status"].astype(str)
     for i in frame.index[~status.isin(STATUSES)]:
@@ -168,7 +170,8 @@ def _without_bad_cells(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
         text = values.isna() & frame[column].notna()
         if column in _INTEGER_COLUMNS:
             text |= ~values.isna() & ((values.abs() > 2**53) | (values % 1 != 0))
-        elif not text.any() or values.notna().sum() < text.sum():
+        elif not text.any() or (values.notna().sum() < text.sum()
+                                and not is_metric_name(column)):
             continue  # numbers throughout, or a column of text (fewer numbers than text)
         kind = "whole number up to 2**53" if column in _INTEGER_COLUMNS else "number"
         for i in frame.index[text]:

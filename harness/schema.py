@@ -42,11 +42,24 @@ ID_COLUMNS = ["suite", "point_id", "runner", "model", "mixer", "seq_len", "d_mod
 TAIL_COLUMNS = ["message", "torch_version", "host"]
 
 _LISTED = re.compile(r"-([A-Za-z_]\w*)=")
+# Metrics by name: a column named for a unit or a score holds a number in every row, whatever
+# one file holds (text there is a bad cell, not a param): times (_ms, _s), sizes (_bytes),
+# work and rates (flops, _per_s, _per_token), scores (bleu, chrf, loss, accuracy, ppl, mfu,
+# ratio). Timings listed per candidate or repetition ("onednn:39.4;F.linear:73.4", columns
+# <point>_kernel_ms and <name>_reps_ms) are text, as is a scorer's signature (bleu_signature).
+_METRIC_NAME = re.compile(r"(?:^|_)(?:ms|s|bytes|flops|per_s|per_token|bleu|chrf|loss|"
+                          r"accuracy|ppl|mfu|ratio)$|^flops_")
+_TIMING_LIST = re.compile(r"_(?:kernel|reps)_ms$")
 
 
 def listed_params(point_id: str) -> set[str]:
     """The params a point_id lists (`-n_heads=4`): the keys of its Point.columns()."""
     return set(_LISTED.findall(point_id))
+
+
+def is_metric_name(column: str) -> bool:
+    """Whether `column` is a metric by its name (a number in every row that fills it)."""
+    return bool(_METRIC_NAME.search(column)) and not _TIMING_LIST.search(column)
 
 
 def _empty(value: Any) -> bool:

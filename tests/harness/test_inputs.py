@@ -183,6 +183,27 @@ def test_a_bad_cell_skips_its_row_naming_file_and_line(
                                              path.read_text().splitlines())
 
 
+@pytest.mark.parametrize("command", [["table", "--suite", "quick"], ["claims"], ["report"]])
+def test_a_metric_of_text_alone_in_its_column_skips_its_row(tmp_path: Path,
+                                                            command: list[str]) -> None:
+    """A one-row file with fwd_ms=abc: the column holds no number at all, but its name says
+    it is a metric (harness.schema): the row is skipped and said, not summed into a
+    TypeError."""
+    reference = Path(__file__).resolve().parents[2] / "results" / "quick" / "results.csv"
+    head, row = reference.read_text().splitlines()[:2]
+    cells = dict(zip(head.split(","), row.split(","), strict=True)) | {"fwd_ms": "abc"}
+    path = results_path(tmp_path, "quick")
+    path.parent.mkdir()
+    path.write_text(f"{head}\n{','.join(cells.values())}\n")
+    result = CliRunner().invoke(cli, [*command, "--out", str(tmp_path)])
+    assert result.exit_code in (0, 2) and "Traceback" not in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), \
+        repr(result.exception)
+    warnings = [x for x in result.output.splitlines() if x.startswith(f"warning: {path}")]
+    assert warnings == [f"warning: {path}: 1 row(s) with a bad cell skipped: line 2 (column "
+                        "fwd_ms: 'abc' is not a number); fix or remove them"], result.output
+
+
 @pytest.fixture
 def http_service() -> Iterator[int]:
     """An HTTP/1 server: something, but not Ray, listens."""

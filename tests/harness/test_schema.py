@@ -2,6 +2,7 @@
 the same whether a point was just measured or its row is read back from a file."""
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -9,7 +10,7 @@ import torch
 import experiments
 from harness.measure.machine import machine_facts
 from harness.results import read_results, results_path
-from harness.schema import FACTS, POINT_FIELDS, Parts, listed_params
+from harness.schema import FACTS, POINT_FIELDS, Parts, is_metric_name, listed_params
 from harness.track.values import declared_params, split_row
 
 
@@ -50,3 +51,23 @@ def test_committed_rows_split_into_their_parts():
                for v in parts.metrics.values())
     assert "fwd_ms" in parts.metrics
     assert listed_params(row["point_id"]) <= set(parts.params) | set(parts.identity)
+
+
+def test_metrics_by_name_are_numbers_in_every_committed_row():
+    """A column a name calls a metric (fwd_ms, train_s, saved_bytes, dev_bleu, flops_fwd)
+    holds a number in every committed row; the timing lists and signatures that look like
+    one (linear_kernel_ms 'onednn:39.4;F.linear:73.4', ours_reps_ms, bleu_signature) and the
+    point's fields and config are not metrics by name."""
+    import pandas as pd
+
+    named = set()
+    for path in sorted(Path("results").glob("**/results.csv")):
+        rows = pd.read_csv(path, dtype=str, keep_default_na=False)
+        for column in filter(is_metric_name, rows.columns):
+            cells = rows[column][rows[column] != ""]
+            assert pd.to_numeric(cells, errors="coerce").notna().all(), (path, column)
+            named.add(column)
+    assert {"fwd_ms", "train_s", "saved_bytes", "dev_bleu", "flops_fwd", "mfu"} <= named
+    for column in ("linear_kernel_ms", "ours_reps_ms", "bleu_signature", "d_model", "lr",
+                   "steps", "seq_len", "meets_target", "dev_hypotheses"):
+        assert not is_metric_name(column), column
