@@ -2,10 +2,13 @@
 most a given size (never a FIFO, which blocks the read forever, a device such as /dev/zero,
 which never ends, or a file of /proc or /sys, whose size says nothing of its content), and
 a text from the command line (a path, a URI) holds no NUL byte, no undecodable byte and no
-more characters than a file system takes."""
+more characters than a file system takes; a path the system refuses (a loop of links, a
+name too long, no permission, a read-only file system, a file where a folder should be) is
+one line of bad input, wherever it shows."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -21,8 +24,7 @@ _VIRTUAL = ("/proc", "/sys", "/dev")  # file systems whose files are not stored 
 def check_text(text: str, what: str) -> str:
     """`text` (a path or URI from the command line) as given; BadInput for a NUL byte, a
     byte that is not UTF-8 (Python keeps it as a lone surrogate), or an overlong text."""
-    shown = text[:60].encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
-    shown += "..." if len(text) > 60 else ""
+    shown = _shown(text, 60)
     if "\0" in text:
         raise BadInput(f"{what} {shown!r}: holds a NUL byte")
     try:
@@ -35,6 +37,12 @@ def check_text(text: str, what: str) -> str:
     return text
 
 
+def _shown(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, printable whatever bytes it holds."""
+    shown = text[:limit].encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+    return shown + ("..." if len(text) > limit else "")
+
+
 def check_path(path: str | os.PathLike, what: str) -> Path:
     """check_text, plus no name in the path longer than NAME_MAX bytes."""
     text = check_text(os.fspath(path), what)
@@ -43,6 +51,48 @@ def check_path(path: str | os.PathLike, what: str) -> Path:
             raise BadInput(f"{what} {text[:60]!r}...: a name of {len(part.encode()):,} bytes; "
                            f"a file system takes at most {MAX_NAME_BYTES}")
     return Path(text)
+
+
+# What the system says of a path itself, not of the data in it: bad input, one line
+PATH_ERRNOS = frozenset({errno.ELOOP, errno.ENAMETOOLONG, errno.EACCES, errno.EPERM,
+                         errno.EROFS, errno.ENOTDIR, errno.EISDIR})
+
+
+def path_error(exc: OSError, what: str = "") -> BadInput:
+    """One line for an OSError a path gave: the path (both, for a rename) and the system's
+    words, with what to do for a permission or a read-only file system."""
+    names = [os.fsdecode(n) for n in (exc.filename, exc.filename2) if n is not None]
+    shown = " -> ".join(_shown(n, 200) for n in names) or "a path"
+    hint = {errno.EACCES: "; check its permissions and its folders'",
+            errno.EPERM: "; check its permissions and attributes (chattr)",
+            errno.EROFS: "; choose a writable place"}.get(exc.errno, "")
+    return BadInput(f"{what + ' ' if what else ''}{shown}: {exc.strerror or exc}{hint}")
+
+
+def check_lookup(path: str | os.PathLike, what: str) -> Path:
+    """check_path, plus BadInput where the system cannot look the path up at all (a loop of
+    links, no permission on a folder on its way); a path that does not exist, or lies under
+    a file and so cannot, passes: whether it must exist is the caller's to say."""
+    p = check_path(path, what)
+    try:
+        os.stat(p)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError as exc:
+        raise path_error(exc, what) from None
+    return p
+
+
+def resolved(path: str | os.PathLike, what: str) -> Path:
+    """check_path, then the absolute path with its links followed; a loop of links is bad
+    input (Python 3.11's pathlib raises RuntimeError for one)."""
+    p = check_path(path, what)
+    try:
+        return p.resolve()
+    except RuntimeError:
+        raise BadInput(f"{what} {p}: a loop of symbolic links") from None
+    except OSError as exc:
+        raise path_error(exc, what) from None
 
 
 def is_virtual(path: Path) -> bool:

@@ -372,6 +372,18 @@ def machine_note(every: pd.DataFrame, shown: str, suite: str) -> str:
     return f"the reference: this machine has no rows here yet, `tvr run {suite}` measures them"
 
 
+def _unreadable(out_dir: Path) -> str:
+    """", where folders FOO, BAR cannot be read (Permission denied)" for the folders under
+    `out_dir` this process may not list (a listing skips them without a word)."""
+    try:
+        folders = [p.name for p in out_dir.iterdir()
+                   if p.is_dir() and not os.access(p, os.R_OK | os.X_OK)]
+    except OSError:
+        return ""  # out_dir itself: the caller's message names it
+    return f", where folders {', '.join(sorted(folders))} cannot be read (Permission " \
+        "denied)" if folders else ""
+
+
 def load_results(out_dir: Path, suites: list[str] | None = None,
                  machine: str | None = None) -> pd.DataFrame:
     """Every suite's rows under `out_dir` (or only `suites`) as one tidy frame, each suite's
@@ -384,8 +396,8 @@ def load_results(out_dir: Path, suites: list[str] | None = None,
     if suites is None:
         paths = sorted(out_dir.glob(f"*/{RESULTS_FILE}"))
         if not paths:
-            raise BadInput(f"no results under {out_dir}: run `tvr run SUITE{out_flag}` first "
-                           "(`tvr suites` lists the suites)")
+            raise BadInput(f"no results under {out_dir}{_unreadable(out_dir)}: run `tvr run "
+                           f"SUITE{out_flag}` first (`tvr suites` lists the suites)")
     else:
         paths = [results_path(out_dir, s) for s in suites]
         missing = [s for s in suites if not results_path(out_dir, s).exists()]

@@ -34,7 +34,9 @@ class _BadInputError(click.ClickException):
 
 
 class _Group(click.Group):
-    """Turns BadInput raised anywhere below a command into exit code 2 and one line."""
+    """Turns BadInput raised anywhere below a command into exit code 2 and one line, and so
+    an error the system gives for a path (harness.inputs.PATH_ERRNOS: a loop of links, a name
+    too long, no permission, a read-only file system) that no check before caught."""
 
     def make_context(self, *args, **kwargs) -> click.Context:  # noqa: ANN002, ANN003
         try:
@@ -47,6 +49,12 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except BadInput as exc:
             raise _BadInputError(str(exc)) from None
+        except OSError as exc:
+            from harness.inputs import PATH_ERRNOS, path_error
+
+            if exc.errno not in PATH_ERRNOS:
+                raise
+            raise _BadInputError(str(path_error(exc))) from None
         except KeyboardInterrupt:  # a stop signal: 143/130 and one line, never "Aborted!"
             raise signals.stopped_exit() from None
 
@@ -89,9 +97,12 @@ def cli(plugins: tuple[str, ...]) -> None:
     """
     if not plugins:  # models.plugins imports torch: not for `tvr run --help`
         return
+    from harness.inputs import check_lookup
     from models.plugins import import_module
 
     for module in plugins:
+        if module.endswith(".py") or os.sep in module:  # a path: a loop, a long name said
+            check_lookup(module, "--plugin")
         try:
             import_module(module)
         except ValueError as exc:

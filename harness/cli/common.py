@@ -34,14 +34,16 @@ def complete_stored_suites(ctx: click.Context, _param: click.Parameter,
 
 class CheckedPath(click.Path):
     """click.Path, with a NUL byte, a byte that is not UTF-8 or an overlong path refused in
-    one line first (click's own check would raise ValueError from os.stat)."""
+    one line first (click's own check would raise ValueError from os.stat), and a path the
+    system refuses to look up (a loop of links, a folder without permission on its way: click
+    would call it missing, or let it through to fail later) said as what it is."""
 
     def convert(self, value, param, ctx):  # noqa: ANN001, ANN201
-        from harness.inputs import check_path
+        from harness.inputs import check_lookup
 
         if isinstance(value, str):
             try:
-                check_path(value, "path")
+                check_lookup(value, "path")
             except BadInput as exc:
                 self.fail(str(exc).removeprefix("path "), param, ctx)
         return super().convert(value, param, ctx)
@@ -120,20 +122,20 @@ class Seconds(click.ParamType):
         return number
 
 
-def output_folder(out: str) -> Path:
+def output_folder(out: str, what: str = "--out") -> Path:
     """The output directory, created if needed; unwritable -> bad input before any work."""
     if not out.strip():
-        raise BadInput("--out '': name a folder (default: results)")
+        raise BadInput(f"{what} '': name a folder (default: results)")
     from harness.inputs import check_path
 
-    path = check_path(out, "--out")
+    path = check_path(out, what)
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".tvr-write-probe"
         probe.write_text("")
         probe.unlink()
     except OSError as exc:
-        raise BadInput(f"--out {out}: cannot write there ({exc.strerror})") from None
+        raise BadInput(f"{what} {out}: cannot write there ({exc.strerror})") from None
     return path
 
 

@@ -76,10 +76,10 @@ def _bitext(points: list[Point], bitext: tuple[str, ...], reverse: bool) -> Over
     named, where the suite has translation points at all."""
     from experiments.overrides import Bitext
     from experiments.spec import TranslateOptions
-    from harness.inputs import check_path
+    from harness.inputs import resolved
     from harness.train.translation.corpus import user_corpus
 
-    paths = tuple(str(check_path(p, "--bitext").resolve()) for p in bitext)
+    paths = tuple(str(resolved(p, "--bitext")) for p in bitext)
     if not paths or not any(isinstance(p.options, TranslateOptions) for p in points):
         return Bitext(paths, reverse)  # its check says what is wrong, if anything
     return Bitext(paths, reverse, user_corpus(paths, reverse).name)  # validates every line

@@ -55,9 +55,12 @@ class RunOptions:
 def sweep(name: str, description: str, points: list[Point], out_dir: Path, uri: str | None,
           o: RunOptions) -> SweepSummary:
     """Measure the points into <out>/<name>/ with the executor and threads asked for."""
+    from harness.cli.common import output_folder
     from harness.run import sweep as sweeps
     from harness.run.executor import make_executor
 
+    output_folder(str(out_dir / name), "results folder")  # no row could be written there:
+    # said before any point is measured
     if uri is not None:
         from harness.track.store import check_reachable
 
@@ -205,7 +208,9 @@ def print_links(uri: str, name: str, out: str) -> None:
 
 @contextmanager
 def stopping(csv: Path) -> Iterator[None]:
-    """A stop signal (exit 143/130) or a failed write (exit 1) ends the command in one line."""
+    """A stop signal (exit 143/130) or a failed write (exit 1; 2 for a path the system
+    refuses: no permission, a read-only file system) ends the command in one line."""
+    from harness.inputs import PATH_ERRNOS, path_error
     from harness.signals import stop_on_signals, stopped_exit
 
     try:
@@ -214,5 +219,7 @@ def stopping(csv: Path) -> Iterator[None]:
     except KeyboardInterrupt:  # Stopped, or what Ray's wait made of it
         raise stopped_exit(csv) from None
     except OSError as e:  # disk full, read-only, removed folder: nothing to measure into
+        if e.errno in PATH_ERRNOS:
+            raise BadInput(f"results under {csv.parent.parent}: {path_error(e)}") from None
         raise click.ClickException(f"cannot write the results under {csv.parent.parent}: "
                                    f"{e.strerror or e}") from None

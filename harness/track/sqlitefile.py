@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.inputs import is_virtual
+from harness.inputs import is_virtual, resolved
 
 if TYPE_CHECKING:
     from filelock import FileLock
@@ -110,7 +110,7 @@ def _open_problem(path: Path) -> str | None:
 def sqlite_uri(path: Path) -> str:
     """sqlite:/// URI of a file, percent-encoded: SQLAlchemy decodes %XX and splits at "?",
     so a folder named "a%20b" or "q?x=1" would otherwise send the store elsewhere."""
-    return "sqlite:///" + urllib.parse.quote(Path(path).resolve().as_posix(), safe="/")
+    return "sqlite:///" + urllib.parse.quote(resolved(path, "SQLite store").as_posix(), safe="/")
 
 
 def create_sqlite(path: Path, build: Callable[[Path], None]) -> None:

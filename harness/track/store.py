@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from harness.errors import BadInput
-from harness.inputs import check_path, check_text, is_virtual
+from harness.inputs import check_text, is_virtual, resolved
 from harness.signals import uncut
 from harness.track.sqlitefile import sqlite_problem, sqlite_uri
 
@@ -321,7 +321,7 @@ def _check_sqlite(uri: str) -> str:
     if re.search(r"(^|&)(mode=ro|immutable=1)", query):
         raise BadInput(f"tracking URI {uri!r}: a read-only store cannot record runs; drop "
                        f"?{query}, or pass --tracking-uri none")
-    path = check_path(path, "tracking URI").resolve()
+    path = resolved(path, "tracking URI")
     if is_virtual(path):
         raise BadInput(f"tracking URI {uri!r}: {path} is in a virtual file system (/proc, "
                        "/sys, /dev), not on a disk")
