@@ -91,46 +91,6 @@ CPU_D_MODEL, CPU_BATCH = 128, 64
 CPU = dict(bpe=4000, max_tokens=80, eval_every=250, eval_sentences=200,
            final_sentences=0, speed_sentences=16, target_from="retrieval", warmup=0.08,
            patience=4)
-CPU_LRS, CPU_DROPOUTS = (1e-3, 3e-3), (0.1, 0.3)
-CPU_STEPS, CPU_SWEEP_STEPS, CPU_SWEEP_EVAL = 1800, 400, 100
-
-
-def translation_cpu_recipes() -> list[Point]:
-    """The recipe sweep of `translation-cpu`: per model (Transformer of 2+2 layers, d_model
-    128, d_ff 512, h 4; attentional LSTM and GRU and plain LSTM matched to its parameters),
-    peak learning rate x dropout on a grid (CPU_LRS x CPU_DROPOUTS), one seed, CPU_SWEEP_STEPS
-    updates of 64 full-length pairs with early stopping on the dev curve (greedy BLEU on 200
-    dev verses, PATIENCE evaluations without a new best), scored by beam search on the whole
-    dev set (test not decoded). `translation-cpu` takes each model's row of lowest dev
-    perplexity (harness.train.translation.recipe says why not BLEU).
-    Expected (an estimate from measured rates): an update of 64 pairs took 0.41 s
-    (Transformer), 0.68 s (attentional LSTM), 1.04 s (attentional GRU), 0.48 s (LSTM) on one
-    core of the 2-core reference machine (counted 2.0-2.1e10 FLOPs each), so ~4.2e3
-    core-seconds of updates plus ~0.5e3 of decoding: ~1.3 core-hours, ~40 min with
-    `--executor ray` on 2 cores."""
-    return [translate_point("translation-cpu-recipes", m, CPU_D_MODEL, CPU_BATCH, 0,
-                            arch=CPU_ARCH | {"dropout": p}, **(CPU | {
-                                "steps": CPU_SWEEP_STEPS, "peak_lr": lr, "score_test": False,
-                                "speed_sentences": 0, "eval_every": CPU_SWEEP_EVAL}))
-            for m in CPU_MODELS for lr in CPU_LRS for p in CPU_DROPOUTS]
-
-
-def translation_cpu() -> list[Point]:
-    """Table 2 on a CPU: the Transformer (2+2 layers, d_model 128, d_ff 512, h 4), the
-    attentional LSTM and GRU and the plain LSTM matched to its parameters, 3 seeds each,
-    each with its recipe (peak learning rate, dropout) taken at run time from the lowest dev
-    perplexity row of `translation-cpu-recipes` (run that first, into the same --out), CPU_STEPS
-    updates of 64 full-length pairs (a cap keeping >= 99% of training pairs) with early
-    stopping on the dev curve; beam search on the whole dev and test sets; and the three
-    baselines (source copy, best constant sentence, retrieval) on the same sentences. The
-    cost target is the retrieval baseline's BLEU on the curve's dev verses. Expected (an
-    estimate from the rates measured for `translation-cpu-recipes`): ~1.4e4 core-seconds of
-    updates plus ~3e3 of decoding (beam 4 on 988 dev and 2,281 test verses per point): ~4.7
-    core-hours, ~2.5 h with `--executor ray` on 2 cores; with the sweep, ~6 core-hours."""
-    return baseline_points("translation-cpu", **CPU) + [
-        translate_point("translation-cpu", m, CPU_D_MODEL, CPU_BATCH, s, arch=CPU_ARCH,
-                        **(CPU | {"steps": CPU_STEPS, "recipe": "translation-cpu-recipes"}))
-        for m in CPU_MODELS for s in range(3)]
 
 
 # Table 2 on a CPU, each model with its own recipe found by a tuning search. Every run,

@@ -18,6 +18,9 @@ def check_suite(suite: str) -> None:
     import experiments
 
     names = experiments.suite_names()
+    if suite in experiments.RETIRED:
+        raise BadInput(f"suite {suite!r} is retired: {experiments.RETIRED[suite]} (its "
+                       "committed rows are kept for the report)")
     if suite not in names:
         raise BadInput(f"unknown suite {suite!r}; valid: {', '.join(names)} (`tvr suites` "
                        "describes them)")

@@ -227,8 +227,9 @@ def clustered_tests(ours: list[list[str]], theirs: list[list[str]], refs: list[s
             except (ValueError, TypeError):
                 pass  # a damaged cache file: run the tests again and replace it
         out = []
-        for label, metric in (("BLEU", BLEU(**OPTIONS["BLEU"])), ("chrF", CHRF(**OPTIONS["chrF"]))):
-            r = clustered.paired(metric, ours, theirs, refs, CLUSTERED_SAMPLES, int(SEED))
+        for label, kind in (("BLEU", BLEU), ("chrF", CHRF)):
+            r = clustered.paired(kind, ours, theirs, refs, CLUSTERED_SAMPLES, int(SEED),
+                                 **OPTIONS[label])
             detail = (f"{len(refs)} sentences x {len(ours)} seeds kept together, "
                       f"{CLUSTERED_SAMPLES} resamples, seed {SEED}; difference "
                       f"{r['difference']:+.2f}, bootstrap 95% interval [{r['low']:+.2f}, "

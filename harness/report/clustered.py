@@ -14,19 +14,36 @@ Riezler and Maxwell 2005), one sentence cluster at a time.
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 from sacrebleu.metrics.base import Metric
 
 CHUNK = 500  # resamples per matrix product
 
 
+_STATS: dict[tuple[str, str], np.ndarray] = {}  # (metric and references, run) -> statistics
+
+
+def _digest(lines: list[str]) -> str:
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
 def sentence_stats(metric: Metric, runs: list[list[str]], refs: list[str]) -> np.ndarray:
-    """(sentences, statistics): each sentence's statistics summed over the runs (seeds)."""
+    """(sentences, statistics): each sentence's statistics summed over the runs (seeds).
+    `metric` holds the references (built with references=[refs]): sacrebleu then prepares
+    them once, not once per run; a run's statistics are kept for this process (a model is
+    tested against several others, a baseline's one run stands for each seed)."""
     out = None
+    which = f"{metric.get_signature()}|{_digest(refs)}"
     for hyps in runs:
         if len(hyps) != len(refs):
             raise ValueError(f"{len(hyps)} hypotheses for {len(refs)} references")
-        stats = np.asarray(metric._extract_corpus_statistics(hyps, [refs]), dtype=float)
+        key = (which, _digest(hyps))
+        if key not in _STATS:
+            _STATS[key] = np.asarray(metric._extract_corpus_statistics(hyps, None),
+                                     dtype=float)
+        stats = _STATS[key]
         out = stats if out is None else out + stats
     if out is None:
         raise ValueError("no runs to score")
@@ -37,10 +54,12 @@ def _scores(metric: Metric, summed: np.ndarray) -> np.ndarray:
     return np.array([metric._compute_score_from_stats(list(row)).score for row in summed])
 
 
-def paired(metric: Metric, ours: list[list[str]], theirs: list[list[str]], refs: list[str],
-           samples: int, seed: int) -> dict[str, float]:
+def paired(kind: type[Metric], ours: list[list[str]], theirs: list[list[str]],
+           refs: list[str], samples: int, seed: int, **options: object) -> dict[str, float]:
     """{difference (theirs - ours, on every sentence), bootstrap p, randomization p, the
-    bootstrap's 95% percentile interval of the difference}; two-sided p-values."""
+    bootstrap's 95% percentile interval of the difference} of metric `kind` (sacrebleu's
+    BLEU or CHRF, with `options`); two-sided p-values."""
+    metric = kind(references=[refs], **options)
     a, b = sentence_stats(metric, ours, refs), sentence_stats(metric, theirs, refs)
     n = len(refs)
     observed = _scores(metric, b.sum(0, keepdims=True))[0] - \

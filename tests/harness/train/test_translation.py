@@ -15,11 +15,9 @@ from hypothesis import strategies as st
 from sacrebleu.metrics import BLEU
 
 from harness.cli import cli
-from harness.errors import BadInput
 from harness.files import read_lines, write_lines
 from harness.results import read_results, results_path
 from harness.train.translation import corpus as C
-from harness.train.translation import recipe
 from harness.train.translation.baselines import best_constant
 from harness.train.translation.bpe import cache_path, shared_bpe
 from harness.train.translation.runner import subsample
@@ -42,9 +40,18 @@ def test_no_dev_or_test_target_verse_occurs_in_train() -> None:
     train_targets = {t for _, t in bible.train}
     assert not [t for _, t in bible.dev + bible.test if t in train_targets]
     assert len(bible.dev) > 1000 and len(bible.test) > 1400 and len(bible.train) > 28000
-    _, cos = TfIdf([t for _, t in bible.train]).most_similar(
-        [t for _, t in bible.dev + bible.test])
-    assert max(cos) < C.NEAR_DUPLICATE  # no parallel passage left for retrieval to find
+    # no parallel passage left for retrieval to find: no held-out target has half of its
+    # word trigrams in one training target (an inverted index, apart from the corpus's own)
+    where: dict[str, set[int]] = {}
+    for i, (_, t) in enumerate(bible.train):
+        for g in C.trigrams(t):
+            where.setdefault(g, set()).add(i)
+    for _, t in bible.dev + bible.test:
+        grams = C.trigrams(t)
+        counts = Counter(i for g in grams for i in where.get(g, ()))
+        assert not counts or max(counts.values()) < C.NEAR_DUPLICATE * len(grams), t
+    assert C.trigrams("And God said, Let there be light!") == {
+        "and god said", "god said let", "said let there", "let there be", "there be light"}
 
 
 def test_split_is_by_whole_books_spanning_the_genres() -> None:
@@ -243,31 +250,26 @@ def test_tfidf_is_scikit_learns_char_tfidf_of_the_padded_text(docs, queries) -> 
     assert index.nearest(queries) == sims.argmax(axis=1).tolist()
 
 
-def test_the_recipe_is_the_best_dev_row_of_its_model(tmp_path) -> None:
-    rows = [{"model": m, "runner": "translate", "status": st, "point_id": f"{m}-{i}",
-             "dev_ppl": ppl, "dev_bleu": 1.0, "peak_lr": lr, "dropout": p}
-            for i, (m, st, ppl, lr, p) in enumerate([
-                ("lstm", "ok", 30.0, 1e-3, 0.1), ("lstm", "ok", 20.0, 3e-3, 0.3),
-                ("lstm", "error", 9.0, 1e-2, 0.0), ("transformer", "ok", 7.0, 1e-3, 0.1)])]
-    results_path(tmp_path, "sweep").parent.mkdir(parents=True)
-    pd.DataFrame(rows).to_csv(results_path(tmp_path, "sweep"), index=False)
-    chosen = recipe.resolve(tmp_path, "sweep", "lstm")
-    assert (chosen["peak_lr"], chosen["dropout"], chosen["recipe_point"]) == (3e-3, 0.3,
-                                                                              "lstm-1")
-    with pytest.raises(BadInput, match="run `tvr run sweep` first"):
-        recipe.resolve(tmp_path, "sweep", "gru")
+def test_the_cpu_suite_takes_its_recipes_from_its_search() -> None:
+    from experiments import RETIRED, SEARCHES
+    from experiments.translation import CPU_MODELS, translation_cpu_tuned
 
-
-def test_the_cpu_suite_takes_its_recipes_from_its_sweep() -> None:
-    from experiments.translation import CPU_MODELS, translation_cpu, translation_cpu_recipes
-
-    sweep, final = translation_cpu_recipes(), translation_cpu()
+    search, final = SEARCHES["translation-cpu-tune"](), translation_cpu_tuned()
     trained = [p for p in final if p.runner == "translate"]
-    assert {p.options.recipe for p in trained} == {"translation-cpu-recipes"}
-    assert {p.subject for p in sweep} == set(CPU_MODELS) == {p.subject for p in trained}
+    assert {p.options.recipe for p in trained} == {"translation-cpu-tune"}
+    assert {b.subject for b in search.base} == set(CPU_MODELS) == {p.subject for p in trained}
     assert all(sum(p.subject == m for p in trained) == 3 for m in CPU_MODELS)
     assert {p.runner for p in final} - {"translate"} == {"source-copy", "constant", "retrieval"}
-    assert all(p.options.patience > 0 for p in sweep + trained)
+    # a trial is trained as a final run is: the same budget, evaluations and early stopping
+    for b in search.base:
+        final_opts = next(p.options for p in trained if p.subject == b.subject)
+        for key in ("budget_flops", "eval_flops", "patience", "steps", "bpe", "max_tokens"):
+            assert getattr(b.options, key) == getattr(final_opts, key), key
+    assert search.space["transformer"]["peak_lr"] == ("log", 1e-4, 1e-2)
+    assert {"norm", "attn_dropout"} <= set(search.space["transformer"])
+    r = CliRunner().invoke(cli, ["run", "translation-cpu", "--dry-run"])
+    assert r.exit_code == 2 and "tvr tune translation-cpu-tune" in r.output
+    assert set(RETIRED) == {"translation-cpu", "translation-cpu-recipes"}
 
 
 def test_report_has_table2_and_the_bleu_cost_figure(tiny_run) -> None:
@@ -318,11 +320,11 @@ def test_table2_puts_baselines_first_and_summarises_seeds() -> None:
     """Rows of translation-cpu as stored (made-up numbers): one table row per model, the
     three baselines first, means and the test BLEU's standard deviation over seeds, the
     seeds that reached the target and converged, throughput derived from the totals."""
-    from experiments.translation import translation_cpu
+    from experiments.translation import translation_cpu_tuned
     from harness.report.translation import table2
 
     rows = []
-    for i, p in enumerate(translation_cpu()[::-1]):
+    for i, p in enumerate(translation_cpu_tuned()[::-1]):
         trained = p.runner == "translate"
         rows.append(p.fields() | p.columns() | {
             "status": "ok", "point_id": p.point_id, "device": "cpu", "test_bleu": 10.0 + i,
@@ -343,24 +345,16 @@ def test_table2_puts_baselines_first_and_summarises_seeds() -> None:
     assert pd.isna(table.loc["retrieval", "converged"])
 
 
-def test_the_recipe_table_marks_what_the_suite_takes(tmp_path) -> None:
-    """The report's `chosen` rows are the rows recipe.resolve hands translation-cpu."""
-    from experiments.translation import translation_cpu_recipes
+def test_the_recipe_table_marks_each_models_lowest_dev_perplexity() -> None:
+    """The committed grid sweep's table (translation-cpu-recipes, retired): `chosen` marks
+    the row of lowest dev perplexity per model, the recipe translation-cpu took."""
     from harness.report.translation import recipes
 
-    pts = translation_cpu_recipes()
-    rows = pd.DataFrame([p.fields() | p.columns() | {
-        "status": "ok", "point_id": p.point_id, "dev_ppl": float(100 + (i * 7) % 5),
-        "peak_lr": p.options.peak_lr} for i, p in enumerate(pts)])
+    rows = read_results(COMMITTED / "translation-cpu-recipes" / "results.csv")
     table = recipes(rows)
-    assert len(table) == len(pts) and table["chosen"].sum() == 4
-    results_path(tmp_path, "sweep").parent.mkdir(parents=True)
-    rows.to_csv(results_path(tmp_path, "sweep"), index=False)
+    assert len(table) == len(rows) and table["chosen"].sum() == rows["model"].nunique()
     for model, chosen in table[table["chosen"]].set_index("model").iterrows():
-        got = recipe.resolve(tmp_path, "sweep", model)
-        assert (got["peak_lr"], got["dropout"]) == (chosen["peak_lr"], chosen["dropout"])
-        best = rows.loc[rows["model"] == model, "dev_ppl"].min()
-        assert got["recipe_dev_ppl"] == chosen["dev_ppl"] == best
+        assert chosen["dev_ppl"] == rows.loc[rows["model"] == model, "dev_ppl"].min()
 
 
 COMMITTED = Path(__file__).resolve().parents[3] / "results"
