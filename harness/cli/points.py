@@ -18,6 +18,9 @@ def check_suite(suite: str) -> None:
     import experiments
 
     names = experiments.suite_names()
+    if suite in experiments.SEARCHES:
+        raise BadInput(f"{suite!r} is a tuning search, not a suite: `tvr tune {suite}` runs "
+                       "its trials")
     if suite in experiments.RETIRED:
         raise BadInput(f"suite {suite!r} is retired: {experiments.RETIRED[suite]} (its "
                        "committed rows are kept for the report)")

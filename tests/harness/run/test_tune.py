@@ -77,6 +77,8 @@ def test_a_missing_search_is_one_line_naming_the_command(tmp_path):
     assert "Traceback" not in r.output
     r = tvr("tune", "no-such-search", "--out", str(tmp_path))
     assert r.exit_code == 2 and SEARCH in r.output
+    r = tvr("run", SEARCH, "--out", str(tmp_path), "--dry-run")
+    assert r.exit_code == 2 and f"`tvr tune {SEARCH}`" in r.output
 
 
 def test_pruned_trials_do_not_compete_and_edges_are_flagged():
