@@ -14,7 +14,7 @@ checkpoint. One process per model at a time (a file lock); two models may run si
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -112,21 +112,29 @@ def tune_model(search: Search, base: Point, out_dir: Path, device: torch.device,
             point = with_recipe(base, dict(trial.params))
             trial.set_user_attr("point_id", point.point_id)
 
-            def prune(p: Point, flops: int, best: float, trial: Any = trial) -> bool:
-                step = int(flops // unit)
-                if not math.isfinite(best) or step in trial.storage.get_trial(
-                        trial._trial_id).intermediate_values:
-                    return False  # one value per step: a tiny run's evaluations may share one
-                trial.report(best, step)
-                return trial.should_prune()
-
             run_suite(search.name, [point], device, out_dir, tracking_uri, progress=progress,
                       description=f"tuning search {search.name}: trial {trial.number} of "
-                                  f"{base.subject}", prune=prune)
+                                  f"{base.subject}", prune=_pruner(trial, unit))
             outcome = _outcome(out_dir, search.name, point)
             failed = failed + 1 if outcome.get("state") == optuna.trial.TrialState.FAIL else 0
             st.tell(trial, **outcome)
     return st
+
+
+def _pruner(trial: optuna.Trial, unit: float) -> Callable[[Point, int, float], bool]:
+    """The trial's pruning hook: report the best dev value at each FLOP step (one value per
+    step: a tiny run's evaluations may share one), then ask the pruner."""
+    reported: set[int] = set()
+
+    def prune(point: Point, flops: int, best: float) -> bool:
+        step = int(flops // unit)
+        if not math.isfinite(best) or step in reported:
+            return False
+        reported.add(step)
+        trial.report(best, step)
+        return trial.should_prune()
+
+    return prune
 
 
 def _outcome(out_dir: Path, name: str, point: Point) -> dict[str, Any]:
