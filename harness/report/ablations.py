@@ -24,13 +24,17 @@ from harness.report.claim_training import (
     VAR_TOL,
 )
 from harness.report.curves import (
+    FRACTION,
+    NONNEGATIVE,
     SEED,
     band,
     by_length,
+    clip_text,
     curves_of,
     fill_stopped,
     length_axes,
     log_ticks,
+    relegend,
     rows,
     titled,
 )
@@ -42,7 +46,8 @@ from harness.report.labels import (
     task_order,
 )
 
-SCALES = ["1/sqrt(d_k)", "unscaled"]
+SCALES = ["scaled by 1/√d_k", "unscaled"]
+QK = ("model's q, k", "i.i.d. N(0, 1) q, k")
 NORMS = {"post": "Post-LN", "pre": "Pre-LN"}
 NORM_COLORS = {"Post-LN": "#d62728", "Pre-LN": "#1f77b4"}
 
@@ -61,7 +66,8 @@ def positional(out_dir: Path, suite: str) -> plt.Figure:
     order = task_order(long)
     g = sns.relplot(data=long, x="eval length", y="accuracy", hue="pos_encoding",
                     hue_order=["sinusoidal", "learned", "none"], col="task_label",
-                    col_order=order, kind="line", marker="o", errorbar=band(long), seed=SEED,
+                    col_order=order, kind="line", marker="o", errorbar=band(long, FRACTION),
+                    seed=SEED,
                     height=3,
                     aspect=1.2)
     length_axes(g)
@@ -76,7 +82,8 @@ def positional(out_dir: Path, suite: str) -> plt.Figure:
     g.set_titles("trained on {col_name}")
     g.set_axis_labels("evaluation length", "held-out token accuracy")
     _legend_with_lines(g, "positions")
-    return titled(g.figure, "Positional encodings: order and length extrapolation", long)
+    return titled(g.figure, "Positional encodings: order and length extrapolation", long,
+                  clip_text(FRACTION))
 
 
 def _legend_with_lines(g: sns.FacetGrid, title: str | None) -> None:
@@ -104,7 +111,8 @@ def heads(out_dir: Path, suite: str) -> plt.Figure:
         # so the figure changed at every `tvr report`
         sns.swarmplot(data=pts, x="h", y=col, order=order, color="#1f77b4", alpha=0.6,
                       size=4, ax=ax)
-        sns.pointplot(data=pts, x="h", y=col, order=order, color="black", errorbar=band(pts),
+        sns.pointplot(data=pts, x="h", y=col, order=order, color="black",
+                      errorbar=band(pts, FRACTION if col == "final_accuracy" else NONNEGATIVE),
                       linestyle="none", markers="_", markersize=14, capsize=0.15, ax=ax)
         ax.set(xlabel="heads h", ylabel=label,
                ylim=(0, 1.05 if col == "final_accuracy" else None))
@@ -118,7 +126,8 @@ def heads(out_dir: Path, suite: str) -> plt.Figure:
     _steps_panel(axes[3], pts, order)
     task = pts["task_label"].iloc[0]
     return titled(fig, f"Heads at d_model={int(pts['d_model'].iloc[0])} ({task}): d_k = d/h; "
-                  "dots: seeds, black: mean and interval", pts)
+                  "dots: seeds, black: mean and interval", pts,
+                  "to each metric's range (accuracy [0, 1])", drawn="bars")
 
 
 def _steps_panel(ax: plt.Axes, pts: pd.DataFrame, order: list[str]) -> None:
@@ -145,16 +154,17 @@ def ffn_width(out_dir: Path, suite: str) -> plt.Figure:
     long = curves_of(out_dir, suite, pts, [metric])
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     sns.lineplot(data=long, x="step", y="value", hue="d_ff / d_model", hue_order=order,
-                 palette="viridis", errorbar=band(pts), seed=SEED, ax=axes[0])
+                 palette="viridis", errorbar=band(pts, NONNEGATIVE), seed=SEED, ax=axes[0])
     axes[0].set(xlabel="training step", ylabel=METRIC_LABELS[metric], title="curves")
     sns.pointplot(data=pts, x="d_ff / d_model", y=f"final_{metric}", order=order,
-                  errorbar=band(pts), seed=SEED, ax=axes[1])
+                  errorbar=band(pts, NONNEGATIVE), seed=SEED, ax=axes[1])
     # a fixed one-unit span around the values: a narrow automatic axis would magnify a
     # spread of a tenth of a bit into the whole panel
     mid = float(pts[f"final_{metric}"].mean())
     axes[1].set(xlabel="d_ff / d_model", ylabel=f"final {METRIC_LABELS[metric]}",
                 title="after the step budget (y axis spans 1 unit)", ylim=(mid - 0.5, mid + 0.5))
-    return titled(fig, f"FFN width ({pts['task_label'].iloc[0]})", pts)
+    return titled(fig, f"FFN width ({pts['task_label'].iloc[0]}); left: band, right: bars",
+                  pts, clip_text(NONNEGATIVE), drawn="interval")
 
 
 # ---------------------------------------------------------------- the 1/sqrt(d_k) scale
@@ -166,13 +176,14 @@ def scaling_curves(out_dir: Path, suite: str) -> plt.Figure:
     pts["scaled"] = _scaled(pts)
     long = fill_stopped(curves_of(out_dir, suite, pts, ["accuracy"]), ["d_model", "scaled"])
     g = sns.relplot(data=long, x="step", y="value", hue="scaled", hue_order=SCALES,
-                    col="d_model", kind="line", errorbar=band(pts), seed=SEED, height=3, aspect=1.2,
+                    col="d_model", kind="line", errorbar=band(pts, FRACTION), seed=SEED,
+                    height=3, aspect=1.2,
                     facet_kws={"sharex": False})
     g.set_titles("d_k = {col_name} (one head)")
     g.set_axis_labels("training step", "held-out token accuracy")
     g.legend.set_title(None)
     return titled(g.figure, f"Scaled vs unscaled dot products: {pts['task_label'].iloc[0]} "
-                  "(a seed that stopped at 99% keeps its last value)", pts)
+                  "(a seed that stopped at 99% keeps its last value)", pts, clip_text(FRACTION))
 
 
 def _variance_panel(ax: plt.Axes, pts: pd.DataFrame, d: list[float]) -> None:
@@ -180,17 +191,19 @@ def _variance_panel(ax: plt.Axes, pts: pd.DataFrame, d: list[float]) -> None:
     var = pts.melt(id_vars=["d_k", "seed"], value_vars=["qk_var_unit", "qk_var_normalised",
                                                         "qk_var"], var_name="q, k")
     var["q, k"] = var["q, k"].map({
-        "qk_var_unit": "i.i.d. N(0,1)", "qk_var": "model at init (raw)",
-        "qk_var_normalised": "model, / (Var q_i Var k_i)"})
-    sns.lineplot(data=var, x="d_k", y="value", hue="q, k", marker="o", errorbar=band(pts),
-                 seed=SEED, ax=ax)
+        "qk_var_unit": "i.i.d. N(0, 1) q, k", "qk_var": "model's q, k at init",
+        "qk_var_normalised": "model's, divided by Var(q_i) Var(k_i)"})
+    sns.lineplot(data=var, x="d_k", y="value", hue="q, k", marker="o",
+                 errorbar=band(pts, NONNEGATIVE), seed=SEED, ax=ax)
     ax.plot(d, d, "k--", lw=1, label="Var = d_k (the identity)")
     ax.fill_between(d, [(1 - VAR_TOL) * v for v in d], [(1 + VAR_TOL) * v for v in d],
                     color="grey", alpha=0.3, label=f"d_k ± {VAR_TOL:.0%} (identity check)")
-    ax.set(xscale="log", yscale="log", xlabel="d_k", ylabel="Var(q . k)",
+    ax.set(xscale="log", yscale="log", xlabel="d_k", ylabel="Var(q · k)",
            title="dot-product variance")
     log_ticks(ax, d)
-    ax.legend(fontsize=7, title=None)
+    top = max(float(var["value"].max()), d[-1])
+    ax.set_ylim(top=top * 30)  # headroom: the legend above the rising lines, none under it
+    ax.legend(fontsize=7, title=None, loc="upper left")
 
 
 def _softmax_panel(ax: plt.Axes, pts: pd.DataFrame, d: list[float], col: str, label: str
@@ -198,16 +211,16 @@ def _softmax_panel(ax: plt.Axes, pts: pd.DataFrame, d: list[float], col: str, la
     """`col` vs d_k, scaled and unscaled, for the model's q, k and i.i.d. N(0, 1) ones."""
     both = pts.melt(id_vars=["d_k", "seed", "scaled"], value_vars=[col, f"{col}_unit"],
                     var_name="q, k")
-    both["q, k"] = both["q, k"].map({col: "model", f"{col}_unit": "i.i.d. N(0,1)"})
+    both["q, k"] = both["q, k"].map({col: QK[0], f"{col}_unit": QK[1]})
     sns.lineplot(data=both, x="d_k", y="value", hue="scaled", hue_order=SCALES, style="q, k",
-                 style_order=["model", "i.i.d. N(0,1)"],
-                 markers={"model": "o", "i.i.d. N(0,1)": "X"},
-                 dashes={"model": "", "i.i.d. N(0,1)": (3, 2)}, errorbar=band(pts),
-                 seed=SEED, ax=ax)
+                 style_order=list(QK), markers=dict(zip(QK, ("o", "X"), strict=True)),
+                 dashes=dict(zip(QK, ("", (3, 2)), strict=True)),
+                 errorbar=band(pts, NONNEGATIVE), seed=SEED, ax=ax)
     if col == "attn_entropy":
         ax.plot(d, pts.groupby("d_k")["attn_entropy_max"].mean().loc[d].to_numpy(), "k:",
-                lw=1, label="uniform (the maximum)")
-    ax.set(xscale="log", xlabel="d_k", ylabel=label, title=label.split(" (")[0])
+                lw=1, label="uniform attention (the maximum)")
+    name, unit = label.split(" (")
+    ax.set(xscale="log", xlabel="d_k", ylabel=unit.rstrip(")"), title=name)
     log_ticks(ax, d)
 
 
@@ -221,13 +234,19 @@ def qk_variance(out_dir: Path, suite: str) -> plt.Figure:
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.9), layout="constrained")
     _variance_panel(axes[0], pts, d)
     _softmax_panel(axes[1], pts, d, "attn_entropy", "attention entropy (nats)")
-    _softmax_panel(axes[2], pts, d, "softmax_jacobian_norm", "||softmax Jacobian||_F / row")
-    handles, labels = axes[1].get_legend_handles_labels()  # one legend for panels 2 and 3
+    _softmax_panel(axes[2], pts, d, "softmax_jacobian_norm",
+                   "softmax Jacobian (Frobenius norm, per row)")
+    # one legend for panels 2 and 3, without seaborn's headings ("scaled", "q, k"), which
+    # read as entries with nothing drawn beside them
+    handles, labels = axes[1].get_legend_handles_labels()
+    entries = {lab: h for h, lab in zip(handles, labels, strict=True)
+               if lab not in ("scaled", "q, k")}
     for ax in axes[1:]:
         ax.get_legend().remove()
-    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=8,
-               frameon=False)
-    titled(fig, "Why 1/sqrt(d_k): the first attention layer of an initialised model", pts)
+    fig.legend(list(entries.values()), list(entries), loc="outside lower center",
+               ncol=len(entries), fontsize=8, frameon=False)
+    titled(fig, "Why 1/√d_k: the first attention layer of an initialised model", pts,
+           clip_text(NONNEGATIVE))
     return fig
 
 
@@ -238,13 +257,16 @@ def norm_warmup(out_dir: Path, suite: str) -> plt.Figure:
     """Held-out loss curves of Post-LN and Pre-LN with and without warm-up, per depth."""
     pts = rows(out_dir, suite, "norm-warmup")
     pts["LN"] = pts["norm"].map(NORMS)
-    pts["warm-up"] = pts["warmup"].astype(int).map(lambda w: f"{w} steps" if w else "none")
+    pts["warm-up"] = pts["warmup"].astype(int).map(lambda w: f"warm-up {w} steps" if w else
+                                                    "no warm-up")
     long = curves_of(out_dir, suite, pts, ["loss"])
     g = sns.relplot(data=long, x="step", y="value", hue="LN", hue_order=list(NORM_COLORS),
-                    style="warm-up", style_order=sorted(pts["warm-up"].unique()),
-                    col="n_layers", kind="line", errorbar=band(pts), seed=SEED, height=3,
-                    aspect=1.15,
+                    style="warm-up",
+                    style_order=sorted(pts["warm-up"].unique(), key=lambda w: w == "no warm-up"),
+                    col="n_layers", kind="line", errorbar=band(pts, NONNEGATIVE), seed=SEED,
+                    height=3, aspect=1.15,
                     palette=NORM_COLORS)
+    relegend(g, headings=("LN", "warm-up"), title="")
     g.set_titles("depth {col_name}")
     g.set_axis_labels("training step", METRIC_LABELS["loss"])
     unigram = pts.get("unigram_bits_per_char", pd.Series(dtype=float)).dropna()
@@ -258,7 +280,7 @@ def norm_warmup(out_dir: Path, suite: str) -> plt.Figure:
             ax.text(0.5, 0.9, f"diverged: {', '.join(bad['LN'] + ' / ' + bad['warm-up'])}",
                     transform=ax.transAxes, ha="center", fontsize=7, color="black")
     return titled(g.figure, "Post-LN vs Pre-LN, with and without learning-rate warm-up "
-                  f"({pts['task_label'].iloc[0]})", pts)
+                  f"({pts['task_label'].iloc[0]})", pts, clip_text(NONNEGATIVE))
 
 
 def layer_grad_norms(out_dir: Path, suite: str) -> plt.Figure:
@@ -267,8 +289,9 @@ def layer_grad_norms(out_dir: Path, suite: str) -> plt.Figure:
     pts["LN"] = pts["norm"].map(NORMS)
     long = curves_of(out_dir, suite, pts, ["layer_grad_norm"])
     g = sns.relplot(data=long, x="step", y="value", hue="LN", hue_order=list(NORM_COLORS),
-                    col="n_layers", kind="line", marker="o", errorbar=band(pts), seed=SEED,
-                    height=3, aspect=1.1, palette=NORM_COLORS, facet_kws={"sharex": False})
+                    col="n_layers", kind="line", marker="o", errorbar=band(pts, NONNEGATIVE),
+                    seed=SEED, height=3, aspect=1.1, palette=NORM_COLORS,
+                    facet_kws={"sharex": False})
     g.set(yscale="log")
     # plain 2 and 0.5, not 2x10^0; minor ticks labelled at 2, 3, 5 only, so labels never touch
     plain = FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}".lstrip("0.")[:1] in "1235" else "")
@@ -284,7 +307,7 @@ def layer_grad_norms(out_dir: Path, suite: str) -> plt.Figure:
     g.set_titles("depth {col_name}")
     g.set_axis_labels("layer (1 = input side)", "||grad|| of the layer's parameters")
     return titled(g.figure, "Per-layer gradient norm at initialisation (Xiong et al. 2020)",
-                  pts)
+                  pts, clip_text(NONNEGATIVE))
 
 
 def grad_distance(out_dir: Path, suite: str) -> plt.Figure:

@@ -12,7 +12,7 @@ import pandas as pd
 
 from harness.report.evidence import Claim, Evidence, Missing, Stored
 from harness.report.gates import MIN_SEEDS  # recall verdicts: seeds per configuration
-from harness.report.rematch import best_lr, floor
+from harness.report.rematch import before_loop_fix, best_lr, floor
 from harness.report.stats import fmt, loglog_fit, paired
 from harness.report.verdicts import CONTRADICTS, QUALIFIED, SUPPORTS
 
@@ -24,7 +24,6 @@ MIN_SPEEDUP = 1.0  # the scan must beat the loop by more than this at the longes
 RECALLED = 0.99  # attention has learned recall where its mean accuracy reaches this (Zoology)
 SCANNED = ("min-gru", "min-lstm")
 SCANS = ("sequential", "levels", "log")  # the forms of models/minrnn.py
-LOOP_FIX = "2026-12-01T20:19:29+00:00"  # the loops' backward was O(n^2) before this
 RECURRENT = ("lstm", "gru", "min-gru", "min-lstm")
 
 
@@ -70,14 +69,6 @@ def _forms(df: pd.DataFrame) -> dict[tuple[str, str], pd.Series]:
                 ratio.index = ratio.index.astype(int)
                 out[(kind, scan)] = ratio.sort_index()
     return out
-
-
-def before_loop_fix(df: pd.DataFrame) -> pd.Series:
-    """Rows measured before the loop's O(n^2) backward was fixed (their loop time, and so
-    every speed-up over it, is too large)."""
-    if "measured_at" not in df:
-        return pd.Series(False, index=df.index)
-    return df["measured_at"].astype(str) < LOOP_FIX
 
 
 def _speedups(stored: Stored) -> tuple[str, list[str], list[str], list[str]]:

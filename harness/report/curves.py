@@ -4,18 +4,23 @@ Each figure reads a suite's stored results (and series.csv for curves) and never
 point's `study` column names its study and `runner` what measured it; harness.report.studies
 names each figure with its study and runner. Each title states seeds and scale (caption()).
 Intervals are the mean's 95% t-interval over 5 or more seeds (the ledger's interval,
-harness.report.stats.t_interval), the range of the seeds below that (band()).
+harness.report.stats.t_interval) clipped to the metric's range (an accuracy's [0, 1]), the
+range of the seeds below that (band()); each caption says which.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.colors import to_rgb
+from matplotlib.lines import Line2D
+from matplotlib.transforms import offset_copy
 
 from harness.errors import BadInput
 from harness.report.claim_training import RECALLED
@@ -23,6 +28,7 @@ from harness.report.labels import (
     ARCH_ORDER,
     METRIC_LABELS,
     arch_colors,
+    arch_styles,
     labelled,
     present,
     task_order,
@@ -33,22 +39,46 @@ from harness.results import load_results, read_series
 
 MIN_CI_SEEDS = 5  # a bootstrap over fewer seeds is not an interval worth the name
 SEED = 0  # seaborn bootstraps its CI: a fixed seed draws the same bands every time
+FRACTION = (0.0, 1.0)  # an accuracy's range
+NONNEGATIVE = (0.0, None)  # a loss, a norm, a count, a rate
 
 
-def band(pts: pd.DataFrame) -> tuple[str, int] | Callable:
+def clipped_t(values, within: tuple[float | None, float | None]) -> tuple[float, float]:
+    """The mean's 95% t-interval cut to the metric's range `within` (low, high; None: no
+    bound): symmetric, it reaches past an accuracy of 1 where seeds sit near the ceiling."""
+    lo, hi = t_interval(values)
+    return (lo if within[0] is None else max(lo, within[0]),
+            hi if within[1] is None else min(hi, within[1]))
+
+
+def band(pts: pd.DataFrame, within: tuple[float | None, float | None] | None = None
+         ) -> tuple[str, int] | Callable:
     """seaborn's errorbar: the mean's 95% t-interval over >= MIN_CI_SEEDS seeds (the interval
-    the claims ledger states), else the range (min to max) of the seeds, so the band shows
-    the seeds' own values."""
-    return t_interval if pts["seed"].nunique() >= MIN_CI_SEEDS else ("pi", 100)
+    the claims ledger states), cut to the metric's range `within` when given, else the range
+    (min to max) of the seeds, so the band shows the seeds' own values (inside any range)."""
+    if pts["seed"].nunique() < MIN_CI_SEEDS:
+        return ("pi", 100)
+    return t_interval if within is None else partial(clipped_t, within=within)
 
 
-def caption(pts: pd.DataFrame) -> str:
-    """Seeds, what the band is, and the scale: parameters, steps, device."""
+def clip_text(within: tuple[float | None, float | None]) -> str:
+    """"to [0, 1]", "at 0": a range as the caption names it."""
+    lo, hi = within
+    return f"to [{lo:g}, {hi:g}]" if hi is not None else f"at {lo:g}"
+
+
+def caption(pts: pd.DataFrame, clip: str = "", drawn: str | None = "band") -> str:
+    """Seeds, what the interval is (`drawn`: "band", "bars", or None where none is drawn;
+    `clip`: where the t-interval was cut, clip_text), and the scale: parameters,
+    steps, device."""
     seeds = int(pts.groupby([c for c in ("study", "model", "task_label") if c in pts])
                 ["seed"].nunique().min())
-    what = ("band: the mean's 95% t-interval over seeds" if pts["seed"].nunique() >=
-            MIN_CI_SEEDS else "band: min to max of the seeds")
-    parts = [f"{seeds} seed{'s' if seeds != 1 else ''} per configuration; {what}"]
+    parts = [f"{seeds} seed{'s' if seeds != 1 else ''} per configuration"]
+    if drawn:
+        what = (f"{drawn}: the mean's 95% t-interval over seeds"
+                + (f", clipped {clip}" if clip else "")
+                if pts["seed"].nunique() >= MIN_CI_SEEDS else f"{drawn}: min to max of the seeds")
+        parts[0] += f"; {what}"
     if "n_params" in pts and pts["n_params"].notna().any():
         lo, hi = pts["n_params"].min(), pts["n_params"].max()
         parts.append(f"{lo / 1e3:.0f}k" + (f"-{hi / 1e3:.0f}k" if hi != lo else "")
@@ -58,6 +88,8 @@ def caption(pts: pd.DataFrame) -> str:
     first = pts.iloc[0]
     parts.append(f"{first.get('device', '?')} ({first.get('device_name', '?')})")
     return ", ".join(parts)
+
+
 # metrics a run reports only sometimes (target reached, length_gen asked, a text corpus)
 OPTIONAL = ("steps_to_target", "accuracy_2n", "accuracy_4n", "final_bits_per_char")
 
@@ -146,10 +178,11 @@ def length_axes(g: sns.FacetGrid) -> None:
         ax.tick_params(labelbottom=True)
 
 
-def titled(fig: plt.Figure, text: str, pts: pd.DataFrame | None = None) -> plt.Figure:
+def titled(fig: plt.Figure, text: str, pts: pd.DataFrame | None = None, clip: str = "",
+           drawn: str | None = "band") -> plt.Figure:
     """The figure with `text` as its title, above seaborn's facet titles, and under it the
-    seeds and scale of `pts`."""
-    return title_above(fig, text if pts is None else f"{text}\n{caption(pts)}")
+    seeds, interval and scale of `pts` (caption)."""
+    return title_above(fig, text if pts is None else f"{text}\n{caption(pts, clip, drawn)}")
 
 
 def _wrap(n: int) -> int:
@@ -160,33 +193,74 @@ def _wrap(n: int) -> int:
 
 
 def convergence_curves(out_dir: Path, suite: str, metric: str) -> plt.Figure:
-    """Held-out `metric` vs step, one panel per task, hue = architecture, CI over seeds."""
+    """Held-out `metric` vs step, one panel per task, hue = architecture (with its own marker
+    and dashes, so coinciding curves stay apart), CI over seeds."""
     pts = rows(out_dir, suite, "convergence")
     long = fill_stopped(curves_of(out_dir, suite, pts, [metric]),
                         ["task_label", "architecture"])
     order = task_order(pts)
-    g = sns.relplot(data=long, x="step", y="value", hue="architecture", col="task_label",
-                    col_order=order, col_wrap=_wrap(len(order)), kind="line", errorbar=band(pts),
-                    seed=SEED, hue_order=present(ARCH_ORDER, long["architecture"]),
+    within = FRACTION if metric == "accuracy" else NONNEGATIVE
+    g = sns.relplot(data=long, x="step", y="value", hue="architecture", style="architecture",
+                    col="task_label", col_order=order, col_wrap=_wrap(len(order)), kind="line",
+                    errorbar=band(pts, within), seed=SEED, markersize=5,
+                    hue_order=present(ARCH_ORDER, long["architecture"]),
                     palette=arch_colors(long["architecture"]), height=2.6, aspect=1.25,
-                    facet_kws={"sharey": False, "sharex": False})
+                    facet_kws={"sharey": False, "sharex": False},
+                    **arch_styles(long["architecture"]))
+    hues = present(ARCH_ORDER, long["architecture"])
+    spread(g.axes, arch_colors(long["architecture"]), hues)
     g.set_titles("{col_name}")
     g.set_axis_labels("training step", METRIC_LABELS[metric])
     if metric == "accuracy" and pts["target"].notna().any():
+        target = float(pts["target"].dropna().iloc[0])
         for ax in g.axes.flat:
-            ax.axhline(float(pts["target"].dropna().iloc[0]), color="grey", ls="--", lw=1)
-        g.figure.text(0.01, 0.0, f"dashed: the target ({float(pts['target'].dropna().iloc[0]):.0%}"
-                      "), steps to which the study compares", fontsize=8, va="top")
+            ax.axhline(target, color="grey", ls="--", lw=1)
+        relegend(g, {f"target ({target:.0%}): steps to it are compared":
+                        Line2D([], [], color="grey", ls="--", lw=1)})
     return titled(g.figure, f"Convergence: {METRIC_LABELS[metric]} (parameter-matched; a seed "
-                  "that stopped at the target keeps its last value)", pts)
+                  "that stopped at the target keeps its last value; lines drawn 2.5 pt apart "
+                  "horizontally)", pts, clip_text(within))
+
+
+def spread(axes, colors: dict[str, str], order: list[str], points: float = 2.5) -> None:
+    """Draw each hue's lines, markers and bands `points` apart horizontally on the page (the
+    data are not moved), centred on the true x: equal curves (LSTM and GRU both at 100%) stay
+    side by side instead of one under the other. An artist's hue is known by its colour."""
+    shift = {tuple(np.round(to_rgb(colors[h]), 3)): points * (i - (len(order) - 1) / 2)
+             for i, h in enumerate(order)}
+    for ax in np.ravel(axes):
+        for artist in [*ax.lines, *ax.collections]:
+            color = artist.get_color() if isinstance(artist, Line2D) else \
+                artist.get_facecolor()[0] if len(artist.get_facecolor()) else \
+                artist.get_edgecolor()[0]
+            dx = shift.get(tuple(np.round(to_rgb(color), 3)))
+            if dx and artist.get_transform() == ax.transData:
+                artist.set_transform(offset_copy(ax.transData, ax.figure, x=dx,
+                                                 units="points"))
+
+
+def relegend(g: sns.FacetGrid, extra: dict | None = None, headings: tuple[str, ...] = (),
+             title: str | None = None) -> None:
+    """The grid's legend again: without seaborn's `headings` (entries with nothing drawn
+    beside them, e.g. a style variable's name), with `extra` entries (label -> handle) after
+    its own, under `title` (default: its own)."""
+    data = {t.get_text(): h for t, h in zip(g.legend.texts, g.legend.legend_handles,
+                                            strict=True) if t.get_text() not in headings}
+    data |= extra or {}
+    title = title if title is not None else g.legend.get_title().get_text() or None
+    g.legend.remove()
+    g.add_legend(data, title=title, label_order=list(data))
 
 
 def steps_to_target(out_dir: Path, suite: str) -> plt.Figure:
-    """Steps to the target accuracy per task and architecture, one marker per seed: a filled
-    dot where the seed reached the target, an open triangle at its budget labelled "> N"
-    where it never did (censored: the budget is a lower bound, not a measurement)."""
+    """Steps to the target accuracy per task and architecture, one marker per seed, the
+    seeds side by side inside their architecture's slot: a filled dot where the seed reached
+    the target, an open triangle at its budget labelled "> N" where it never did (censored:
+    the budget is a lower bound, not a measurement)."""
     pts = rows(out_dir, suite, "convergence")
     pts = pts[pts["target"].notna()].copy()
+    if pts.empty:
+        raise BadInput(f"suite {suite!r} has no convergence points trained to a target")
     order = task_order(pts)
     hues = present(ARCH_ORDER, pts["architecture"])
     fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(order)), 4))
@@ -195,23 +269,32 @@ def steps_to_target(out_dir: Path, suite: str) -> plt.Figure:
     width = 0.8 / max(1, len(hues))
     for j, arch in enumerate(hues):
         mine = pts[pts["architecture"] == arch]
-        x = mine["task_label"].map(slot) - 0.4 + width * (j + 0.5)
-        jitter = (mine["seed"].rank(method="first") - 1) * width * 0.15
+        rank = mine.groupby("task_label")["seed"].rank(method="first") - 1
+        count = mine.groupby("task_label")["seed"].transform("count")
+        # the seeds spread over 70% of the slot, centred: no seed lands on a neighbour's
+        x = (mine["task_label"].map(slot) - 0.4 + width * (j + 0.5)
+             + (rank - (count - 1) / 2) * 0.7 * width / count.clip(lower=2).sub(1))
         reached = mine["steps_to_target"].notna()
-        ax.scatter(x[reached] + jitter[reached], mine.loc[reached, "steps_to_target"],
-                   color=colors.get(arch), label=arch, s=22, zorder=3)
-        ax.scatter(x[~reached] + jitter[~reached], mine.loc[~reached, "steps"], marker="^",
-                   facecolors="none", edgecolors=colors.get(arch), s=30, zorder=3)
-        for xi, budget in zip(x[~reached].unique(), mine.loc[~reached, "steps"].groupby(
-                x[~reached]).max(), strict=True):
-            ax.annotate(f"> {int(budget)}", (xi, budget), xytext=(0, 5), ha="center",
-                        textcoords="offset points", fontsize=6, color=colors.get(arch))
+        ax.scatter(x[reached], mine.loc[reached, "steps_to_target"], color=colors.get(arch),
+                   label=arch, s=22, zorder=3)
+        ax.scatter(x[~reached], mine.loc[~reached, "steps"], marker="^", facecolors="none",
+                   edgecolors=colors.get(arch), s=30, zorder=3)
+        for task, budget in mine[~reached].groupby("task_label")["steps"].max().items():
+            ax.annotate(f"> {int(budget)}", (slot[task] - 0.4 + width * (j + 0.5), budget),
+                        xytext=(0, 6), ha="center", textcoords="offset points", fontsize=6,
+                        color=colors.get(arch))
+    if (pts["steps_to_target"].isna()).any():
+        ax.scatter([], [], marker="^", facecolors="none", edgecolors="0.3", s=30,
+                   label="never reached (> budget)")
     target = pts["target"].iloc[0]
     ax.set_xticks(range(len(order)), order, rotation=30, ha="right")
-    ax.set(xlabel="", ylabel=f"steps to {target:.0%} held-out accuracy")
+    top = float(pts["steps_to_target"].fillna(pts["steps"]).max())
+    ax.set(xlabel="", ylabel=f"steps to {target:.0%} held-out accuracy",
+           ylim=(0, top * 1.12))  # room for the "> N" notes inside the frame
     ax.set_title(f"Steps to {target:.0%}: dot = a seed that reached it; open triangle = "
-                 f"never reached within its budget (> N)\n{caption(pts)}", fontsize=8)
-    ax.legend(title=None, fontsize=8)
+                 f"never reached within its budget (> N)\n{caption(pts, drawn=None)}",
+                 fontsize=8)
+    ax.legend(title=None, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig
 
 
@@ -230,8 +313,8 @@ def accuracy_vs_distance(out_dir: Path, suite: str) -> plt.Figure:
     pts = pts.assign(k_shown=pts["k"] * pts["architecture"].map(shift))
     sns.lineplot(data=pts, x="k_shown", y="final_accuracy", hue="architecture", style=style,
                  hue_order=hues,
-                 palette=arch_colors(pts["architecture"]), marker="o", errorbar=band(pts),
-                 err_style="bars", linestyle="", seed=SEED, ax=ax)
+                 palette=arch_colors(pts["architecture"]), marker="o",
+                 errorbar=band(pts, FRACTION), err_style="bars", linestyle="", seed=SEED, ax=ax)
     ax.axhline(RECALLED, color="grey", ls="--", lw=1,
                label=f"recalled ({RECALLED:.0%}, the ledger's threshold)")
     if "alphabet_size" in pts and pts["alphabet_size"].notna().any():
@@ -240,24 +323,28 @@ def accuracy_vs_distance(out_dir: Path, suite: str) -> plt.Figure:
     ax.legend(fontsize=7)
     ax.set(xscale="log", xlabel="distance k (output the token seen k steps earlier)",
            ylabel="final held-out accuracy", ylim=(0, 1.05))
-    ax.set_title(f"Recall at distance k (after the same step budget)\n{caption(pts)}",
-                 fontsize=8)
+    ax.set_title("Recall at distance k (after the same step budget)\n"
+                 f"{caption(pts, clip_text(FRACTION), drawn='bars')}", fontsize=8)
     log_ticks(ax, list(pts["k"].unique()))
     return fig
 
 
 def accuracy_vs_length(out_dir: Path, suite: str) -> plt.Figure:
-    """Train at n, evaluate at n, 2n, 4n: accuracy per architecture and task."""
+    """Train at n, evaluate at n, 2n, 4n: accuracy per architecture and task; architectures
+    a little apart along x, each with its marker and dashes, so equal accuracies (LSTM and
+    GRU both at 100%) stay visible."""
     long = by_length(rows(out_dir, suite, "convergence"))
     order = task_order(long)
+    hues = present(ARCH_ORDER, long["architecture"])
     g = sns.relplot(data=long, x="eval length", y="accuracy", hue="architecture",
-                    col="task_label", col_order=order, col_wrap=_wrap(len(order)),
-                    kind="line", marker="o", errorbar=band(long), seed=SEED,
-                    palette=arch_colors(long["architecture"]),
-                    hue_order=present(ARCH_ORDER, long["architecture"]),
-                    height=2.6, aspect=1.2)
+                    style="architecture", col="task_label", col_order=order,
+                    col_wrap=_wrap(len(order)), kind="line", errorbar=band(long, FRACTION),
+                    seed=SEED, palette=arch_colors(long["architecture"]), hue_order=hues,
+                    height=2.6, aspect=1.2, **arch_styles(long["architecture"]))
+    spread(g.axes, arch_colors(long["architecture"]), hues, points=4)
     length_axes(g)
     g.set_titles("trained on {col_name}")
     g.set_axis_labels("evaluation length", "held-out token accuracy")
-    return titled(g.figure, "Length generalisation: trained at n, evaluated at 2n and 4n",
-                  long)
+    return titled(g.figure, "Length generalisation: trained at n, evaluated at 2n and 4n "
+                  "(lines drawn 4 pt apart horizontally)", long,
+                  clip_text(FRACTION))

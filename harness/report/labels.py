@@ -19,6 +19,10 @@ ARCH = {"transformer-lm": "Transformer", "transformer": "Transformer", "lstm-lm"
         "lstm": "LSTM", "gru-lm": "GRU", "gru": "GRU"}
 ARCH_ORDER = ["Transformer", "LSTM", "GRU"]
 ARCH_COLORS = {"Transformer": "#1f77b4", "LSTM": "#d62728", "GRU": "#2ca02c"}
+# a marker and a dash pattern per architecture besides its colour: where two lines coincide
+# (LSTM and GRU both at 100%), the one drawn later shows the one under it between its dashes
+ARCH_MARKERS = {"Transformer": "o", "LSTM": "s", "GRU": "^"}
+ARCH_DASHES = {"Transformer": "", "LSTM": (5, 2), "GRU": (1.5, 1.5)}
 METRIC_LABELS = {"accuracy": "held-out token accuracy", "loss": "held-out loss (nats/token)",
                  "bits_per_char": "held-out bits per character"}
 
@@ -38,6 +42,14 @@ def arch_colors(values: pd.Series) -> dict[str, str]:
     extra = sorted(set(values) - set(ARCH_COLORS))
     return ARCH_COLORS | dict(zip(extra, sns.color_palette("Dark2", len(extra)).as_hex(),
                                   strict=True))
+
+
+def arch_styles(values: pd.Series) -> dict[str, dict]:
+    """seaborn's `markers` and `dashes` for a style by architecture, every value covered (a
+    plugin's architecture: a diamond, dash-dot)."""
+    seen = present(ARCH_ORDER, values)
+    return {"markers": {a: ARCH_MARKERS.get(a, "D") for a in seen},
+            "dashes": {a: ARCH_DASHES.get(a, (4, 1.5, 1, 1.5)) for a in seen}}
 
 
 def task_label(df: pd.DataFrame) -> pd.Series:

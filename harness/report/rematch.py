@@ -12,7 +12,7 @@ import seaborn as sns
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from harness.errors import BadInput
-from harness.report.curves import SEED, band, rows, titled
+from harness.report.curves import FRACTION, SEED, band, clip_text, rows, titled
 from harness.results import load_results
 
 # Feng et al. 2024: training speed-up of the parallel scan over the sequential form at
@@ -20,14 +20,32 @@ from harness.results import load_results
 PAPER_SPEEDUP = {"min-gru": 175.0, "min-lstm": 235.0}
 PAPER_N = 512
 SCANS = ("levels", "log")
+# the step-by-step loops (the explicit LSTM/GRU cell and minGRU/minLSTM's sequential scan)
+# had an O(n^2) backward before this (commits 04cd2c1 and 6ac373e): rows measured earlier
+# time those loops too slow, and every speed-up over them too large
+LOOP_FIX = "2026-12-01T20:19:29+00:00"
+LOOPS = {("lstm", "cell"), ("gru", "cell"), ("min-gru", "sequential"),
+         ("min-lstm", "sequential")}
 STUDY = "mqar-state"
 MIXER_ORDER = ["self-attention", "lstm", "gru", "min-gru", "min-lstm"]
 
 
 def variant(row: pd.Series) -> str:
     """"lstm (cell)", "min-gru (log)", "self-attention": a throughput point's layer and form."""
-    form = next((row[k] for k in ("rnn_impl", "scan") if k in row and pd.notna(row[k])), None)
+    form = _form(row)
     return f"{row['mixer']} ({form})" if form else str(row["mixer"])
+
+
+def before_loop_fix(df: pd.DataFrame) -> pd.Series:
+    """Rows measured before the loop's O(n^2) backward was fixed (their loop time, and so
+    every speed-up over it, is too large)."""
+    if "measured_at" not in df:
+        return pd.Series(False, index=df.index)
+    return df["measured_at"].astype(str) < LOOP_FIX
+
+
+def _form(row: pd.Series) -> str | None:
+    return next((row[k] for k in ("rnn_impl", "scan") if k in row and pd.notna(row[k])), None)
 
 
 def throughput_frame(df: pd.DataFrame) -> pd.DataFrame:
@@ -70,17 +88,40 @@ def speedup_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def throughput(out_dir: Path, suite: str) -> plt.Figure:
-    """Forward+backward time against n, one line per layer and form (log-log)."""
+    """Forward+backward time against n, one line per layer and form (log-log): colour by
+    layer, marker and dashes by form; a loop timed before its O(n^2) backward was fixed is
+    drawn faint with open markers and named so in the legend."""
     ok = throughput_frame(load_results(out_dir, [suite]))
-    fig, ax = plt.subplots(figsize=(7, 4.2), layout="constrained")
-    sns.lineplot(data=ok, x="seq_len", y="fwdbwd_ms", hue="variant", marker="o", ax=ax,
-                 errorbar=None)
+    ok["form"] = ok.apply(lambda r: _form(r) or "", axis=1)
+    ok["stale"] = before_loop_fix(ok) & ok.apply(lambda r: (r["mixer"], r["form"]) in LOOPS,
+                                                 axis=1)
+    layers = [m for m in MIXER_ORDER if m in set(ok["mixer"])] + sorted(
+        set(ok["mixer"]) - set(MIXER_ORDER))
+    colors = dict(zip(layers, sns.color_palette("tab10", len(layers)).as_hex(), strict=True))
+    forms = list(dict.fromkeys(ok["form"]))
+    styles = dict(zip(forms, [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."),
+                              ("v", (0, (5, 1, 1, 1))), ("P", (0, (1, 2)))], strict=False))
+    fig, ax = plt.subplots(figsize=(7.5, 4.6), layout="constrained")
+    for name, g in ok.groupby("variant", sort=False):
+        g = g.groupby("seq_len", as_index=False).agg(
+            fwdbwd_ms=("fwdbwd_ms", "median"), mixer=("mixer", "first"),
+            form=("form", "first"), stale=("stale", "any"))
+        marker, dashes = styles.get(g["form"].iloc[0], ("o", "-"))
+        stale = bool(g["stale"].any())
+        ax.plot(g["seq_len"], g["fwdbwd_ms"], marker=marker, ls=dashes,
+                color=colors[g["mixer"].iloc[0]], alpha=0.45 if stale else 1, ms=5,
+                mfc="none" if stale else colors[g["mixer"].iloc[0]],
+                label=f"{name}, before the loop fix" if stale else name)
     ax.set(xscale="log", yscale="log", xlabel="sequence length n",
            ylabel="forward+backward ms (median)")
     first = ok.iloc[0]
+    note = ""
+    if ok["stale"].any():
+        note = (f"\nfaint, open markers: loops timed before their O(n²) backward was fixed "
+                f"({LOOP_FIX[:10]}): too slow, and every speed-up over them too large")
     ax.set_title(f"One layer's training step, d={int(first['d_model'])}, batch "
-                 f"{int(first['batch_size'])}, {first.get('device', '?')}")
-    ax.legend(fontsize=7, ncol=2)
+                 f"{int(first['batch_size'])}, {first.get('device', '?')}{note}", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig
 
 
@@ -138,9 +179,11 @@ def mqar_state(out_dir: Path, suite: str) -> plt.Figure:
               (by_width, "d_model", f"width d ({int(by_width['pairs'].iloc[0])} pairs)"),
               (pts, "state_floats", "numbers of state per layer (log)")]
     for ax, (data, x, label) in zip(axes, panels, strict=True):
+        # a marker and dashes per mixer too: equal accuracies at equal state (GRU, minGRU
+        # and minLSTM all carry d numbers) would hide one line under another
         sns.lineplot(data=data, x=x, y="final_accuracy", hue="mixer_kind", hue_order=order,
-                     marker="o", errorbar=band(data), seed=SEED, ax=ax,
-                     legend=ax is axes[0])
+                     style="mixer_kind", style_order=order, markers=True,
+                     errorbar=band(data, FRACTION), seed=SEED, ax=ax, legend=ax is axes[0])
         ax.set(xlabel=label, ylabel="final held-out accuracy", ylim=(0, 1.02))
         if x == "state_floats":
             ax.set_xscale("log")
@@ -156,7 +199,8 @@ def mqar_state(out_dir: Path, suite: str) -> plt.Figure:
             ax.axhline(floor(int(data["pairs"].iloc[0])), ls=":", color="0.3",
                        label="no recall (in-context guess)")
     axes[0].legend(title="mixer", fontsize=8)
-    return titled(fig, "MQAR against state size: mixer-lm, only the mixer changed", pts)
+    return titled(fig, "MQAR against state size: mixer-lm, only the mixer changed", pts,
+                  clip_text(FRACTION))
 
 
 def chance(pts: pd.DataFrame) -> float:
