@@ -8,6 +8,7 @@ declares (harness.report.studies); `draw` writes them as PNG files.
 from __future__ import annotations
 
 import io
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +21,12 @@ matplotlib.use("Agg")  # files only; never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 
 from harness.errors import BadInput  # noqa: E402
 from harness.files import write_atomic  # noqa: E402
 from harness.report import rematch, studies  # noqa: E402
+from harness.report.curves import relegend  # noqa: E402
 from harness.report.labels import title_above  # noqa: E402
 from harness.report.tables import crossover_table, sweep_frame  # noqa: E402
 from harness.results import load_results  # noqa: E402
@@ -47,20 +50,49 @@ def _n_axis(ax: plt.Axes) -> None:
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
+NOISY = 0.5  # a timing whose interquartile range over its runs exceeds this share of its median
+
+
+def _noisy(df: pd.DataFrame, ms: str) -> pd.Series:
+    """Rows whose timing `ms` ("fwd_ms", "fwdbwd_ms") spread over its repeated runs by more
+    than NOISY of its median (the machine was busy): not a value to draw a line through."""
+    iqr = ms.replace("_ms", "_iqr_ms")
+    if iqr not in df:
+        return pd.Series(False, index=df.index)
+    return (df[iqr] / df[ms]).fillna(0) > NOISY
+
+
+def _open_markers(ax: plt.Axes, rows: pd.DataFrame, y: str, colors: dict[str, str]) -> None:
+    """The noisy timings as open circles in their layer's colour, joined to nothing."""
+    for mixer, g in rows.groupby("mixer"):
+        ax.scatter(g["seq_len"], g[y], marker="o", facecolors="none",
+                   edgecolors=colors.get(mixer, "0.3"), s=30, zorder=3)
+
+
+NOISY_LABEL = "noisy timing (open: not joined)"
+NOISY_NOTE = (f"open circles: timings whose runs spread (interquartile range) by more than "
+              f"{NOISY:.0%} of their median, a busy machine's; the lines join the others")
+
+
 def crossover(df: pd.DataFrame) -> plt.Figure:
     """Cost per sequence vs n, one column per d: counted FLOPs (top) and measured forward time
     (bottom). Vertical lines: measured n* of the whole attention layer (dashed) and of the
-    attention core (dash-dot) against the LSTM, and the paper's n = d (dotted)."""
+    attention core (dash-dot) against the LSTM where the suite has them, and the paper's
+    n = d (dotted); a time panel without a measured n* says why. Timings that spread over
+    their runs by more than NOISY of their median are open circles off the lines."""
     ok = sweep_frame(df)
     plugin = ~ok["mixer"].isin(list(PALETTE))  # a plugin's mixer is drawn beside them
     ok = ok[ok["mixer"].isin(["self-attention", "attention-core", "lstm", "gru"]) | plugin]
-    long = ok.melt(id_vars=["mixer", "seq_len", "d_model"],
-                   value_vars=["gflop_per_seq", "ms_per_seq"], var_name="cost")
-    long["cost"] = long["cost"].map({"gflop_per_seq": "GFLOP / sequence\n(counted)",
-                                     "ms_per_seq": "ms / sequence\n(forward, measured)"})
+    noisy = _noisy(ok, "fwd_ms")
+    long = ok.assign(ms_per_seq=ok["ms_per_seq"].where(~noisy)).melt(
+        id_vars=["mixer", "seq_len", "d_model"], value_vars=["gflop_per_seq", "ms_per_seq"],
+        var_name="cost")
+    names = {"gflop_per_seq": "GFLOP / sequence\n(counted)",
+             "ms_per_seq": "ms / sequence\n(forward, measured)"}
+    long["cost"] = long["cost"].map(names)
+    colors = _palette(long["mixer"])
     g = sns.relplot(data=long, x="seq_len", y="value", hue="mixer", col="d_model", row="cost",
-                    kind="line", marker="o", palette=_palette(long["mixer"]), height=2.8,
-                    aspect=1.1,
+                    kind="line", marker="o", palette=colors, height=2.8, aspect=1.1,
                     facet_kws={"sharey": False, "margin_titles": True})
     g.set(yscale="log")
     for ax in g.axes.flat:
@@ -68,33 +100,76 @@ def crossover(df: pd.DataFrame) -> plt.Figure:
     g.set_axis_labels("sequence length n", "")
     cross = crossover_table(df)
     cross = cross[cross["versus"] == "lstm"]
+    drawn = set()
     for (cost, d), ax in g.axes_dict.items():
         if ax in g.axes[:, 0]:  # the cost on the left (rotated row titles on the right,
             ax.set_ylabel(cost)  # taller than a panel, pushed the rows apart)
         ax.axvline(d, color="grey", ls=":", lw=1)
-        col = "n_star_flops" if cost.startswith("GFLOP") else "n_star_time"
+        flops = cost.startswith("GFLOP")
+        col = "n_star_flops" if flops else "n_star_time"
+        why = []
         for variant, style in (("layer", "--"), ("core", "-.")):
-            hit = cross[(cross["attention"] == variant) & (cross["d_model"] == d)][col].dropna()
+            mine = cross[(cross["attention"] == variant) & (cross["d_model"] == d)]
+            hit = mine[col].dropna()
             if len(hit):
                 ax.axvline(hit.iloc[0], color="black", ls=style, lw=1)
+                drawn.add(variant)
+            elif len(mine):
+                why.append(f"{variant}: {mine['flops_note' if flops else 'time_note'].iloc[0]}")
+        if why:  # no n* line: the panel says why
+            ax.text(0.03, 0.97, "no n* vs LSTM\n" + "\n".join(
+                textwrap.fill(w, 38) for w in why), transform=ax.transAxes, va="top",
+                fontsize=6, color="0.25")
+        if not flops:
+            _open_markers(ax, ok[noisy & (ok["d_model"] == d)], "ms_per_seq", colors)
+    if noisy.any():
+        relegend(g, {NOISY_LABEL: Line2D([], [], marker="o", ls="", mfc="none", mec="0.3")})
     g.set_titles(row_template="", col_template="d = {col_name}")
+    lines = " and ".join(f"the {v} ({'--' if v == 'layer' else '-.'})"
+                         for v in ("layer", "core") if v in drawn)
     return title_above(g.figure, "Where self-attention stops being cheaper than recurrence: "
-                       "measured n* vs LSTM for the layer (--) and the core (-.); the paper's "
-                       "n = d (:)\n" + _scale(ok))
+                       + (f"measured n* vs LSTM for {lines}; " if lines else "")
+                       + "the paper's n = d (:)\n" + _scale(ok)
+                       + (f"\n{NOISY_NOTE}" if noisy.any() else ""))
 
 
 def throughput(df: pd.DataFrame) -> plt.Figure:
-    """Training throughput (tokens/s, forward+backward) vs n, one column per d."""
+    """Training throughput (tokens/s, forward+backward) vs n, one column per d; a timing that
+    spread over its runs by more than NOISY of its median is an open circle off the line."""
     ok = sweep_frame(df)
-    g = sns.relplot(data=ok, x="seq_len", y="fwdbwd_tokens_per_s", hue="mixer", col="d_model",
-                    kind="line", marker="o", palette=_palette(ok["mixer"]), height=3, aspect=1.1)
+    noisy = _noisy(ok, "fwdbwd_ms")
+    colors = _palette(ok["mixer"])
+    g = sns.relplot(data=ok.assign(fwdbwd_tokens_per_s=ok["fwdbwd_tokens_per_s"].where(~noisy)),
+                    x="seq_len", y="fwdbwd_tokens_per_s", hue="mixer", col="d_model",
+                    kind="line", marker="o", palette=colors, height=3, aspect=1.1)
     g.set(yscale="log")
-    for ax in g.axes.flat:
+    for d, ax in g.axes_dict.items():
         _n_axis(ax)
+        _log_labels(ax)
+        _open_markers(ax, ok[noisy & (ok["d_model"] == d)], "fwdbwd_tokens_per_s", colors)
+    if noisy.any():
+        relegend(g, {NOISY_LABEL: Line2D([], [], marker="o", ls="", mfc="none", mec="0.3")})
     g.set_axis_labels("sequence length n", "tokens / s (fwd+bwd)")
     g.set_titles(col_template="d = {col_name}")
-    title_above(g.figure, f"Training throughput per layer\n{_scale(ok)}")
+    title_above(g.figure, f"Training throughput per layer\n{_scale(ok)}"
+                + (f"\n{NOISY_NOTE}" if noisy.any() else ""))
     return g.figure
+
+
+def _log_labels(ax: plt.Axes) -> None:
+    """A log y axis labelled at 1, 2 and 5 times each power of ten in plain numbers (20k,
+    500k): matplotlib's own labels of a narrow range (3x10^4 beside 4x10^4) run together."""
+    def plain(v: float, _pos: int) -> str:
+        mantissa = f"{v:.0e}"[0]
+        if mantissa not in "125":
+            return ""
+        for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+            if v >= size:
+                return f"{v / size:g}{suffix}"
+        return f"{v:g}"
+
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(plain))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(plain))
 
 
 def _by_fit(df: pd.DataFrame, fit: str) -> pd.DataFrame:
@@ -155,7 +230,7 @@ def _lines(df: pd.DataFrame, y: str, ylabel: str, title: str, logy: bool = True)
     _n_axis(ax)
     ax.set(yscale="log" if logy else "linear", xlabel="sequence length n", ylabel=ylabel)
     ax.set_title(f"{title}\n{_scale(df)}", fontsize=9)
-    ax.legend(title=None, fontsize=8)
+    ax.legend(title=None, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))  # off data
     return fig
 
 
