@@ -124,10 +124,12 @@ def table3(df: pd.DataFrame) -> pd.DataFrame:
 
 def bleu_curves(out_dir: Path, suite: str) -> plt.Figure:
     """Dev BLEU (greedy, the curve's dev verses) against counted training FLOPs and against
-    training seconds: per model the mean over seeds at each evaluation step, a band from the
-    lowest to the highest seed, and the retrieval baseline's BLEU on the same verses (the
-    cost target) where the rows have it. Right: what the Table 2 verdict uses, test BLEU
-    with beam 4, one dot per seed, the suite's trivial baselines as lines."""
+    training seconds: per model (per recipe, in a recipe sweep) the mean over seeds at each
+    evaluation step, a band from the lowest to the highest seed, and the retrieval
+    baseline's BLEU on the same verses (the cost target) where the rows have it. Right: what
+    the Table 2 verdict uses, test BLEU with beam 4, one dot per seed, the suite's trivial
+    baselines as lines; in a recipe sweep (dev only), what its choice uses instead: each
+    recipe's dev perplexity, the chosen one ringed."""
     df = load_results(out_dir, [suite])
     every = _rows(df, "table2")
     rows = every[every["runner"] == "translate"]
@@ -140,56 +142,106 @@ def bleu_curves(out_dir: Path, suite: str) -> plt.Figure:
                               values="value").reset_index()
     if not {"dev_bleu_greedy", "train_flops", "train_s"} <= set(wide.columns):
         raise BadInput(f"suite {suite!r} has no dev BLEU curves")
-    wide = wide.merge(rows[["point_id", "model", "seed"]], on="point_id")
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2),
+    sweep = recipes(df)
+    rows = _with_recipe(rows, sweep)
+    wide = wide.merge(rows[["point_id", "model", "seed", "recipe", "chosen"]], on="point_id")
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), layout="constrained",
                              gridspec_kw={"width_ratios": [3, 3, 2]})
     models = list(dict.fromkeys(rows["model"]))
     colors = dict(zip(models, plt.get_cmap("tab10").colors, strict=False))
-    seeds = rows.groupby("model")["seed"].nunique()
+    seeds = rows.groupby(["model", "recipe"])["seed"].nunique()
     _cost_panels(axes[:2], wide, rows, seeds, colors)
     done = df[df["status"].eq("ok") & df["model"].isin(BASELINES)] if "model" in df else df
     if "test_bleu" in rows and rows["test_bleu"].notna().any():
         _test_panel(axes[2], rows, done, models, colors)
-    else:  # a recipe sweep scores dev only
-        axes[2].text(0.5, 0.5, "not scored on the test set\n(dev only: a recipe sweep)",
-                     ha="center", va="center", transform=axes[2].transAxes)
-        axes[2].set_axis_off()
+    elif len(sweep):  # a recipe sweep scores dev only: what its choice reads
+        _recipe_panel(axes[2], sweep, models, colors)
+    else:
+        fig.delaxes(axes[2])
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 4),
+               fontsize=8, frameon=False)
     n = int(seeds.max())
-    fig.suptitle("Table 2: dev BLEU (greedy) against training cost, line = mean over seeds"
-                 + (f", band = lowest to highest of {n} seeds" if n > 1 else ", one seed")
+    what = (f"line = mean over seeds, band = lowest to highest of {n} seeds" if n > 1
+            else "one seed per line")
+    fig.suptitle(("Table 2 recipe sweep: dev BLEU (greedy) against training cost, a line per "
+                  "model and recipe (thick: the recipe chosen, lowest dev perplexity), "
+                  if len(sweep) else "Table 2: dev BLEU (greedy) against training cost, ")
+                 + what
                  + (f"; test set {int(rows['test_sentences'].iloc[0])} verses"
                     if "test_sentences" in rows and rows["test_sentences"].notna().any()
                     else ""), fontsize=10)
-    fig.tight_layout()
     return fig
+
+
+def _with_recipe(rows: pd.DataFrame, sweep: pd.DataFrame) -> pd.DataFrame:
+    """rows with `recipe` ("lr 0.003, dropout 0.1" in a recipe sweep, else "") and `chosen`
+    (the recipe the sweep picks for its model; every row outside a sweep)."""
+    rows = rows.copy()
+    if sweep.empty:
+        return rows.assign(recipe="", chosen=True)
+    lr = pd.to_numeric(rows["peak_lr"]).fillna(1e-3)  # the options' default, as recipes()
+    rows["recipe"] = [f"lr {v:g}, dropout {p:g}" for v, p in zip(lr, rows["dropout"],
+                                                                 strict=True)]
+    picked = sweep[sweep["chosen"]]
+    rows["chosen"] = [((m, v, p) in set(zip(picked["model"], picked["peak_lr"],
+                                            picked["dropout"], strict=True)))
+                      for m, v, p in zip(rows["model"], lr, rows["dropout"], strict=True)]
+    return rows
 
 
 def _cost_panels(axes, wide: pd.DataFrame, rows: pd.DataFrame, seeds: pd.Series,
                  colors: dict) -> None:
-    """Dev BLEU against FLOPs (axes[0]) and seconds (axes[1]): per model the mean over seeds
-    and a lowest-to-highest band, and the retrieval target where the rows have it."""
-    for model, curves in wide.groupby("model", sort=False):
+    """Dev BLEU against FLOPs (axes[0]) and seconds (axes[1]): per model and recipe the mean
+    over seeds and a lowest-to-highest band (a recipe not chosen: a thin line), and the
+    retrieval target where the rows have it."""
+    others = False
+    for (model, recipe), curves in wide.groupby(["model", "recipe"], sort=False):
         g = curves.groupby("step")
         band = g["dev_bleu_greedy"].agg(["mean", "min", "max", "count"]).reset_index()
         band = band[band["count"] == band["count"].max()]  # steps every seed reached
         x = {"flops": g["train_flops"].mean().loc[band["step"]].to_numpy(),
              "s": g["train_s"].mean().loc[band["step"]].to_numpy()}
-        label = f"{model} ({seeds[model]} seed{'s' if seeds[model] > 1 else ''})"
+        n = seeds[(model, recipe)]
+        chosen = bool(curves["chosen"].iloc[0])
+        label = (f"{model} ({recipe}; {n} seed{'s' if n > 1 else ''})" if recipe else
+                 f"{model} ({n} seed{'s' if n > 1 else ''})") if chosen else None
+        others |= not chosen
         for ax, key in zip(axes, ("flops", "s"), strict=True):
-            ax.plot(x[key], band["mean"], marker="o", ms=3, label=label, color=colors[model])
-            if seeds[model] > 1:
+            ax.plot(x[key], band["mean"], marker="o" if chosen else None, ms=3, label=label,
+                    color=colors[model], lw=1.5 if chosen else 0.7, alpha=1 if chosen else 0.5)
+            if n > 1:
                 ax.fill_between(x[key], band["min"], band["max"], alpha=0.2,
                                 color=colors[model], lw=0)
+    if others:
+        axes[0].plot([], [], color="0.4", lw=0.7, alpha=0.5,
+                     label="thin: the model's other recipes")
     from_retrieval = rows.get("target_from", pd.Series(dtype=str)).eq("retrieval")
     if from_retrieval.any():  # every point's target: the same verses, the same baseline
         target = pd.to_numeric(rows.loc[from_retrieval, "target_bleu"], errors="coerce").mean()
         for ax in axes:
             ax.axhline(target, color="grey", ls="--", lw=1,
-                       label="retrieval baseline, same dev verses")
+                       label="retrieval baseline, same dev verses" if ax is axes[0] else None)
     axes[0].set_xlabel("training FLOPs (forward + backward, counted)")
     axes[1].set_xlabel("training seconds (updates only, measured)")
     axes[0].set_ylabel("dev BLEU (greedy)")
-    axes[1].legend(fontsize=8, loc="lower right")
+
+
+def _recipe_panel(ax: plt.Axes, sweep: pd.DataFrame, models: list[str], colors: dict) -> None:
+    """Dev perplexity of each recipe per model (a dot each), the chosen one ringed: what a
+    suite taking this sweep's recipes reads."""
+    for i, model in enumerate(models):
+        mine = sweep[sweep["model"] == model].reset_index(drop=True)
+        x = i + (np.arange(len(mine)) - (len(mine) - 1) / 2) * 0.12
+        ax.scatter(x, mine["dev_ppl"], color=colors[model], s=22, zorder=3)
+        pick = mine["chosen"].to_numpy()
+        ax.scatter(x[pick], mine.loc[pick, "dev_ppl"], facecolors="none", edgecolors="black",
+                   s=80, lw=1.2, zorder=4)
+    ax.set_xticks(range(len(models)), models, rotation=30, ha="right", fontsize=8)
+    ax.set_yscale("log")
+    ax.set(ylabel="dev perplexity (log)")
+    ax.set_title("what the choice uses: a dot per recipe,\nringed: the chosen (lowest)",
+                 fontsize=9)
 
 
 def _test_panel(ax: plt.Axes, rows: pd.DataFrame, baselines: pd.DataFrame,
@@ -208,9 +260,9 @@ def _test_panel(ax: plt.Axes, rows: pd.DataFrame, baselines: pd.DataFrame,
     if missing:
         ax.text(0.02, 0.98, f"not measured: {', '.join(missing)}", transform=ax.transAxes,
                 va="top", fontsize=7, color="0.3")
-    ax.set_xticks(range(len(models)), models, rotation=15)
+    ax.set_xticks(range(len(models)), models, rotation=30, ha="right", fontsize=8)
     top = max([float(rows["test_bleu"].max()), *pd.to_numeric(baselines["test_bleu"])])
-    ax.set(ylabel="test BLEU (beam 4)", ylim=(0, 1.35 * top),  # headroom for the notes
-           title="what the verdict uses (dot: a seed; bar: mean)")
+    ax.set(ylabel="test BLEU (beam 4)", ylim=(0, 1.35 * top))  # headroom for the notes
+    ax.set_title("what the verdict uses:\ndot: a seed; bar: their mean", fontsize=9)
     if len(baselines):
         ax.legend(fontsize=7, title="baselines", title_fontsize=7, loc="upper right")
