@@ -99,7 +99,8 @@ CPU = dict(bpe=4000, max_tokens=80, eval_every=250, eval_sentences=200,
 # update of 64 full-length pairs counts ~2e10) and stops early on dev (greedy BLEU on 200 dev
 # verses every TUNED_EVAL FLOPs, TUNED_PATIENCE evaluations without a new best) or at
 # TUNED_STEPS. The schedule's warm-up is in updates, the same in a trial and the final run.
-TUNED_BUDGET, TUNED_EVAL, TUNED_STEPS, TUNED_PATIENCE = 6e13, 4e12, 100_000, 4
+TUNED_BUDGET, TUNED_STEPS, TUNED_PATIENCE = 6e13, 100_000, 4
+TUNED_EVAL = TUNED_BUDGET / 18  # the pruner's rungs (1/9, 1/3) fall on evaluations
 TUNED = dict(bpe=4000, max_tokens=80, eval_sentences=200, final_sentences=0,
              speed_sentences=16, target_from="retrieval", budget_flops=TUNED_BUDGET,
              eval_flops=TUNED_EVAL, steps=TUNED_STEPS, patience=TUNED_PATIENCE)

@@ -142,7 +142,8 @@ def run_cmd(**options: Any) -> None:
     if any(getattr(p.options, "recipe", "") for p in points):  # a search's best, in the ids
         from harness.train.translation.recipe import apply
 
-        points = apply(points, output_folder(o.out))
+        points = apply(points, output_folder(o.out),
+                       tuple(s.split("=", 1)[0].strip() for s in o.set_))
     if o.dry_run:
         from harness.cli.estimate import dry_run
 

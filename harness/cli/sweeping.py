@@ -101,10 +101,13 @@ def tell(summary: SweepSummary, name: str, variant: bool, uri: str | None,
 
 def rerun_command() -> str:
     """This `tvr run` as typed, with --no-resume: the options given on its command line
-    (a suite file, --only, --set, --out...), so it works for any suite or variant."""
+    (a suite file, --only, --set, --out...), so it works for any suite or variant; a
+    tracking URI's password shown as *** (retype it, or set $MLFLOW_TRACKING_URI)."""
     import shlex
 
     from click.core import ParameterSource
+
+    from harness.track.store import mask  # a password never goes into the printed command
 
     ctx = click.get_current_context()
     words = ["tvr"]
@@ -123,8 +126,8 @@ def rerun_command() -> str:
             else:
                 values = value if isinstance(param, click.Option) and param.multiple else [value]
                 for v in values:
-                    words += [param.opts[0],
-                              ",".join(v) if isinstance(v, tuple) else str(v)]
+                    text = ",".join(v) if isinstance(v, tuple) else str(v)
+                    words += [param.opts[0], mask(text) if name == "tracking_uri" else text]
     return shlex.join([*words, "--no-resume"])
 
 

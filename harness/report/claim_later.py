@@ -196,10 +196,10 @@ def attention_recalls_more(stored: Stored) -> Evidence:
     won = all(d.mean > 0 and not d.inside_noise for d in diffs.values())
     lost = any(d.mean < 0 and not d.inside_noise for d in diffs.values())
     accs = at.groupby("mixer_kind")["final_accuracy"].mean()
-    measured = (f"{p} pairs: mean accuracy " + ", ".join(f"{k} {fmt(v)}" for k, v in
-                                                           accs.items())
-                + f" (no-recall floor {fmt(floor(p))}, {seeds} seeds); attention minus " + "; ".join(
-                    f"{k}: {d.text()}" for k, d in diffs.items()))
+    accuracies = ", ".join(f"{k} {fmt(v)}" for k, v in accs.items())
+    differences = "; ".join(f"{k}: {d.text()}" for k, d in diffs.items())
+    measured = (f"{p} pairs: mean accuracy {accuracies} (no-recall floor {fmt(floor(p))}, "
+                f"{seeds} seeds); attention minus {differences}")
     verdict = CONTRADICTS if lost else SUPPORTS if won else QUALIFIED
     return Evidence(f"{df['suite'].iloc[0]}, study mqar-state: pairs swept at d = "
                     f"{int(df['d_model'].iloc[0])}, mixer-lm with only the mixer changed",

@@ -173,6 +173,10 @@ def _runs_in(stored: Stored, suite: str) -> pd.DataFrame:
     if "measured_at" in rows:
         rows = rows.sort_values("measured_at", kind="stable")
     rows = rows[rows["device"] == rows["device"].iloc[-1]]  # one device: the last measured
+    # one recipe per model: the seeds of its last measured point family (a re-tuned recipe's
+    # rows are not mixed with the earlier recipe's)
+    family = rows["point_id"].astype(str).str.replace(r"-s\d+$", "", regex=True)
+    rows = rows[family == family.groupby(rows["model"]).transform("last")]
     rows = rows.drop_duplicates(["model", "seed"], keep="last")
     if "transformer" not in set(rows["model"]) or rows["model"].nunique() < 2:
         raise Missing(suite, f"suite {suite} lacks the Transformer or a recurrent model")

@@ -7,9 +7,11 @@ Why not sacrebleu's PairedTest on the seeds' hypotheses stacked one after anothe
 resample each (sentence, seed) on its own, as if the seeds' translations of one verse were
 independent sentences, which they are not (same source, same reference); its bootstrap
 spread comes out too narrow, by about the square root of the seeds at 3 seeds. sacrebleu
-gives the sentence statistics and turns summed statistics into a score; the resampling, its
-p-values, and the centring of the bootstrap follow sacrebleu's paired tests (Koehn 2004;
-Riezler and Maxwell 2005), one sentence cluster at a time.
+gives the sentence statistics and turns summed statistics into a score. The tests are the
+two-sided forms of Koehn (2004) and Riezler and Maxwell (2005), one sentence cluster at a
+time: the bootstrap's differences are shifted to mean zero and counted where at least as far
+from zero as the observed one, the randomization's likewise; a system against itself gets
+p = 1 (sacrebleu counts strictly greater absolute differences).
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ from harness.errors import BadInput
 from harness.results import load_results, read_series
 
 TABLE2_VALUES = ("n_params", "dev_bleu", "test_bleu", "test_bleu_sd", "dev_chrf", "test_chrf",
-                 "test_repeat_rate", "test_len_ratio", "dev_ppl", "epochs", "train_flops", "train_s", "train_tokens_per_s", "train_flops_per_s",
-                 "mfu", "target_bleu", "flops_to_bleu", "seconds_to_bleu",
+                 "test_repeat_rate", "test_len_ratio", "dev_ppl", "epochs", "train_flops",
+                 "train_s", "train_tokens_per_s", "train_flops_per_s", "mfu", "target_bleu",
+                 "flops_to_bleu", "seconds_to_bleu",
                  "decode_sent_per_s_cached", "decode_sent_per_s_uncached")
 BASELINES = ("source-copy", "constant", "retrieval")  # their rows first, in this order
 TABLE3_COLUMNS = {"n_layers": "N", "d_model": "d_model", "d_ff": "d_ff", "n_heads": "h",

@@ -24,6 +24,7 @@ import optuna
 import pandas as pd
 import torch
 from filelock import FileLock, Timeout
+from sqlalchemy.exc import SQLAlchemyError
 
 from experiments.spec import Dimension, Point, Search
 from harness.errors import BadInput
@@ -60,12 +61,20 @@ def study(search: Search, model: str, out_dir: Path) -> optuna.Study:
     path = results_path(out_dir, search.name).parent / "optuna.db"
     path.parent.mkdir(parents=True, exist_ok=True)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    return optuna.create_study(
-        study_name=f"{search.name}-{model}", storage=f"sqlite:///{path}", load_if_exists=True,
-        direction="maximize",
-        sampler=optuna.samplers.TPESampler(seed=0, n_startup_trials=search.startup),
-        pruner=optuna.pruners.SuccessiveHalvingPruner(min_resource=STEPS_PER_RUNG,
-                                                      reduction_factor=search.eta))
+    try:
+        st = optuna.create_study(
+            study_name=f"{search.name}-{model}", storage=f"sqlite:///{path}",
+            load_if_exists=True, direction="maximize",
+            pruner=optuna.pruners.SuccessiveHalvingPruner(min_resource=STEPS_PER_RUNG,
+                                                          reduction_factor=search.eta))
+    except (SQLAlchemyError, RuntimeError, ValueError) as exc:  # damaged, another version's
+        raise BadInput(f"{path}: not a study Optuna {optuna.__version__} can open "
+                       f"({type(exc).__name__}); move it aside to start the search "
+                       "again") from None
+    # seeded by the trials so far: a restarted search does not replay its first draws
+    st.sampler = optuna.samplers.TPESampler(seed=len(st.get_trials()),
+                                            n_startup_trials=search.startup)
+    return st
 
 
 def _requeue_stale(st: optuna.Study) -> None:
@@ -98,7 +107,11 @@ def tune_model(search: Search, base: Point, out_dir: Path, device: torch.device,
     """Trials of one model until `trials` of them have finished (completed or pruned)."""
     space = search.space[base.subject]
     dists = {k: distribution(d) for k, d in space.items()}
+    if not base.options.budget_flops > 0:
+        raise BadInput(f"search {search.name!r}: its {base.subject} trials have no FLOP "
+                       "budget (budget_flops), which its pruner's rungs are fractions of")
     unit = rung_unit(base, search)
+    last = STEPS_PER_RUNG * search.eta ** (search.rungs - 1)
     with _only_one(out_dir, search, base.subject):
         st = study(search, base.subject, out_dir)
         _requeue_stale(st)
@@ -114,21 +127,23 @@ def tune_model(search: Search, base: Point, out_dir: Path, device: torch.device,
 
             run_suite(search.name, [point], device, out_dir, tracking_uri, progress=progress,
                       description=f"tuning search {search.name}: trial {trial.number} of "
-                                  f"{base.subject}", prune=_pruner(trial, unit))
+                                  f"{base.subject}", prune=_pruner(trial, unit, last))
             outcome = _outcome(out_dir, search.name, point)
             failed = failed + 1 if outcome.get("state") == optuna.trial.TrialState.FAIL else 0
             st.tell(trial, **outcome)
     return st
 
 
-def _pruner(trial: optuna.Trial, unit: float) -> Callable[[Point, int, float], bool]:
+def _pruner(trial: optuna.Trial, unit: float, last: int
+            ) -> Callable[[Point, int, float], bool]:
     """The trial's pruning hook: report the best dev value at each FLOP step (one value per
-    step: a tiny run's evaluations may share one), then ask the pruner."""
+    step: a tiny run's evaluations may share one), then ask the pruner; never at or past the
+    last rung (`last` steps: the budget), where a trial has spent what it may and finished."""
     reported: set[int] = set()
 
     def prune(point: Point, flops: int, best: float) -> bool:
         step = int(flops // unit)
-        if not math.isfinite(best) or step in reported:
+        if not math.isfinite(best) or step in reported or step >= last:
             return False
         reported.add(step)
         trial.report(best, step)
@@ -142,8 +157,11 @@ def _outcome(out_dir: Path, name: str, point: Point) -> dict[str, Any]:
     rows = read_results(results_path(out_dir, name))
     row = rows[rows["point_id"] == point.point_id].iloc[-1:] if not rows.empty else rows
     failed = {"state": optuna.trial.TrialState.FAIL}
-    if row.empty or row["status"].iloc[0] != "ok":
+    if row.empty or row["status"].iloc[0] not in ("ok", "diverged"):
         return failed
+    if row["status"].iloc[0] == "diverged":  # a bad recipe: its curve's best, or nothing
+        value = pd.to_numeric(row.get(KEY, pd.Series([0.0])), errors="coerce").iloc[0]
+        return {"values": 0.0 if pd.isna(value) else float(value)}
     if str(row.get("stopped_by", pd.Series([""])).iloc[0]) == "pruned":
         return {"state": optuna.trial.TrialState.PRUNED}
     value = pd.to_numeric(row[KEY], errors="coerce").iloc[0]

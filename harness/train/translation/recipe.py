@@ -28,7 +28,7 @@ OPTION_KEYS = {f.name for f in dataclasses.fields(TranslateOptions)}
 
 def best_row(rows: pd.DataFrame, model: str) -> pd.Series | None:
     """The finished (not pruned) ok "translate" row of `model` with the best curve value."""
-    if rows.empty or KEY not in rows:
+    if rows.empty or not {KEY, "runner", "model", "status"} <= set(rows.columns):
         return None
     mine = rows[(rows["runner"] == "translate") & (rows["model"] == model)
                 & (rows["status"] == "ok")].copy()
@@ -64,8 +64,9 @@ def with_recipe(point: Point, recipe: dict[str, Any]) -> Point:
                                options=dataclasses.replace(point.options, **opts))
 
 
-def apply(points: list[Point], out_dir: Path) -> list[Point]:
-    """Every point naming a search, with its model's best recipe from <out>/<search>/."""
+def apply(points: list[Point], out_dir: Path, fixed: tuple[str, ...] = ()) -> list[Point]:
+    """Every point naming a search, with its model's best recipe from <out>/<search>/;
+    `fixed`: keys the user set (`--set`), which the recipe must not silently replace."""
     from experiments import SEARCHES
 
     out, found = [], {}
@@ -79,6 +80,10 @@ def apply(points: list[Point], out_dir: Path) -> list[Point]:
                            f"search; valid: {', '.join(SEARCHES)}")
         if (name, p.subject) not in found:
             search = SEARCHES[name]()
+            clash = sorted(set(fixed) & set(search.space.get(p.subject, {})))
+            if clash:
+                raise BadInput(f"--set {clash[0]}: the recipe of search {name!r} sets it for "
+                               f"{p.subject}; tune it there (`tvr tune {name}`) instead")
             row = best_row(read_results(results_path(out_dir, name)), p.subject)
             if row is None:
                 raise BadInput(f"no finished {p.subject} trial of search {name!r} in "

@@ -73,7 +73,8 @@ class TrainLog:
     best: float = -math.inf  # the best curve value (early stopping's key) and its step
     best_step: int = 0
     stopped_early: bool = False  # stopped: `patience` evaluations without a new best
-    stopped_by: str = ""  # "patience", "budget" (max_flops), "pruned", or "" (all steps)
+    stopped_by: str = ""  # "patience", "budget" (max_flops), "pruned"; "" ran all steps (the
+    # row says "steps")
     resumed_from: int = 0  # the step of the checkpoint this run resumed from (0: none)
 
     def add(self, key: str, step: int, value: float) -> None:

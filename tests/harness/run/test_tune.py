@@ -133,3 +133,44 @@ def test_the_pruner_is_optunas_successive_halving(tmp_path):
     st = tune.study(experiments.SEARCHES[SEARCH](), "lstm", tmp_path)
     assert isinstance(st.pruner, optuna.pruners.SuccessiveHalvingPruner)
     assert isinstance(st.sampler, optuna.samplers.TPESampler)
+
+
+class _Trial:
+    """What the pruning hook uses of an Optuna trial: report and should_prune."""
+
+    def __init__(self) -> None:
+        self.reports: list[tuple[float, int]] = []
+
+    def report(self, value: float, step: int) -> None:
+        self.reports.append((value, step))
+
+    def should_prune(self) -> bool:
+        return True
+
+
+def test_a_trial_that_spent_its_budget_is_never_pruned():
+    trial = _Trial()
+    prune = tune._pruner(trial, unit=10.0, last=900)
+    assert prune(None, 1000, 1.0)  # step 100: the first rung asks the pruner
+    assert not prune(None, 1005, 2.0)  # the same step: reported once
+    assert not prune(None, 9000, 3.0) and not prune(None, 9999, 3.0)  # the budget: finished
+    assert not prune(None, 2000, float("-inf"))  # nothing to report yet
+    assert trial.reports == [(1.0, 100)]
+
+
+def test_diverged_trials_are_results_and_bad_studies_are_one_line(tmp_path):
+    rows = pd.DataFrame({"point_id": ["p"], "status": ["diverged"], recipe.KEY: [0.5]})
+    results_path(tmp_path, "s").parent.mkdir(parents=True)
+    rows.to_csv(results_path(tmp_path, "s"), index=False)
+    assert tune._outcome(tmp_path, "s", type("P", (), {"point_id": "p"})()) == {"values": 0.5}
+    (tmp_path / SEARCH).mkdir()
+    (tmp_path / SEARCH / "optuna.db").write_bytes(b"not a database" * 100)
+    r = tvr("tune", SEARCH, "--out", str(tmp_path), "--tracking-uri", "none")
+    assert r.exit_code == 2 and "move it aside" in r.output and "Traceback" not in r.output
+
+
+def test_set_cannot_silently_lose_to_the_recipe(tuned):
+    out, _ = tuned
+    r = tvr("run", "translation-tiny-tuned", "--out", str(out), "--set", "peak_lr=0.5",
+            "--dry-run")
+    assert r.exit_code == 2 and "--set peak_lr" in r.output and "tvr tune" in r.output
