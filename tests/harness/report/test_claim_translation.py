@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 
+import pandas as pd
 import pytest
 from sacrebleu.metrics import BLEU, CHRF
 
@@ -212,3 +213,18 @@ def test_sentence_tests_are_kept_by_what_they_depend_on(tmp_path, monkeypatch):
     kept.write_text("{not json")
     with pytest.raises(AssertionError, match="ran again"):
         claim_translation.against(base, systems, REFS)
+
+
+def test_a_retuned_models_seeds_are_not_mixed_with_its_earlier_recipe(tmp_path):
+    """Rows of the Transformer under two recipes (a re-tuned search, a partial rerun): only
+    the last recipe's seeds are compared."""
+    _suite(tmp_path, good, poor)
+    path = tmp_path / SUITE / "results.csv"
+    rows = pd.read_csv(path)
+    rows["peak_lr"] = 1e-3
+    old = rows[rows["model"] == "transformer"].assign(peak_lr=5e-3, seed=lambda r: r["seed"] + 3)
+    pd.concat([old, rows]).to_csv(path, index=False)  # the earlier recipe first
+    stored = Stored(tmp_path)
+    kept = claim_translation._runs(stored)
+    assert set(kept.loc[kept["model"] == "transformer", "peak_lr"]) == {1e-3}
+    assert sorted(kept.loc[kept["model"] == "transformer", "seed"]) == [0, 1, 2]
