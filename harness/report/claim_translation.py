@@ -181,7 +181,7 @@ def _runs_in(stored: Stored, suite: str) -> pd.DataFrame:
     # with an earlier recipe's
     kept = [c for c in RECIPE_COLUMNS if c in rows]
     if kept:
-        recipe = rows[kept].astype(str).agg("|".join, axis=1)
+        recipe = rows[kept].apply(lambda r: "|".join(map(str, r)), axis=1)  # NaN as "nan"
         rows = rows[recipe == recipe.groupby(rows["model"]).transform("last")]
     rows = rows.drop_duplicates(["model", "seed"], keep="last")
     if "transformer" not in set(rows["model"]) or rows["model"].nunique() < 2:
