@@ -48,6 +48,7 @@ import torch
 import yaml
 from tokenizers import Tokenizer
 
+from experiments.spec import TranslateOptions
 from harness.errors import BadInput
 from harness.files import write_atomic, write_lines
 from harness.measure.machine import machine_facts
@@ -61,10 +62,10 @@ from harness.results import (
 )
 from harness.train.translation.bpe import UNK
 from harness.train.translation.corpus import Corpus
+from harness.train.translation.runner import score_split
 from harness.train.translation.scoring import score
 
 SUITE = "translation-anchor"
-HYPOTHESES = "hypotheses"  # beside results.csv, named as runner "translate" names its own
 TOOLKIT = "joeynmt"
 VENV = Path(".venv-joeynmt")
 CONFIG = Path("experiments/anchor/joeynmt-transformer.yaml")
@@ -354,20 +355,6 @@ def logged_params(work: Path) -> int:
     return int(found.group(1))
 
 
-def score_split(split: str, hyps: list[str], refs: list[str], corpus: Corpus, stem: str,
-                files: dict[str, list[str]]) -> dict[str, Any]:
-    """A split's BLEU and chrF with their signatures, as runner "translate" writes them: the
-    hypotheses and references added to `files` under the paths the row names."""
-    s = score(hyps, refs)
-    out = {f"{split}_{k}": v for k, v in s.items() if not k.endswith("signature")}
-    out |= {k: v for k, v in s.items() if k.endswith("signature")}
-    out[f"{split}_sentences"] = len(refs)
-    out[f"{split}_hypotheses"] = f"{HYPOTHESES}/{stem}.{split}.txt"
-    out[f"{split}_references"] = f"{HYPOTHESES}/{corpus.name}-{len(refs)}.{split}.ref.txt"
-    files[out[f"{split}_hypotheses"]], files[out[f"{split}_references"]] = hyps, refs
-    return out
-
-
 def _git_commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
@@ -424,7 +411,8 @@ def run_anchor(config_path: Path, out_dir: Path, corpus: Corpus, tok: Tokenizer,
     values: dict[str, Any] = {}
     for split in ("dev", "test"):
         refs = [t for _, t in getattr(corpus, split)]
-        values |= score_split(split, from_pieces(tok, kept[split]), refs, corpus, stem, files)
+        values |= score_split(split, from_pieces(tok, kept[split]), refs, corpus,
+                              TranslateOptions(), stem, files)
     for rel, lines in files.items():
         write_lines(table.parent / rel, lines)
     enc, dec, testing = cfg["model"]["encoder"], cfg["model"]["decoder"], cfg["testing"]
