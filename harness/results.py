@@ -42,7 +42,9 @@ SERIES_FILE = "series.csv"
 
 _FIXED = frozenset(ID_COLUMNS) | frozenset(TAIL_COLUMNS)
 # Read as text so ids such as "0007" or "1e3" never turn into numbers.
-_TEXT_DTYPES = {"suite": str, "point_id": str, "status": str, "message": str}
+_DIGESTS = ("corpus_split", "split", "config_sha256")  # hex: text even when all digits
+_TEXT_DTYPES = {"suite": str, "point_id": str, "status": str, "message": str} | \
+    dict.fromkeys(_DIGESTS, str)
 # Columns of files written before points were typed: old name -> today's
 _RENAMED = {"measure": "runner", "vocab": "alphabet_size", "dilated": "dilation_growth"}
 _FIT_RUNNERS = ("layer", "seq-ops", "path")  # an old `role` of these rows is Table 1's fit
@@ -146,8 +148,8 @@ def _read_text(path: Path) -> pd.DataFrame:
 
 _INTEGER_COLUMNS = ("seq_len", "d_model", "batch_size", "seed")
 # Columns of text whatever their cells look like: the point's fields, key, outcome, facts
-_TEXT_COLUMNS = frozenset((*POINT_FIELDS, *KEY, *OUTCOME, *FACTS, *TAIL_COLUMNS)) - \
-    frozenset(_INTEGER_COLUMNS)
+_TEXT_COLUMNS = frozenset((*POINT_FIELDS, *KEY, *OUTCOME, *FACTS, *TAIL_COLUMNS, *_DIGESTS)) \
+    - frozenset(_INTEGER_COLUMNS)
 _said: set[str] = set()  # warnings already given by this process (a report reads a file often)
 
 

@@ -21,7 +21,7 @@ from harness.report.evidence import GPU_DIR, NO_ONEDNN
 from harness.report.studies import TABLE_RUNNERS, study_tables
 from harness.report.table1 import is_table1, table1
 from harness.report.translation import RUNNERS as TRANSLATION_RUNNERS
-from harness.report.translation import recipes, table2, table3
+from harness.report.translation import recipes, table2, table3, toolkit_rows
 from harness.results import RESULTS_FILE, SERIES_FILE, load_results
 
 # the folders that a command other than `tvr run SUITE` measures
@@ -111,7 +111,7 @@ def study_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
 
 def translation_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
     """Table 2 and Table 3 in miniature (whichever the suite has)."""
-    t2, t3, sweep = table2(df), table3(df), recipes(df)
+    t2, t3, sweep = table2(df, toolkit_rows(out_dir)), table3(df), recipes(df)
     parts = [
         (sweep, "recipes", "Recipe sweep: peak learning rate and dropout per model (dev set)",
          "One seed per recipe; dev perplexity per subword, dev BLEU by beam search on the dev "

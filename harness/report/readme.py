@@ -218,22 +218,37 @@ def plugin_example(out: Path) -> str:
             "attention's:\n\n" + markdown_table(cross, ".4g") + "\n")
 
 
-TABLE2_SUITES = ("translation-cpu", "translation-quick")  # the README's Table 2: the first measured
+TABLE2_SUITES = ("translation-cpu-tuned", "translation-cpu", "translation-quick")  # best first
+
+
+def table2_suite(out: Path) -> str:
+    """The README's Table 2: the last of TABLE2_SUITES with a trained model, replaced by an
+    earlier one once that trains every model it trains, with 3 seeds each (or as many)."""
+    seeds = {}
+    for suite in TABLE2_SUITES:
+        try:
+            rows = _rows(out, suite, runner="translate")
+        except BadInput:
+            continue
+        seeds[suite] = rows.groupby("model")["seed"].nunique()
+    if not seeds:
+        raise BadInput(f"not measured: run `tvr run {TABLE2_SUITES[-1]}`")
+    chosen, *earlier = list(seeds)[::-1]
+    for suite in earlier:
+        have = seeds[suite].reindex(seeds[chosen].index).fillna(0)
+        if (have >= seeds[chosen].clip(upper=3)).all():
+            chosen = suite
+    return chosen
 
 
 def translation(out: Path) -> str:
-    """Table 2 from suite translation-cpu (or translation-quick until that is measured),
-    with the corpus it ran on and its baselines."""
-    from harness.report.translation import table2
+    """Table 2 from the first measured of TABLE2_SUITES (table2_suite), with the corpus it
+    ran on, its baselines, and the third-party toolkit's rows on the same data."""
+    from harness.report.translation import table2, toolkit_rows
 
-    for suite in TABLE2_SUITES:  # the reference once a model of it has finished
-        try:
-            if (_rows(out, suite)["runner"] == "translate").any():
-                break
-        except BadInput:
-            continue
+    suite = table2_suite(out)
     df = _rows(out, suite)
-    table = table2(df)
+    table = table2(df, toolkit_rows(out))
     first = df[df["runner"] == "translate"].iloc[0] if (df["runner"] == "translate").any() \
         else df.iloc[0]
     sizes = ", ".join(f"{first[f'corpus_{k}']:.0f} {k}" for k in ("train", "dev", "test")

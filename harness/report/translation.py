@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from harness.errors import BadInput
-from harness.results import load_results, read_series
+from harness.results import load_results, read_results, read_series, results_path
 
 TABLE2_VALUES = ("n_params", "dev_bleu", "test_bleu", "test_bleu_sd", "dev_chrf", "test_chrf",
                  "test_repeat_rate", "test_len_ratio", "dev_ppl", "epochs", "train_flops",
@@ -24,7 +24,7 @@ TABLE3_COLUMNS = {"n_layers": "N", "d_model": "d_model", "d_ff": "d_ff", "n_head
                   "pos_encoding": "positions", "n_params": "params", "dev_ppl": "dev PPL",
                   "dev_bleu": "dev BLEU"}
 RUNNERS = ("translate", "source-copy", "constant", "retrieval")
-BASELINES = ("source-copy", "constant", "retrieval")  # models that need no training
+ANCHOR = "translation-anchor"  # scripts/anchor's rows: a third-party toolkit on our split
 
 
 def _rows(df: pd.DataFrame, study_prefix: str) -> pd.DataFrame:
@@ -35,16 +35,19 @@ def _rows(df: pd.DataFrame, study_prefix: str) -> pd.DataFrame:
     return df[keep].copy()
 
 
-def table2(df: pd.DataFrame) -> pd.DataFrame:
+def table2(df: pd.DataFrame, toolkit: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per model, baselines first: means over seeds (`seeds` counts them; `test_bleu_sd` is
     the standard deviation of test BLEU across seeds) of BLEU, chrF, dev perplexity,
     training FLOPs (forward + backward, counted), seconds, throughput (target subwords/s,
     counted FLOP/s, MFU against the machine's measured matmul peak), FLOPs and seconds to
     reach the target dev BLEU (`reached` seeds did), `converged` seeds (dev curve
-    flattened), decoding speed with and without the cache."""
+    flattened), decoding speed with and without the cache. `toolkit`: scripts/anchor's rows;
+    those trained on the same split, subwords and length limit are added last, each model
+    named with its toolkit and version."""
     rows = _rows(df, "table2")
     if rows.empty:
         return pd.DataFrame()
+    rows = pd.concat([rows, same_data(toolkit, rows)], ignore_index=True)
     rows = _with_rates(rows)
     values = [c for c in TABLE2_VALUES if c in rows and c != "test_bleu_sd"]
     rows[values] = rows[values].apply(pd.to_numeric, errors="coerce")
@@ -63,6 +66,31 @@ def table2(df: pd.DataFrame) -> pd.DataFrame:
     order = {m: i for i, m in enumerate(BASELINES)}
     return out.sort_values("model", key=lambda m: m.map(lambda x: order.get(x, len(order))),
                            kind="stable").reset_index(drop=True)
+
+
+def toolkit_rows(out_dir: Path) -> pd.DataFrame:
+    """scripts/anchor's rows under out_dir (empty when it has not run there)."""
+    path = results_path(Path(out_dir), ANCHOR)
+    return read_results(path) if path.exists() else pd.DataFrame()
+
+
+def same_data(toolkit: pd.DataFrame | None, rows: pd.DataFrame) -> pd.DataFrame:
+    """The toolkit's finished rows on exactly the data of `rows` (the split's digest, the
+    shared BPE's size, the length limit), their model named "<config> (<toolkit> <version>)"
+    and their seed a seed of their own."""
+    keys = {"split": "corpus_split", "bpe": "vocab", "max_tokens": "max_tokens"}
+    if toolkit is None or toolkit.empty or not set(keys.values()) <= set(rows) \
+            or not {*keys, "status", "toolkit", "toolkit_version"} <= set(toolkit):
+        return pd.DataFrame()
+    def data(frame: pd.DataFrame, cols: list[str]) -> pd.Series:
+        return (frame[cols[0]].astype(str) + "/" + pd.to_numeric(frame[cols[1]]).astype(str)
+                + "/" + pd.to_numeric(frame[cols[2]]).astype(str))
+
+    ours = set(data(rows.dropna(subset=list(keys.values())), list(keys.values())))
+    out = toolkit[data(toolkit, list(keys)).isin(ours) & toolkit["status"].eq("ok")].copy()
+    out["model"] = (out["model"] + " (" + out["toolkit"].astype(str) + " "
+                    + out["toolkit_version"].astype(str) + ")")
+    return out
 
 
 def _with_rates(rows: pd.DataFrame) -> pd.DataFrame:

@@ -61,7 +61,7 @@ from harness.results import (
     this_machine,
 )
 from harness.train.translation.bpe import UNK
-from harness.train.translation.corpus import Corpus
+from harness.train.translation.corpus import Corpus, split_digest
 from harness.train.translation.runner import score_split
 from harness.train.translation.scoring import score
 
@@ -96,13 +96,6 @@ def from_pieces(tok: Tokenizer, lines: list[str]) -> list[str]:
     ids = [[i if (i := tok.token_to_id(p)) is not None else unk for p in line.split(" ") if p]
            for line in lines]
     return tok.decode_batch(ids)
-
-
-def split_digest(corpus: Corpus) -> str:
-    """A digest of the three splits: a changed split is a new anchor point."""
-    text = "\n".join(f"{name}\t{s}\t{t}" for name in ("train", "dev", "test")
-                     for s, t in getattr(corpus, name))
-    return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
 def export(corpus: Corpus, tok: Tokenizer, max_tokens: int, folder: Path) -> Export:

@@ -260,7 +260,8 @@ def _train_and_score(point: Point, opts: TranslateOptions, ctx: Context, model: 
         "train_tokens": stream.tokens_seen(log.steps), "resumed_from_step": log.resumed_from,
         "train_batches": len(train_data), "epochs": log.steps / len(train_data),
         "stopped_by": log.stopped_by or "steps",
-        **convergence(log, opts), **{f"corpus_{k}": v for k, v in corpus.stats.items()}}
+        **convergence(log, opts), **{f"corpus_{k}": v for k, v in corpus.stats.items()},
+        "corpus_split": corpora.split_digest(corpus)}
     values |= throughput(values["train_tokens"], log, device)
     if log.diverged_at is not None:
         _remove(ckpt, ctx)

@@ -117,3 +117,32 @@ def test_a_sections_machine_line_names_the_command_that_measures_it(suite, comma
 
     rows = pd.DataFrame([{"suite": suite, "machine": "box-1", "device": "cpu"}])
     assert f"`{command}` measures the machine at hand" in _machine(rows, rows)
+
+
+def test_table2_block_moves_to_an_earlier_suite_once_it_has_every_model_with_3_seeds(tmp_path):
+    """The README's Table 2 stays on the suite measured so far (translation-cpu) while its
+    successor has some models or seeds only, and moves once the successor trains all of
+    them with 3 seeds each."""
+    import pandas as pd
+
+    from harness.report.readme import table2_suite
+
+    def write(suite: str, models: dict[str, int]) -> None:
+        rows = [{"suite": suite, "point_id": f"{suite}-{m}-s{s}", "status": "ok",
+                 "runner": "translate", "model": m, "seed": s, "study": "table2"}
+                for m, n in models.items() for s in range(n)]
+        (tmp_path / suite).mkdir(exist_ok=True)
+        pd.DataFrame(rows).to_csv(tmp_path / suite / "results.csv", index=False)
+
+    with pytest.raises(BadInput, match="translation-quick"):
+        table2_suite(tmp_path)
+    write("translation-quick", {"transformer": 1, "lstm": 1})
+    assert table2_suite(tmp_path) == "translation-quick"
+    write("translation-cpu", {"transformer": 3, "lstm": 3, "gru-attention": 3})
+    assert table2_suite(tmp_path) == "translation-cpu"
+    write("translation-cpu-tuned", {"transformer": 3, "lstm": 3})
+    assert table2_suite(tmp_path) == "translation-cpu"
+    write("translation-cpu-tuned", {"transformer": 3, "lstm": 2, "gru-attention": 3})
+    assert table2_suite(tmp_path) == "translation-cpu"
+    write("translation-cpu-tuned", {"transformer": 3, "lstm": 3, "gru-attention": 3})
+    assert table2_suite(tmp_path) == "translation-cpu-tuned"

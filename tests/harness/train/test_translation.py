@@ -345,6 +345,34 @@ def test_table2_puts_baselines_first_and_summarises_seeds() -> None:
     assert pd.isna(table.loc["retrieval", "converged"])
 
 
+def test_table2_adds_the_toolkits_rows_trained_on_the_same_data_only(tmp_path) -> None:
+    """scripts/anchor's rows join Table 2 when their split digest, BPE size and length limit
+    are those of the suite's rows (digests that look like numbers stay text), named with
+    the toolkit and its version; a row on another split, another BPE or a failed one does
+    not."""
+    from harness.report.translation import table2
+
+    ours = [{"suite": "s", "study": "table2", "runner": "translate", "model": "transformer",
+             "status": "ok", "seed": s, "device": "cpu", "test_bleu": 20.0 + s,
+             "corpus_split": "1234567890", "vocab": 4000, "max_tokens": 80} for s in range(3)]
+    theirs = [{"suite": "translation-anchor", "runner": "joeynmt", "model": "joeynmt-transformer",
+               "status": status, "point_id": f"anchor-{split}-{bpe}-{status}", "seed": 42,
+               "device": "cpu", "test_bleu": bleu,
+               "split": split, "bpe": bpe, "max_tokens": 80, "toolkit": "joeynmt",
+               "toolkit_version": "2.3.0"}
+              for status, bleu, split, bpe in (("ok", 21.5, "1234567890", 4000),
+                                               ("ok", 30.0, "abcdef0123", 4000),
+                                               ("ok", 31.0, "1234567890", 2000),
+                                               ("error", 32.0, "1234567890", 4000))]
+    pd.DataFrame(theirs).to_csv(tmp_path / "anchor.csv", index=False)
+    toolkit = read_results(tmp_path / "anchor.csv")  # as read back from results.csv
+    table = table2(pd.DataFrame(ours), toolkit).set_index("model")
+    assert list(table.index) == ["transformer", "joeynmt-transformer (joeynmt 2.3.0)"]
+    assert table.loc["joeynmt-transformer (joeynmt 2.3.0)", "test_bleu"] == 21.5
+    assert table.loc["transformer", "seeds"] == 3
+    assert table2(pd.DataFrame(ours)).equals(table2(pd.DataFrame(ours), pd.DataFrame()))
+
+
 def test_the_recipe_table_marks_each_models_lowest_dev_perplexity() -> None:
     """The committed grid sweep's table (translation-cpu-recipes, retired): `chosen` marks
     the row of lowest dev perplexity per model, the recipe translation-cpu took."""
