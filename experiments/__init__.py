@@ -46,6 +46,7 @@ SUITES: dict[str, Callable[[], list[Point]]] = {
     "translation": translation.translation,
     "translation-table3": translation.translation_table3,
     "translation-table3-quick": translation.translation_table3_quick,
+    "translation-table3-tuned": translation.translation_table3_tuned,
     "translation-tiny": translation.translation_tiny,
     "translation-tiny-tuned": translation.translation_tiny_tuned,
     "rematch-quick": rematch.rematch_quick,

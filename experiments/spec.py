@@ -151,13 +151,16 @@ class TranslateOptions:
     patience: int = 0  # early stopping: curve evaluations without a new best dev BLEU; 0: off
     score_test: bool = True  # beam-decode and score the test set too (a dev sweep: no)
     recipe: str = ""  # a tuning search (`tvr tune`): the recipe of its best trial
+    recipe_keeps: tuple[str, ...] = ()  # keys the point sets itself, which the recipe leaves
+    # as they are (a Table 3 variation's own knob, the rest of the recipe applied)
     match: Match | None = None
 
     def columns(self) -> dict[str, Any]:
         out = _changed(self)
         match = out.pop("match", None)
-        if "bitext" in out:
-            out["bitext"] = ";".join(out["bitext"])
+        for key in ("bitext", "recipe_keeps"):
+            if key in out:
+                out[key] = ";".join(out[key])
         return {**out, **(match.columns() if match else {})}
 
 

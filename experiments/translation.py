@@ -205,15 +205,20 @@ TABLE3 = {  # (variation, arch changes, option changes), as the rows of the pape
 
 
 def _table3(suite: str, table: dict[str, list], d_model: int, d_ff: int, batch: int,
-            opts: dict[str, Any]) -> list[Point]:
+            opts: dict[str, Any], seeds: range = range(1)) -> list[Point]:
+    """The variations' points; with a recipe, each keeps the searched keys it varies."""
     pts = []
     for variation, rows in table.items():
         for arch, changes in rows:
+            keeps = tuple(k for k in (*arch, *changes) if k in TRANSFORMER_SPACE) \
+                if opts.get("recipe") else ()
             arch = {"d_ff": d_ff} | arch
             width = arch.pop("d_model", d_model)
-            pts.append(translate_point(suite, "transformer", width, batch,
-                                       study=f"table3-{variation}", arch=arch,
-                                       **(opts | changes)))
+            pts += [translate_point(suite, "transformer", width, batch, seed,
+                                    study=f"table3-{variation}", arch=arch,
+                                    **(opts | changes | ({"recipe_keeps": keeps} if keeps
+                                                         else {})))
+                    for seed in seeds]
     return pts
 
 
@@ -225,6 +230,34 @@ def translation_table3() -> list[Point]:
     not measured (as for `translation`): ~12 h per point on a CPU, ~4.5 h for the 18 points
     on one GPU."""
     return _table3("translation-table3", TABLE3, 256, 1024, 64, FULL | {"final_sentences": 0})
+
+
+TABLE3_TUNED = {  # around the tuned base: d_model=128, h=4, so d_k = d_v = 32
+    "base": [({}, {})],
+    "A": [({"n_heads": h}, {}) for h in (1, 8)],
+    "B": [({"d_k": 16}, {})],
+    "C": [({"d_model": 192}, {}), ({"d_ff": 1024}, {})],
+    "D": [({"dropout": 0.0}, {}), ({}, {"label_smoothing": 0.0})],
+    "E": [({"pos_encoding": "learned"}, {})],
+}
+TABLE3_SEEDS = range(4)  # dev perplexity's test over seeds needs 4 + 4 to reach p < 0.05
+
+
+def translation_table3_tuned() -> list[Point]:
+    """Table 3 on a CPU around the tuned Transformer of Table 2: the base is
+    `translation-cpu-tuned`'s Transformer (d_model 128, d_ff 512, h 4, the recipe of the
+    best `translation-cpu-tune` trial: run `tvr tune translation-cpu-tune --only
+    transformer` first, into the same --out), trained as it is (a budget of TUNED_BUDGET
+    counted FLOPs, early stopping on dev); each variation changes one thing and keeps the
+    rest of the recipe, its own knob included where the search tunes it (dropout, label
+    smoothing): (A) h = 1, 8; (B) d_k = 16; (C) d_model = 192, d_ff = 1024; (D) no dropout,
+    no label smoothing; (E) learned positions. 4 seeds each, beam search on the whole dev
+    set (dev only), and the three baselines there. 36 trained points of ~25 min on an idle
+    core: ~15 core-hours, so run it with `--executor ray` on a cluster (resumable)."""
+    opts = TUNED | {"recipe": "translation-cpu-tune", "score_test": False}
+    return baseline_points("translation-table3-tuned", **opts) + _table3(
+        "translation-table3-tuned", TABLE3_TUNED, CPU_D_MODEL, CPU_ARCH["d_ff"], CPU_BATCH,
+        opts, TABLE3_SEEDS)
 
 
 TABLE3_QUICK = {  # the quick base: d_model=96, h=4, so d_k = d_v = 24

@@ -240,7 +240,8 @@ def clustered_tests(ours: list[list[str]], theirs: list[list[str]], refs: list[s
         for label, kind in (("BLEU", BLEU), ("chrF", CHRF)):
             r = clustered.paired(kind, ours, theirs, refs, CLUSTERED_SAMPLES, int(SEED),
                                  **OPTIONS[label])
-            detail = (f"{len(refs)} sentences x {len(ours)} seeds kept together, "
+            detail = (f"{len(refs)} sentences x {len(ours)} seed"
+                      f"{'s' if len(ours) != 1 else ''} kept together, "
                       f"{CLUSTERED_SAMPLES} resamples, seed {SEED}; difference "
                       f"{r['difference']:+.2f}, bootstrap 95% interval [{r['low']:+.2f}, "
                       f"{r['high']:+.2f}]")

@@ -65,7 +65,8 @@ def with_recipe(point: Point, recipe: dict[str, Any]) -> Point:
 
 
 def apply(points: list[Point], out_dir: Path, fixed: tuple[str, ...] = ()) -> list[Point]:
-    """Every point naming a search, with its model's best recipe from <out>/<search>/;
+    """Every point naming a search, with its model's best recipe from <out>/<search>/, but
+    for the keys the point keeps (TranslateOptions.recipe_keeps: a variation's own knob);
     `fixed`: keys the user set (`--set`), which the recipe must not silently replace."""
     from experiments import SEARCHES
 
@@ -89,5 +90,7 @@ def apply(points: list[Point], out_dir: Path, fixed: tuple[str, ...] = ()) -> li
                 raise BadInput(f"no finished {p.subject} trial of search {name!r} in "
                                f"{results_path(out_dir, name)}; run `tvr tune {name}` first")
             found[name, p.subject] = recipe_of(row, search.space.get(p.subject, {}))
-        out.append(with_recipe(p, found[name, p.subject]))
+        keeps = getattr(p.options, "recipe_keeps", ())
+        out.append(with_recipe(p, {k: v for k, v in found[name, p.subject].items()
+                                   if k not in keeps}))
     return out

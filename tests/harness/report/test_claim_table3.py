@@ -16,23 +16,23 @@ from tests.harness.report.test_claim_translation import REFS, good, good_too, po
 
 
 def _suite(out, variant, ppl, seeds=4, base=good, study="table3-B", knob="d_k",
-           values=(24, 8), params=(1000, 1000)):
+           values=(24, 8), params=(1000, 1000), suite=SUITE):
     """The base (perplexity 100) and one variation (`knob` = values[1], variant hypotheses,
     perplexity ppl) of Table 3's row `study`."""
-    write_lines(out / SUITE / "hyp" / "refs.txt", REFS)
+    write_lines(out / suite / "hyp" / "refs.txt", REFS)
     rows = [{"runner": "baseline", "model": b, "dev_bleu": 0.01 * (i + 1)}
             for i, b in enumerate(claim_translation.BASELINES)]
     for name_, value, make, level, n in (("table3-base", values[0], base, 100.0, params[0]),
                                          (study, values[1], variant, ppl, params[1])):
         for seed in range(seeds):
             hyps, name = make(seed), f"hyp/{name_}-{seed}.txt"
-            write_lines(out / SUITE / name, hyps)
+            write_lines(out / suite / name, hyps)
             rows.append({"runner": "translate", "model": "transformer", "study": name_,
                          "seed": seed, knob: value, "dev_ppl": level + seed,
                          "dev_bleu": BLEU().corpus_score(hyps, [REFS]).score,
                          "dev_hypotheses": name, "dev_references": "hyp/refs.txt",
                          "dev_sentences": len(REFS), "n_params": n, "steps": 10})
-    write_suite(out, SUITE, rows)
+    write_suite(out, suite, rows)
 
 
 @pytest.mark.parametrize("variant, ppl, seeds, verdict", [
@@ -67,3 +67,18 @@ def test_bigger_models(tmp_path, monkeypatch, params, ppl, verdict):
     _suite(tmp_path, good_too, ppl, study="table3-C", knob="d_ff", values=(384, 768),
            params=params)
     assert gated(claim_table3.bigger(Stored(tmp_path))).verdict == verdict
+
+
+def test_the_tuned_suite_judges_once_it_has_rows_and_every_remedy_names_it(tmp_path):
+    """The quick suite with one seed: inconclusive, the seeds gate naming the tuned suite's
+    commands; once the tuned suite has rows, they are judged and the quick ones ignored."""
+    _suite(tmp_path, poor, 120.0, seeds=1)
+    quick = gated(claim_table3.key_size(Stored(tmp_path)))
+    failed = [g for g in quick.gates if not g.passed]
+    assert quick.verdict == INCONCLUSIVE and failed
+    assert "tvr run translation-table3-tuned" in failed[0].remedy
+    assert quick.points.startswith(SUITE)
+    _suite(tmp_path, poor, 120.0, suite=claim_table3.TUNED_SUITE)
+    tuned = gated(claim_table3.key_size(Stored(tmp_path)))
+    assert tuned.verdict == SUPPORTS and tuned.points.startswith(claim_table3.TUNED_SUITE)
+    assert any("clustered" in t.name for t in tuned.tests)

@@ -174,3 +174,41 @@ def test_set_cannot_silently_lose_to_the_recipe(tuned):
     r = tvr("run", "translation-tiny-tuned", "--out", str(out), "--set", "peak_lr=0.5",
             "--dry-run")
     assert r.exit_code == 2 and "--set peak_lr" in r.output and "tvr tune" in r.output
+
+
+def test_a_variation_keeps_its_own_knob_and_takes_the_rest_of_the_recipe(tuned):
+    """A Table 3 variation of a tuned point (recipe_keeps) trains its own value of a searched
+    key, and the best trial's values of the others; its id says both."""
+    import dataclasses
+
+    from experiments.spec import config
+
+    out, _ = tuned
+    base = next(p for p in experiments.SUITES["translation-tiny-tuned"]()
+                if p.subject == "transformer")
+    variation = dataclasses.replace(
+        base, config=config(dict(base.config) | {"n_layers": 3}),
+        options=dataclasses.replace(base.options, recipe_keeps=("n_layers",)))
+    chosen = recipe.recipe_of(recipe.best_row(read_results(results_path(out, SEARCH)),
+                                              "transformer"),
+                              experiments.SEARCHES[SEARCH]().space["transformer"])
+    [applied], [plain] = recipe.apply([variation], out), recipe.apply([base], out)
+    assert dict(applied.config)["n_layers"] == 3 != chosen["n_layers"]
+    assert dict(plain.config)["n_layers"] == chosen["n_layers"]
+    assert applied.options.peak_lr == plain.options.peak_lr == chosen["peak_lr"]
+    assert "-recipe_keeps=n_layers-" in applied.point_id and "-n_layers=3-" in applied.point_id
+
+
+def test_the_tuned_table3_suite_keeps_each_variations_searched_knob():
+    """translation-table3-tuned: every point names the Table 2 search as its recipe, 4 seeds
+    per variation, the baselines beside them; the dropout and label-smoothing variations
+    keep their own values, the others keep nothing."""
+    points = experiments.SUITES["translation-table3-tuned"]()
+    trained = [p for p in points if p.runner == "translate"]
+    assert {p.runner for p in points} - {"translate"} == {"source-copy", "constant",
+                                                           "retrieval"}
+    assert all(p.options.recipe == "translation-cpu-tune" for p in trained)
+    assert len(trained) == 4 * 9 and {p.seed for p in trained} == {0, 1, 2, 3}
+    keeps = {p.options.recipe_keeps for p in trained}
+    assert keeps == {(), ("dropout",), ("label_smoothing",)}
+    assert len({p.point_id for p in points}) == len(points)
