@@ -223,6 +223,8 @@ def suite_section(out_dir: Path, name: str, prefix: str = "") -> tuple[list[str]
                 parts += section(out_dir, name, df)
             except BadInput as exc:  # one unfit suite must not cost the whole report
                 parts += [f"No tables for this suite: {exc}", ""]
+            except KeyError as exc:  # rows of an older or hand-edited file
+                parts += [f"No tables for this suite: {plots.lacking(name, exc)}", ""]
             break
     skipped: list[str] = []
     try:

@@ -347,6 +347,12 @@ def _sign(fig: plt.Figure, df: pd.DataFrame) -> None:
                  ha="right", va="top", fontsize=7, color="0.4")
 
 
+def lacking(suite: str, exc: KeyError) -> str:
+    """What a KeyError of pandas on a missing column says, as one line."""
+    column = str(exc.args[0] if exc.args else exc).removeprefix("Column not found: ")
+    return f"the {suite} results have no {column!r} column"
+
+
 def draw(out_dir: Path, suite: str, name: str | None = None,
          skipped: list[str] | None = None) -> list[Path]:
     """Write figure `name` (or every figure whose runner the suite has) as
@@ -361,7 +367,15 @@ def draw(out_dir: Path, suite: str, name: str | None = None,
     paths = []
     for fig_name in names:
         try:
-            fig = FIGURES[fig_name].draw(out_dir, suite)
+            try:
+                fig = FIGURES[fig_name].draw(out_dir, suite)
+            except KeyError as exc:  # rows of an older or hand-edited file
+                raise BadInput(lacking(suite, exc)) from None
+            except ValueError as exc:  # seaborn: a column it was told to plot is not there
+                if "Could not interpret value" not in str(exc):
+                    raise
+                raise BadInput(f"the {suite} results lack a column it plots: "
+                               f"{str(exc).splitlines()[0]}") from None
         except BadInput as exc:
             if name is not None:
                 raise

@@ -160,7 +160,7 @@ def _extra_notes(ok: pd.DataFrame, layers: pd.DataFrame) -> list[str]:
         notes.append(f"self-attention memory_n_exp is the explicit (math) formulation; the "
                      f"fused sdpa kernel ({flash['kernel'].iloc[0]}) saves: exponent "
                      f"{k:.2f} ± {se:.2f} (SE, R^2 {r2:.3f}, {rng})")
-    others = sorted(set(layers["mixer"]) - {mixer for mixer, *_ in ROWS.values()})
+    others = sorted(set(layers["mixer"].dropna()) - {mixer for mixer, *_ in ROWS.values()})
     if others:
         notes.append(f"{', '.join(others)}: a mixer outside the paper's table; its flops "
                      "exponents count the whole layer (projections included)")

@@ -146,3 +146,21 @@ def test_table2_block_moves_to_an_earlier_suite_once_it_has_every_model_with_3_s
     assert table2_suite(tmp_path) == "translation-cpu"
     write("translation-cpu-tuned", {"transformer": 3, "lstm": 3, "gru-attention": 3})
     assert table2_suite(tmp_path) == "translation-cpu-tuned"
+
+
+def test_report_of_rows_lacking_a_measured_column_names_it_and_draws_the_rest(tmp_path):
+    """A results file without a column a table or figure needs (an older or hand-edited
+    file): the report still writes, says which column is missing, and draws the others."""
+    import pandas as pd
+    from click.testing import CliRunner
+
+    rows = pd.read_csv(Path(__file__).resolve().parents[3] / "results/rematch-quick/results.csv")
+    (tmp_path / "rematch-quick").mkdir()
+    rows.drop(columns=["final_accuracy"]).to_csv(tmp_path / "rematch-quick" / "results.csv",
+                                                 index=False)
+    r = CliRunner().invoke(cli, ["report", "--out", str(tmp_path), "--suite", "rematch-quick"])
+    assert r.exit_code == 0 and r.exception is None, r.output
+    text = (tmp_path / "REPORT.md").read_text()
+    assert "have no 'final_accuracy' column" in text
+    assert "figure mqar-state: the rematch-quick results lack a column" in text
+    assert (tmp_path / "rematch-quick" / "scan-throughput.png").is_file()
