@@ -2,8 +2,9 @@
 tuned Transformer of Table 2, once it has rows; else `translation-table3-quick`): each
 variation against the base model on dev perplexity and dev BLEU (beam 4), by an exact
 permutation test over seeds and the clustered paired bootstrap and approximate randomization
-over the dev sentences (all seeds of a variation kept together), behind the power gates. The synthetic-task rows (claims table3-heads,
-table3-ffn, table3-positions) are supplementary evidence."""
+over the dev sentences (all seeds of a variation kept together), behind the power gates.
+The synthetic-task rows (claims table3-heads, table3-ffn, table3-positions) are
+supplementary evidence."""
 
 from __future__ import annotations
 
