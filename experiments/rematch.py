@@ -117,8 +117,12 @@ def mqar() -> list[Point]:
     MQAR_LRS, 3 seeds, batches of 128 fresh sequences, up to 4000 steps (early stop at 99%).
     Measured in trials here (one core, shared): attention at 4 pairs, d = 64 took 0.10 s per
     step (202 s for 2000 steps: 96.7% at lr 3e-3, 25.5% at lr 1e-3; 50.8% after 3000 steps
-    at lr 1e-2); the grid is 360 points, longer sequences costing more per step, so well
-    beyond a core-hour: run it resumably with `tvr run mqar --executor ray` on a cluster."""
+    at lr 1e-2). Cost: a step is 128 sequences of 3 tokens per pair (pairs, then a query per
+    key), and every mixer at d = 64 trained at 12-27k tokens/s on one shared core of the
+    reference machine (30-step trials at 4, 16 and 64 pairs), so 4000 steps of the pairs and
+    widths sweeps are ~3.7 core-hours per (mixer, lr, seed), and the 360 points ~120-165
+    core-hours (attention's early stop saves a little): a GPU's work. Run it resumably with
+    `tvr run mqar --device cuda`, or `--executor ray` on a cluster."""
     alphabet = 256
     grid = [(p, 64) for p in (4, 8, 16, 32, 64)] + [(16, w) for w in (32, 128, 256)]
     return [_mqar_point("mqar", m, p, w, s, 4000, alphabet, lr, 128)
