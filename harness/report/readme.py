@@ -244,17 +244,19 @@ def table2_suite(out: Path) -> str:
 def translation(out: Path) -> str:
     """Table 2 from the first measured of TABLE2_SUITES (table2_suite), with the corpus it
     ran on, its baselines, and the third-party toolkit's rows on the same data."""
-    from harness.report.translation import table2, toolkit_rows
+    from harness.report.translation import same_data, table2, toolkit_rows
 
     suite = table2_suite(out)
     df = _rows(out, suite)
-    table = table2(df, toolkit_rows(out))
+    theirs = toolkit_rows(out)
+    table = table2(df, theirs)
     first = df[df["runner"] == "translate"].iloc[0] if (df["runner"] == "translate").any() \
         else df.iloc[0]
     sizes = ", ".join(f"{first[f'corpus_{k}']:.0f} {k}" for k in ("train", "dev", "test")
                       if f"corpus_{k}" in df and pd.notna(first.get(f"corpus_{k}")))
     shown = [c for c in ("model", "seeds", "n_params", "dev_bleu", "test_bleu", "test_bleu_sd",
-                         "dev_chrf", "test_chrf", "dev_ppl", "train_flops", "train_s",
+                         "dev_chrf", "test_chrf", "test_repeat_rate", "dev_ppl", "epochs",
+                         "train_flops", "train_s",
                          "target_bleu", "reached", "flops_to_bleu", "seconds_to_bleu", "mfu",
                          "converged", "decode_sent_per_s_cached")
              if c in table]
@@ -271,7 +273,14 @@ def translation(out: Path) -> str:
             "deviation over seeds; `train_flops` counted forward + backward; `target_bleu`: "
             "the retrieval baseline's dev BLEU on the curve's verses, `reached` the seeds "
             "whose dev curve reached it; `converged`: seeds whose dev curve had flattened; "
-            "decoding in sentences/s.\n\n" + markdown_table(table[shown], ".4g") + "\n")
+            + ("`test_repeat_rate`: the share of test outputs repeating a word trigram 3+ "
+               "times; " if "test_repeat_rate" in shown else "")
+            + "decoding in sentences/s."
+            + (" A model named `<config> (<toolkit> <version>)` is a third-party toolkit's "
+               "(`scripts/anchor`), trained on the same split and subwords for a wall-clock "
+               "budget; its `train_s` and `epochs` say how much."
+               if not same_data(theirs, df).empty else "")
+            + "\n\n" + markdown_table(table[shown], ".4g") + "\n")
 
 
 def translation_table3(out: Path) -> str:

@@ -74,22 +74,28 @@ def toolkit_rows(out_dir: Path) -> pd.DataFrame:
     return read_results(path) if path.exists() else pd.DataFrame()
 
 
-def same_data(toolkit: pd.DataFrame | None, rows: pd.DataFrame) -> pd.DataFrame:
-    """The toolkit's finished rows on exactly the data of `rows` (the split's digest, the
-    shared BPE's size, the length limit), their model named "<config> (<toolkit> <version>)"
-    and their seed a seed of their own."""
-    keys = {"split": "corpus_split", "bpe": "vocab", "max_tokens": "max_tokens"}
-    if toolkit is None or toolkit.empty or not set(keys.values()) <= set(rows) \
-            or not {*keys, "status", "toolkit", "toolkit_version"} <= set(toolkit):
-        return pd.DataFrame()
-    def data(frame: pd.DataFrame, cols: list[str]) -> pd.Series:
-        return (frame[cols[0]].astype(str) + "/" + pd.to_numeric(frame[cols[1]]).astype(str)
-                + "/" + pd.to_numeric(frame[cols[2]]).astype(str))
+SAME_DATA = {"split": "corpus_split", "bpe": "vocab", "max_tokens": "max_tokens"}  # theirs: ours
 
-    ours = set(data(rows.dropna(subset=list(keys.values())), list(keys.values())))
-    out = toolkit[data(toolkit, list(keys)).isin(ours) & toolkit["status"].eq("ok")].copy()
-    out["model"] = (out["model"] + " (" + out["toolkit"].astype(str) + " "
-                    + out["toolkit_version"].astype(str) + ")")
+
+def same_data(toolkit: pd.DataFrame | None, rows: pd.DataFrame) -> pd.DataFrame:
+    """The toolkit's finished rows on exactly the data of `rows` (SAME_DATA: the split's
+    digest, the shared BPE's size, the length limit), each model named "<config> (<toolkit>
+    <version>)"."""
+    if toolkit is None or toolkit.empty or not set(SAME_DATA.values()) <= set(rows) \
+            or not {*SAME_DATA, "status", "toolkit", "toolkit_version"} <= set(toolkit):
+        return pd.DataFrame()
+    ours = set(_data(rows.dropna(subset=list(SAME_DATA.values())), list(SAME_DATA.values())))
+    out = toolkit[_data(toolkit, list(SAME_DATA)).isin(ours) & toolkit["status"].eq("ok")]
+    return out.assign(model=out["model"] + " (" + out["toolkit"].astype(str) + " "
+                      + out["toolkit_version"].astype(str) + ")")
+
+
+def _data(frame: pd.DataFrame, cols: list[str]) -> pd.Series:
+    """split/bpe/max_tokens per row as one text, the sizes as numbers (1e3 == 1000)."""
+    split, *sizes = cols
+    out = frame[split].astype(str)
+    for col in sizes:
+        out = out + "/" + pd.to_numeric(frame[col], errors="coerce").astype(str)
     return out
 
 
