@@ -177,8 +177,9 @@ def bleu_curves(out_dir: Path, suite: str) -> plt.Figure:
                               values="value").reset_index()
     if not {"dev_bleu_greedy", "train_flops", "train_s"} <= set(wide.columns):
         raise BadInput(f"suite {suite!r} has no dev BLEU curves")
-    sweep = recipes(df)
-    rows = _with_recipe(rows, sweep)
+    search = (Path(out_dir) / suite / "optuna.db").is_file()  # `tvr tune`'s trials
+    sweep = pd.DataFrame() if search else recipes(df)
+    rows = _with_trials(rows) if search else _with_recipe(rows, sweep)
     wide = wide.merge(rows[["point_id", "model", "seed", "recipe", "chosen"]], on="point_id")
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), layout="constrained",
                              gridspec_kw={"width_ratios": [3, 3, 2]})
@@ -191,6 +192,8 @@ def bleu_curves(out_dir: Path, suite: str) -> plt.Figure:
         _test_panel(axes[2], rows, done, models, colors)
     elif len(sweep):  # a recipe sweep scores dev only: what its choice reads
         _recipe_panel(axes[2], sweep, models, colors)
+    elif search:
+        _search_panel(axes[2], rows, models, colors)
     else:
         fig.delaxes(axes[2])
     handles, labels = axes[0].get_legend_handles_labels()
@@ -201,7 +204,10 @@ def bleu_curves(out_dir: Path, suite: str) -> plt.Figure:
             else "one seed per line")
     fig.suptitle(("Table 2 recipe sweep: dev BLEU (greedy) against training cost, a line per "
                   "model and recipe (thick: the recipe chosen, lowest dev perplexity), "
-                  if len(sweep) else "Table 2: dev BLEU (greedy) against training cost, ")
+                  if len(sweep) else
+                  "Table 2 tuning search: dev BLEU (greedy) against training cost, a line per "
+                  "trial (thick: the trial chosen, highest dev BLEU on its curve), "
+                  if search else "Table 2: dev BLEU (greedy) against training cost, ")
                  + what
                  + (f"; test set {int(rows['test_sentences'].iloc[0])} verses"
                     if "test_sentences" in rows and rows["test_sentences"].notna().any()
@@ -223,6 +229,45 @@ def _with_recipe(rows: pd.DataFrame, sweep: pd.DataFrame) -> pd.DataFrame:
                                             picked["dropout"], strict=True)))
                       for m, v, p in zip(rows["model"], lr, rows["dropout"], strict=True)]
     return rows
+
+
+SEARCH_KEY = "best_dev_bleu_greedy"  # what `tvr tune` ranks its trials by
+
+
+def _with_trials(rows: pd.DataFrame) -> pd.DataFrame:
+    """A tuning search's rows with `recipe` ("trial k": the model's k-th finished trial, in
+    the order their rows were written) and `chosen`: the trial whose recipe the tuned suites
+    take, the highest best dev BLEU among those not pruned (harness.train.translation.recipe,
+    the first point id on a tie)."""
+    rows = rows.copy()
+    rows["recipe"] = "trial " + (rows.groupby("model").cumcount() + 1).astype(str)
+    value = pd.to_numeric(rows.get(SEARCH_KEY), errors="coerce")
+    pruned = rows.get("stopped_by", pd.Series("", index=rows.index)).eq("pruned")
+    ranked = rows.assign(_v=value.where(~pruned)).dropna(subset=["_v"])
+    best = ranked.sort_values(["_v", "point_id"], ascending=[False, True]).drop_duplicates(
+        "model")
+    rows["chosen"] = rows["point_id"].isin(best["point_id"])
+    return rows
+
+
+def _search_panel(ax: plt.Axes, rows: pd.DataFrame, models: list[str], colors: dict) -> None:
+    """Each trial's best dev BLEU (greedy) per model, in trial order: a dot per finished
+    trial, an open circle per pruned one, the chosen ringed; what the choice uses."""
+    for i, model in enumerate(models):
+        mine = rows[rows["model"] == model].reset_index(drop=True)
+        x = i + (np.arange(len(mine)) - (len(mine) - 1) / 2) * 0.08
+        y = pd.to_numeric(mine[SEARCH_KEY], errors="coerce")
+        pruned = mine.get("stopped_by", pd.Series("", index=mine.index)).eq("pruned")
+        ax.scatter(x[~pruned], y[~pruned], color=colors[model], s=22, zorder=3)
+        ax.scatter(x[pruned], y[pruned], facecolors="none", edgecolors=colors[model], s=22,
+                   zorder=3)
+        pick = mine["chosen"].to_numpy()
+        ax.scatter(x[pick], y[pick], facecolors="none", edgecolors="black", s=80, lw=1.2,
+                   zorder=4)
+    ax.set_xticks(range(len(models)), models, rotation=30, ha="right", fontsize=8)
+    ax.set(ylabel="best dev BLEU on the curve (greedy)")
+    ax.set_title("what the choice uses: a dot per trial (open: pruned),\nringed: the chosen "
+                 "(highest)", fontsize=9)
 
 
 def _cost_panels(axes, wide: pd.DataFrame, rows: pd.DataFrame, seeds: pd.Series,

@@ -212,3 +212,25 @@ def test_the_tuned_table3_suite_keeps_each_variations_searched_knob():
     keeps = {p.options.recipe_keeps for p in trained}
     assert keeps == {(), ("dropout",), ("label_smoothing",)}
     assert len({p.point_id for p in points}) == len(points)
+
+
+def test_the_search_figure_draws_a_line_per_trial_and_rings_the_recipe_chosen(tuned):
+    """bleu-vs-cost of a tuning search: a line per trial, the chosen one the trial the tuned
+    suite takes (highest best dev BLEU, pruned trials excluded), and a panel of each
+    trial's value; made-up rows: a pruned trial with the highest value is not chosen."""
+    import matplotlib.pyplot as plt
+
+    from harness.report.translation import _with_trials, bleu_curves
+
+    out, _ = tuned
+    fig = bleu_curves(out, SEARCH)
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert any("trial" in label for label in labels)
+    assert "a dot per trial" in fig.axes[2].get_title()
+    plt.close(fig)
+    rows = pd.DataFrame({"model": ["t", "t", "t", "l"], "point_id": ["a", "b", "c", "d"],
+                         recipe.KEY: [5.0, 9.0, 7.0, 1.0],
+                         "stopped_by": ["budget", "pruned", "patience", "budget"]})
+    marked = _with_trials(rows)
+    assert list(marked["recipe"]) == ["trial 1", "trial 2", "trial 3", "trial 1"]
+    assert list(marked["chosen"]) == [False, False, True, True]
