@@ -203,7 +203,8 @@ def document(search: Search, out_dir: Path) -> str:
         for key, dim in space.items():
             lines.append(f"| {model} | {key} | {dim[0]} {', '.join(map(str, dim[1:]))} |")
     lines += ["", "## Best finished trial per model", "",
-              table.to_markdown(index=False, floatfmt=".4g") if not table.empty else
+              table.astype(object).where(table.notna(), None).to_markdown(  # blank: no trial
+                  index=False, floatfmt=".4g", missingval="") if not table.empty else
               "(no trials yet)", ""]
     return "\n".join(lines)
 
