@@ -222,12 +222,13 @@ def _runs_of(stored: Stored, rows: pd.DataFrame, model: str,
 
 
 def clustered_tests(ours: list[list[str]], theirs: list[list[str]], refs: list[str],
-                    name: str, reference: str = "transformer") -> list[Test]:
+                    name: str, reference: str = "transformer",
+                    metrics: tuple[str, ...] = ("BLEU", "chrF")) -> list[Test]:
     """The clustered paired bootstrap and approximate randomization (harness.report.clustered)
     of `theirs` against `ours`, BLEU and chrF, CLUSTERED_SAMPLES resamples each; kept in the
     user's cache under the hash of everything they depend on, as `against`'s tests are."""
     key = hashlib.sha256(json.dumps(["clustered", reference, name, ours, theirs, refs,
-                                     CLUSTERED_SAMPLES, SEED, OPTIONS,
+                                     list(metrics), CLUSTERED_SAMPLES, SEED, OPTIONS,
                                      sacrebleu.__version__]).encode()).hexdigest()
     path = sentence_cache() / f"{key}.json"
     with locked(path):
@@ -238,6 +239,8 @@ def clustered_tests(ours: list[list[str]], theirs: list[list[str]], refs: list[s
                 pass  # a damaged cache file: run the tests again and replace it
         out = []
         for label, kind in (("BLEU", BLEU), ("chrF", CHRF)):
+            if label not in metrics:
+                continue
             r = clustered.paired(kind, ours, theirs, refs, CLUSTERED_SAMPLES, int(SEED),
                                  **OPTIONS[label])
             detail = (f"{len(refs)} sentences x {len(ours)} seed"

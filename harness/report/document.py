@@ -110,7 +110,12 @@ def study_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
 
 
 def translation_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
-    """Table 2 and Table 3 in miniature (whichever the suite has)."""
+    """Table 2 and Table 3 in miniature (whichever the suite has); a tuning search's trials
+    (`tvr tune`, its study in optuna.db) are not averaged into a table by model: its own
+    search.md lists them."""
+    if (out_dir / suite / "optuna.db").is_file():
+        return [f"A tuning search (`tvr tune {suite}`): [search.md]({suite}/search.md) gives "
+                "its space, its trials and each model's best recipe.", ""]
     t2, t3, sweep = table2(df, toolkit_rows(out_dir)), table3(df), recipes(df)
     parts = [
         (sweep, "recipes", "Recipe sweep: peak learning rate and dropout per model (dev set)",
@@ -224,7 +229,8 @@ def suite_section(out_dir: Path, name: str, prefix: str = "") -> tuple[list[str]
             except BadInput as exc:  # one unfit suite must not cost the whole report
                 parts += [f"No tables for this suite: {exc}", ""]
             except KeyError as exc:  # rows of an older or hand-edited file
-                parts += [f"No tables for this suite: {plots.lacking(name, exc)}", ""]
+                parts += [f"No tables for this suite: {plots.lacking(name, exc, df.columns)}",
+                          ""]
             break
     skipped: list[str] = []
     try:

@@ -8,6 +8,7 @@ declares (harness.report.studies); `draw` writes them as PNG files.
 from __future__ import annotations
 
 import io
+import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -347,10 +348,30 @@ def _sign(fig: plt.Figure, df: pd.DataFrame) -> None:
                  ha="right", va="top", fontsize=7, color="0.4")
 
 
-def lacking(suite: str, exc: KeyError) -> str:
-    """What a KeyError of pandas on a missing column says, as one line."""
-    column = str(exc.args[0] if exc.args else exc).removeprefix("Column not found: ")
-    return f"the {suite} results have no {column!r} column"
+def lacking(suite: str, exc: KeyError, columns: pd.Index) -> str:
+    """A KeyError of pandas on columns the suite's rows lack, as one line; any other
+    KeyError (a bug, not the data) is raised again."""
+    key = exc.args[0] if exc.args else None
+    text = str(key)
+    if match := re.fullmatch(r"\[(.*)\] not in index", text):  # df[[...]]
+        names = [n.strip().strip("'\"") for n in match.group(1).split(",")]
+    else:
+        names = [text.removeprefix("Column not found: ")] if isinstance(key, str) else []
+    if not names or any(n in columns for n in names):
+        raise exc
+    return f"the {suite} results have no {', '.join(map(repr, names))} column"
+
+
+def _unfit(suite: str, exc: Exception, columns: pd.Index) -> str:
+    """Why the suite's rows cannot draw a figure: a BadInput's line, a column they lack
+    (pandas' KeyError, seaborn's ValueError); any other error is raised again."""
+    if isinstance(exc, KeyError):
+        return lacking(suite, exc, columns)
+    if isinstance(exc, ValueError) and "Could not interpret value" not in str(exc):
+        raise exc
+    if isinstance(exc, ValueError):  # seaborn: a column it was told to plot is not there
+        return f"the {suite} results lack a column it plots: {str(exc).splitlines()[0]}"
+    return str(exc)
 
 
 def draw(out_dir: Path, suite: str, name: str | None = None,
@@ -367,19 +388,12 @@ def draw(out_dir: Path, suite: str, name: str | None = None,
     paths = []
     for fig_name in names:
         try:
-            try:
-                fig = FIGURES[fig_name].draw(out_dir, suite)
-            except KeyError as exc:  # rows of an older or hand-edited file
-                raise BadInput(lacking(suite, exc)) from None
-            except ValueError as exc:  # seaborn: a column it was told to plot is not there
-                if "Could not interpret value" not in str(exc):
-                    raise
-                raise BadInput(f"the {suite} results lack a column it plots: "
-                               f"{str(exc).splitlines()[0]}") from None
-        except BadInput as exc:
+            fig = FIGURES[fig_name].draw(out_dir, suite)
+        except (BadInput, KeyError, ValueError) as exc:
+            why = _unfit(suite, exc, df.columns)
             if name is not None:
-                raise
-            (skipped if skipped is not None else []).append(f"{fig_name}: {exc}")
+                raise BadInput(why) from None
+            (skipped if skipped is not None else []).append(f"{fig_name}: {why}")
             continue
         _sign(fig, df)
         path = out_dir / suite / f"{fig_name}.png"

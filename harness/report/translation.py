@@ -86,16 +86,20 @@ def same_data(toolkit: pd.DataFrame | None, rows: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     ours = set(_data(rows.dropna(subset=list(SAME_DATA.values())), list(SAME_DATA.values())))
     out = toolkit[_data(toolkit, list(SAME_DATA)).isin(ours) & toolkit["status"].eq("ok")]
+    if "train_budget_s" in out:  # one row per config: its longest run (not a smoke test's)
+        out = out.sort_values("train_budget_s", kind="stable").drop_duplicates("model",
+                                                                            keep="last")
     return out.assign(model=out["model"] + " (" + out["toolkit"].astype(str) + " "
                       + out["toolkit_version"].astype(str) + ")")
 
 
 def _data(frame: pd.DataFrame, cols: list[str]) -> pd.Series:
-    """split/bpe/max_tokens per row as one text, the sizes as numbers (1e3 == 1000)."""
+    """split/bpe/max_tokens per row as one text, the sizes as numbers (4000.0 as 4000: a
+    column with empty cells, the baselines', reads back as floats)."""
     split, *sizes = cols
     out = frame[split].astype(str)
     for col in sizes:
-        out = out + "/" + pd.to_numeric(frame[col], errors="coerce").astype(str)
+        out = out + "/" + pd.to_numeric(frame[col], errors="coerce").map("{:g}".format)
     return out
 
 
@@ -235,10 +239,12 @@ SEARCH_KEY = "best_dev_bleu_greedy"  # what `tvr tune` ranks its trials by
 
 
 def _with_trials(rows: pd.DataFrame) -> pd.DataFrame:
-    """A tuning search's rows with `recipe` ("trial k": the model's k-th finished trial, in
-    the order their rows were written) and `chosen`: the trial whose recipe the tuned suites
-    take, the highest best dev BLEU among those not pruned (harness.train.translation.recipe,
-    the first point id on a tie)."""
+    """A tuning search's rows with `recipe` ("trial k": the model's k-th trial row, pruned
+    ones included, in the order they were written) and `chosen`: the trial whose recipe the
+    tuned suites take, the highest best dev BLEU among those not pruned, the first point id
+    on a tie. The same rule as harness.train.translation.recipe.best_row, restated because
+    the report reads stored files only (it may not import harness.train); a test checks
+    that they agree."""
     rows = rows.copy()
     rows["recipe"] = "trial " + (rows.groupby("model").cumcount() + 1).astype(str)
     value = pd.to_numeric(rows.get(SEARCH_KEY), errors="coerce")
@@ -255,7 +261,7 @@ def _search_panel(ax: plt.Axes, rows: pd.DataFrame, models: list[str], colors: d
     trial, an open circle per pruned one, the chosen ringed; what the choice uses."""
     for i, model in enumerate(models):
         mine = rows[rows["model"] == model].reset_index(drop=True)
-        x = i + (np.arange(len(mine)) - (len(mine) - 1) / 2) * 0.08
+        x = i + (np.arange(len(mine)) - (len(mine) - 1) / 2) * min(0.08, 0.8 / len(mine))
         y = pd.to_numeric(mine[SEARCH_KEY], errors="coerce")
         pruned = mine.get("stopped_by", pd.Series("", index=mine.index)).eq("pruned")
         ax.scatter(x[~pruned], y[~pruned], color=colors[model], s=22, zorder=3)
@@ -265,7 +271,7 @@ def _search_panel(ax: plt.Axes, rows: pd.DataFrame, models: list[str], colors: d
         ax.scatter(x[pick], y[pick], facecolors="none", edgecolors="black", s=80, lw=1.2,
                    zorder=4)
     ax.set_xticks(range(len(models)), models, rotation=30, ha="right", fontsize=8)
-    ax.set(ylabel="best dev BLEU on the curve (greedy)")
+    ax.set(ylabel="best dev BLEU on the curve (greedy)", xlim=(-0.5, len(models) - 0.5))
     ax.set_title("what the choice uses: a dot per trial (open: pruned),\nringed: the chosen "
                  "(highest)", fontsize=9)
 

@@ -164,3 +164,20 @@ def test_report_of_rows_lacking_a_measured_column_names_it_and_draws_the_rest(tm
     assert "have no 'final_accuracy' column" in text
     assert "figure mqar-state: the rematch-quick results lack a column" in text
     assert (tmp_path / "rematch-quick" / "scan-throughput.png").is_file()
+
+
+def test_only_a_key_error_on_a_column_the_rows_lack_becomes_a_line():
+    """pandas' forms of a missing column read as one line naming it; a KeyError on a column
+    the rows have, or on anything else, is a bug and raised again."""
+    import pandas as pd
+
+    from harness.report.figures import lacking
+
+    cols = pd.Index(["a", "b"])
+    for exc in (KeyError("x"), KeyError("Column not found: x"),
+                KeyError("['x'] not in index")):
+        assert lacking("s", exc, cols) == "the s results have no 'x' column"
+    assert "'x', 'y'" in lacking("s", KeyError("['x', 'y'] not in index"), cols)
+    for exc in (KeyError("a"), KeyError(("a", 1)), KeyError(3)):
+        with pytest.raises(KeyError):
+            lacking("s", exc, cols)

@@ -210,7 +210,7 @@ def test_the_tuned_table3_suite_keeps_each_variations_searched_knob():
     assert all(p.options.recipe == "translation-cpu-tune" for p in trained)
     assert len(trained) == 4 * 9 and {p.seed for p in trained} == {0, 1, 2, 3}
     keeps = {p.options.recipe_keeps for p in trained}
-    assert keeps == {(), ("dropout",), ("label_smoothing",)}
+    assert keeps == {(), ("dropout", "attn_dropout"), ("label_smoothing",)}
     assert len({p.point_id for p in points}) == len(points)
 
 
@@ -234,3 +234,7 @@ def test_the_search_figure_draws_a_line_per_trial_and_rings_the_recipe_chosen(tu
     marked = _with_trials(rows)
     assert list(marked["recipe"]) == ["trial 1", "trial 2", "trial 3", "trial 1"]
     assert list(marked["chosen"]) == [False, False, True, True]
+    rows["runner"], rows["status"] = "translate", "ok"
+    for model in ("t", "l"):  # the figure's choice is the tuned suites' choice
+        assert marked.loc[marked["chosen"] & (marked["model"] == model), "point_id"].item() \
+            == recipe.best_row(rows, model)["point_id"]

@@ -353,8 +353,10 @@ def test_table2_adds_the_toolkits_rows_trained_on_the_same_data_only(tmp_path) -
     from harness.report.translation import table2
 
     ours = [{"suite": "s", "study": "table2", "runner": "translate", "model": "transformer",
-             "status": "ok", "seed": s, "device": "cpu", "test_bleu": 20.0 + s,
+             "status": "ok", "point_id": f"t{s}", "seed": s, "device": "cpu", "test_bleu": 20.0 + s,
              "corpus_split": "1234567890", "vocab": 4000, "max_tokens": 80} for s in range(3)]
+    ours.append({"suite": "s", "study": "table2", "runner": "retrieval", "model": "retrieval",
+                 "status": "ok", "point_id": "r", "seed": 0, "device": "cpu", "test_bleu": 9.0})
     theirs = [{"suite": "translation-anchor", "runner": "joeynmt", "model": "joeynmt-transformer",
                "status": status, "point_id": f"anchor-{split}-{bpe}-{status}", "seed": 42,
                "device": "cpu", "test_bleu": bleu,
@@ -364,13 +366,17 @@ def test_table2_adds_the_toolkits_rows_trained_on_the_same_data_only(tmp_path) -
                                                ("ok", 30.0, "abcdef0123", 4000),
                                                ("ok", 31.0, "1234567890", 2000),
                                                ("error", 32.0, "1234567890", 4000))]
-    pd.DataFrame(theirs).to_csv(tmp_path / "anchor.csv", index=False)
-    toolkit = read_results(tmp_path / "anchor.csv")  # as read back from results.csv
-    table = table2(pd.DataFrame(ours), toolkit).set_index("model")
-    assert list(table.index) == ["transformer", "joeynmt-transformer (joeynmt 2.3.0)"]
+    theirs.append(theirs[0] | {"point_id": "smoke", "test_bleu": 0.5, "train_budget_s": 600})
+    theirs[0]["train_budget_s"] = 3900  # the longest run of a config is its row
+    for name, frame in (("ours", ours), ("anchor", theirs)):  # as read back from results.csv
+        pd.DataFrame(frame).to_csv(tmp_path / f"{name}.csv", index=False)
+    ours_read, toolkit = (read_results(tmp_path / f"{n}.csv") for n in ("ours", "anchor"))
+    table = table2(ours_read, toolkit).set_index("model")
+    assert list(table.index) == ["retrieval", "transformer",
+                                 "joeynmt-transformer (joeynmt 2.3.0)"]
     assert table.loc["joeynmt-transformer (joeynmt 2.3.0)", "test_bleu"] == 21.5
     assert table.loc["transformer", "seeds"] == 3
-    assert table2(pd.DataFrame(ours)).equals(table2(pd.DataFrame(ours), pd.DataFrame()))
+    assert table2(ours_read).equals(table2(ours_read, pd.DataFrame()))
 
 
 def test_the_recipe_table_marks_each_models_lowest_dev_perplexity() -> None:
