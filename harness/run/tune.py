@@ -27,6 +27,7 @@ from filelock import FileLock, Timeout
 from sqlalchemy.exc import SQLAlchemyError
 
 from experiments.spec import Dimension, Point, Search
+from harness.console import say
 from harness.errors import BadInput
 from harness.results import read_results, results_path
 from harness.run.sweep import run_suite
@@ -131,7 +132,20 @@ def tune_model(search: Search, base: Point, out_dir: Path, device: torch.device,
             outcome = _outcome(out_dir, search.name, point)
             failed = failed + 1 if outcome.get("state") == optuna.trial.TrialState.FAIL else 0
             st.tell(trial, **outcome)
+            say(_told(st, trial.number, base.subject, search.name))
     return st
+
+
+def _told(st: optuna.Study, number: int, model: str, name: str) -> str:
+    """One line on a trial just told: how it ended, its value, the best so far."""
+    t = st.trials[number]
+    reached = t.value if t.value is not None else \
+        t.intermediate_values[max(t.intermediate_values)] if t.intermediate_values else None
+    value = "" if reached is None else f", best dev BLEU {reached:.2f}"
+    done = [x for x in st.trials if x.state == optuna.trial.TrialState.COMPLETE]
+    best = max(done, key=lambda x: x.value) if done else None
+    return (f"{name} {model}: trial {number} {t.state.name.lower()}{value}"
+            + (f"; best so far trial {best.number} ({best.value:.2f})" if best else ""))
 
 
 def _pruner(trial: optuna.Trial, unit: float, last: int

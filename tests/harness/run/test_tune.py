@@ -53,6 +53,8 @@ def test_trials_are_rows_and_the_best_recipe_is_in_the_tuned_points_id_and_row(t
         assert row[key] == value or float(row[key]) == pytest.approx(float(value))
     assert "recipe=translation-tiny-tune" in row["point_id"]
     assert "transformer" in printed and "at_edge" in printed  # the summary table
+    assert f"{SEARCH} transformer: trial 0 complete, best dev BLEU" in printed  # a line each
+    assert f"{SEARCH} transformer: trial 1 " in printed and "best so far trial" in printed
     assert "## Space" in (out / SEARCH / "search.md").read_text()
 
 
