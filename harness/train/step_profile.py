@@ -7,7 +7,9 @@ translation-quick's Transformer (on a seeded random batch of its shape: the corp
 do not change a step's cost), runs each model's own update function (harness.train.loop's
 and the translation runner's), and times the steps interleaved in one process
 (harness.measure.compare.interleaved: medians of per-turn torch.utils.benchmark medians,
-beside the machine's peak matmul rate measured in the same process).
+beside the machine's peak matmul rate measured in the same process). `--table2` times the
+four models of Table 2 on a CPU instead (translation-cpu-tune's base points: 4,000 subwords,
+64 pairs of 40 a side): each model's training MFU, measured side by side.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import torch
 import models
 from experiments.convergence import convergence_quick
 from experiments.spec import Point
-from experiments.translation import translation_quick
+from experiments.translation import translation_cpu_tune, translation_quick
 from harness.measure.compare import interleaved, peak_rate, timer_ms
 from harness.measure.kernel_choice import use_measured_kernels
 from harness.train import loop
@@ -75,6 +77,13 @@ def quick_steps(device: torch.device) -> dict[str, Step]:
         "translation/transformer": mt_step(mt_point, device)}
 
 
+def table2_steps(device: torch.device, length: int = 40) -> dict[str, Step]:
+    """An update of each model of Table 2 on a CPU (translation-cpu-tune's base points, the
+    tuned suite's sizes) on a seeded random batch of `length` subwords a side."""
+    return {f"translation/{p.subject}": mt_step(p, device, 4000, length)
+            for p in translation_cpu_tune().base}
+
+
 def time_steps(steps: dict[str, Step], device: torch.device, reps: int,
                min_run_time: float = 0.2, peak_n: int = 1024) -> dict[str, dict[str, float]]:
     """Per step: median ms over `reps` interleaved turns, the fastest turn, and the MFU of
@@ -106,11 +115,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--reps", type=int, default=9)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--table2", action="store_true",
+                        help="the four models of Table 2 on a CPU instead")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     device = torch.device("cpu")
     print("kernels:", use_measured_kernels(device, torch.float32))
-    steps = quick_steps(device)
+    steps = table2_steps(device) if args.table2 else quick_steps(device)
     for name, row in time_steps(steps, device, args.reps).items():
         print(f"{name}: step {row['step_ms']:.2f} ms (best {row['best_ms']:.2f}), "
               f"MFU {row['mfu']:.3f} of {row['peak_gflops']:.1f} GFLOP/s")

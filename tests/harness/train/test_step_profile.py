@@ -48,3 +48,12 @@ def test_the_profile_names_the_optimizer_and_a_matmul(steps):
     table = step_profile.profile_table(fn, calls=1)
     assert "Optimizer.step" in table and ("_linear_pointwise" in table or "aten::mm" in table
                                           or "aten::addmm" in table)
+
+
+def test_table2_steps_are_the_four_models_of_the_cpu_table(one_thread):
+    """--table2: an update of each of Table 2's four CPU models, with its counted FLOPs."""
+    steps = step_profile.table2_steps(CPU, length=6)
+    assert set(steps) == {f"translation/{m}" for m in ("transformer", "lstm-attention",
+                                                       "gru-attention", "lstm")}
+    for fn, flops in steps.values():
+        assert flops > 0 and fn() is True
