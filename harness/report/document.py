@@ -20,12 +20,16 @@ from harness.report.claims import render as render_claims
 from harness.report.evidence import GPU_DIR, NO_ONEDNN
 from harness.report.studies import TABLE_RUNNERS, study_tables
 from harness.report.table1 import is_table1, table1
+from harness.report.translation import ANCHOR, recipes, table2, table3, toolkit_rows
 from harness.report.translation import RUNNERS as TRANSLATION_RUNNERS
-from harness.report.translation import recipes, table2, table3, toolkit_rows
 from harness.results import RESULTS_FILE, SERIES_FILE, load_results
 
 # the folders that a command other than `tvr run SUITE` measures
-COMMANDS = {NO_ONEDNN: "tvr bench --no-onednn"}
+COMMANDS = {NO_ONEDNN: "tvr bench --no-onednn", ANCHOR: ".venv/bin/python scripts/anchor",
+            "translation-cpu-tune": "tvr tune translation-cpu-tune"}
+ANCHOR_COLUMNS = ("model", "toolkit_version", "config", "split", "n_params", "dev_bleu",
+                  "test_bleu", "test_chrf", "test_repeat_rate", "test_len_ratio", "updates",
+                  "epochs", "train_tokens", "train_s", "train_cpu_s", "train_ended")
 
 
 def _machine(df: pd.DataFrame, every: pd.DataFrame) -> str:
@@ -199,7 +203,19 @@ def scan_error_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]
 
 
 # (predicate on a suite's results, section) in order; the first that applies is used
+def anchor_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
+    """scripts/anchor's rows: a third-party toolkit on our split, scored by our sacrebleu."""
+    table = df[[c for c in ANCHOR_COLUMNS if c in df]]
+    return ["### A third-party toolkit on the same split", "",
+            "Trained by the toolkit with its documented configuration (`config`, scaled to "
+            "our sizes) on our train/dev/test split (`split`: its digest) and BPE pieces, "
+            "beam-decoded, detokenised by our tokenizer and scored by our sacrebleu call; "
+            "Table 2 adds these rows beside ours when trained on the same data.", "",
+            _save_table(out_dir, suite, "anchor", table)]
+
+
 SECTIONS: list[tuple[Callable[[str, pd.DataFrame], bool], Callable[..., list[str]]]] = [
+    (lambda suite, df: suite == ANCHOR, anchor_section),
     (lambda suite, df: df["runner"].isin(TRANSLATION_RUNNERS).any(), translation_section),
     (lambda suite, df: is_table1(df), table1_section),
     (lambda suite, df: (df["runner"] == "layer").any(), layer_section),

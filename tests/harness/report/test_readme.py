@@ -108,8 +108,10 @@ def test_bench_block_adds_the_run_without_onednn_where_measured(monkeypatch, tmp
     assert "at 0.950x" in second and "on F.linear there (the only candidate left)" in second
 
 
-@pytest.mark.parametrize(("suite", "command"), [("bench", "tvr run bench"),
-                                                ("bench-no-onednn", "tvr bench --no-onednn")])
+@pytest.mark.parametrize(("suite", "command"), [
+    ("bench", "tvr run bench"), ("bench-no-onednn", "tvr bench --no-onednn"),
+    ("translation-anchor", ".venv/bin/python scripts/anchor"),
+    ("translation-cpu-tune", "tvr tune translation-cpu-tune")])
 def test_a_sections_machine_line_names_the_command_that_measures_it(suite, command):
     import pandas as pd
 
