@@ -202,7 +202,6 @@ def scan_error_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]
             _save_table(out_dir, suite, "scan-error", rematch.scan_error_table(df))]
 
 
-# (predicate on a suite's results, section) in order; the first that applies is used
 def anchor_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
     """scripts/anchor's rows: a third-party toolkit on our split, scored by our sacrebleu."""
     table = df[[c for c in ANCHOR_COLUMNS if c in df]]
@@ -214,6 +213,7 @@ def anchor_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
             _save_table(out_dir, suite, "anchor", table)]
 
 
+# (predicate on a suite's results, section) in order; the first that applies is used
 SECTIONS: list[tuple[Callable[[str, pd.DataFrame], bool], Callable[..., list[str]]]] = [
     (lambda suite, df: suite == ANCHOR, anchor_section),
     (lambda suite, df: df["runner"].isin(TRANSLATION_RUNNERS).any(), translation_section),
