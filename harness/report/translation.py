@@ -239,14 +239,14 @@ SEARCH_KEY = "best_dev_bleu_greedy"  # what `tvr tune` ranks its trials by
 
 
 def _with_trials(rows: pd.DataFrame) -> pd.DataFrame:
-    """A tuning search's rows with `recipe` ("trial k": the model's k-th trial row, pruned
-    ones included, in the order they were written) and `chosen`: the trial whose recipe the
-    tuned suites take, the highest best dev BLEU among those not pruned, the first point id
-    on a tie. The same rule as harness.train.translation.recipe.best_row, restated because
-    the report reads stored files only (it may not import harness.train); a test checks
-    that they agree."""
+    """A tuning search's rows with `recipe` ("trial k": the model's trial rows numbered
+    from 0 in the order they were written, pruned ones included, as Optuna numbers them)
+    and `chosen`: the trial whose recipe the tuned suites take, the highest best dev BLEU
+    among those not pruned, the first point id on a tie. The same rule as
+    harness.train.translation.recipe.best_row, restated because the report reads stored
+    files only (it may not import harness.train); a test checks that they agree."""
     rows = rows.copy()
-    rows["recipe"] = "trial " + (rows.groupby("model").cumcount() + 1).astype(str)
+    rows["recipe"] = "trial " + rows.groupby("model").cumcount().astype(str)  # Optuna's count
     value = pd.to_numeric(rows.get(SEARCH_KEY), errors="coerce")
     pruned = rows.get("stopped_by", pd.Series("", index=rows.index)).eq("pruned")
     ranked = rows.assign(_v=value.where(~pruned)).dropna(subset=["_v"])
@@ -293,9 +293,14 @@ def _cost_panels(axes, wide: pd.DataFrame, rows: pd.DataFrame, seeds: pd.Series,
         label = (f"{model} ({recipe}; {n} seed{'s' if n > 1 else ''})" if recipe else
                  f"{model} ({n} seed{'s' if n > 1 else ''})") if chosen else None
         others |= not chosen
+        # a search's other trials: a dash pattern each, so two that coincide (pruned at the
+        # same rung near 0 BLEU) stay told apart
+        k = int(recipe.removeprefix("trial ")) if recipe.startswith("trial ") else -1
+        dashes = {} if chosen or k < 0 else {"dashes": (1 + k % 6, 1 + k // 6)}
         for ax, key in zip(axes, ("flops", "s"), strict=True):
             ax.plot(x[key], band["mean"], marker="o" if chosen else None, ms=3, label=label,
-                    color=colors[model], lw=1.5 if chosen else 0.7, alpha=1 if chosen else 0.5)
+                    color=colors[model], lw=1.5 if chosen else 0.7, alpha=1 if chosen else 0.5,
+                    **dashes)
             if n > 1:
                 ax.fill_between(x[key], band["min"], band["max"], alpha=0.2,
                                 color=colors[model], lw=0)

@@ -310,9 +310,9 @@ FIGURES = _applying()
 def test_every_figure_of_the_committed_results_passes_a_reviewers_checks(root, suite, name,
                                                                          tmp_path, monkeypatch):
     """Drawn by `tvr plot`'s own path (harness.report.figures.draw: the figure, the machine's
-    signature, the PNG) into a folder reading the committed CSVs."""
+    signature, the PNG) into a folder reading the committed CSVs (and a search's study)."""
     (tmp_path / suite).mkdir()
-    for file in (RESULTS_FILE, SERIES_FILE):
+    for file in (RESULTS_FILE, SERIES_FILE, "optuna.db"):  # a tuning search's study too
         if (root / suite / file).exists():
             (tmp_path / suite / file).symlink_to(root / suite / file)
     checked = Checked(monkeypatch)

@@ -234,7 +234,7 @@ def test_the_search_figure_draws_a_line_per_trial_and_rings_the_recipe_chosen(tu
                          recipe.KEY: [5.0, 9.0, 7.0, 1.0],
                          "stopped_by": ["budget", "pruned", "patience", "budget"]})
     marked = _with_trials(rows)
-    assert list(marked["recipe"]) == ["trial 1", "trial 2", "trial 3", "trial 1"]
+    assert list(marked["recipe"]) == ["trial 0", "trial 1", "trial 2", "trial 0"]
     assert list(marked["chosen"]) == [False, False, True, True]
     rows["runner"], rows["status"] = "translate", "ok"
     for model in ("t", "l"):  # the figure's choice is the tuned suites' choice
