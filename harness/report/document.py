@@ -20,7 +20,14 @@ from harness.report.claims import render as render_claims
 from harness.report.evidence import GPU_DIR, NO_ONEDNN
 from harness.report.studies import TABLE_RUNNERS, study_tables
 from harness.report.table1 import is_table1, table1
-from harness.report.translation import ANCHOR, recipes, table2, table3, toolkit_rows
+from harness.report.translation import (
+    ANCHOR,
+    is_search,
+    recipes,
+    table2,
+    table3,
+    toolkit_rows,
+)
 from harness.report.translation import RUNNERS as TRANSLATION_RUNNERS
 from harness.results import RESULTS_FILE, SERIES_FILE, load_results
 
@@ -117,7 +124,7 @@ def translation_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str
     """Table 2 and Table 3 in miniature (whichever the suite has); a tuning search's trials
     (`tvr tune`, its study in optuna.db) are not averaged into a table by model: its own
     search.md lists them."""
-    if (out_dir / suite / "optuna.db").is_file():
+    if is_search(out_dir, suite):
         return [f"A tuning search (`tvr tune {suite}`): [search.md]({suite}/search.md) gives "
                 "its space, its trials and each model's best recipe.", ""]
     t2, t3, sweep = table2(df, toolkit_rows(out_dir)), table3(df), recipes(df)

@@ -68,6 +68,12 @@ def table2(df: pd.DataFrame, toolkit: pd.DataFrame | None = None) -> pd.DataFram
                            kind="stable").reset_index(drop=True)
 
 
+def is_search(out_dir: Path, suite: str) -> bool:
+    """Whether the suite holds a tuning search's trials (`tvr tune` keeps its study beside
+    them); the report may not import experiments, which declares the searches."""
+    return (Path(out_dir) / suite / "optuna.db").is_file()
+
+
 def toolkit_rows(out_dir: Path) -> pd.DataFrame:
     """scripts/anchor's rows under out_dir (empty when it has not run there)."""
     path = results_path(Path(out_dir), ANCHOR)
@@ -181,7 +187,7 @@ def bleu_curves(out_dir: Path, suite: str) -> plt.Figure:
                               values="value").reset_index()
     if not {"dev_bleu_greedy", "train_flops", "train_s"} <= set(wide.columns):
         raise BadInput(f"suite {suite!r} has no dev BLEU curves")
-    search = (Path(out_dir) / suite / "optuna.db").is_file()  # `tvr tune`'s trials
+    search = is_search(out_dir, suite)
     sweep = pd.DataFrame() if search else recipes(df)
     rows = _with_trials(rows) if search else _with_recipe(rows, sweep)
     wide = wide.merge(rows[["point_id", "model", "seed", "recipe", "chosen"]], on="point_id")
