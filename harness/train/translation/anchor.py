@@ -134,6 +134,51 @@ def load_config(path: Path) -> dict[str, Any]:
     return cfg
 
 
+def our_model(cfg: dict[str, Any]) -> str:
+    """Which of our Table 2 models a JoeyNMT config trains (its recurrent decoder always
+    attends; its default cell is the GRU)."""
+    enc = cfg["model"].get("encoder", {})
+    if enc.get("type") == "transformer":
+        return "transformer"
+    return f"{str(enc.get('rnn_type', 'gru')).lower()}-attention"
+
+
+# What JoeyNMT cannot express of our recipes: one `dropout` per stack acts on the attention
+# weights, the FFN hidden and the residuals alike, so attn_dropout takes the residual value.
+UNMATCHED = ("attn_dropout",)
+
+
+def with_recipe(cfg: dict[str, Any], recipe: dict[str, Any], updates: int,
+                validate_every: int) -> dict[str, Any]:
+    """The config trained as our search's trial was: its recipe (recipe.recipe_of) in
+    JoeyNMT's keys, with our fixed choices (Adam (0.9, 0.98), the paper's warm-up then
+    inverse-square-root schedule, which is JoeyNMT's warmupinversesquareroot, loss per
+    token, selection on dev BLEU), `updates` updates and a validation every
+    `validate_every`, the trial's own counts. JoeyNMT sets each rate after the update, so its
+    update k + 1 runs at our rate of update k and its first at the peak."""
+    out = json.loads(json.dumps(cfg))  # a deep copy
+    train = out["training"]
+    for key in ("patience", "decrease_factor"):  # the plateau schedule's
+        train.pop(key, None)
+    train |= {"optimizer": "adam", "adam_betas": [0.9, 0.98], "weight_decay": 0.0,
+              "scheduling": "warmupinversesquareroot", "learning_rate": recipe["peak_lr"],
+              "learning_rate_warmup": recipe["warmup_steps"], "learning_rate_min": 1e-8,
+              "label_smoothing": recipe["label_smoothing"],
+              "batch_size": recipe["batch_tokens"], "batch_type": "token",
+              "normalization": "tokens", "early_stopping_metric": "bleu", "updates": updates,
+              "validation_freq": validate_every, "logging_freq": validate_every,
+              "epochs": 10_000}  # `updates` ends it (a validation a multiple of a log)
+    for side in ("encoder", "decoder"):
+        stack = out["model"][side]
+        stack |= {"num_layers": recipe["n_layers"], "dropout": recipe["dropout"]}
+        stack.setdefault("embeddings", {})["dropout"] = recipe["dropout"]
+        if "hidden_dropout" in stack:  # the recurrent decoder's, before its output layer
+            stack["hidden_dropout"] = recipe["dropout"]
+        if "norm" in recipe:
+            stack["layer_norm"] = recipe["norm"]
+    return out
+
+
 def sitting_config(cfg: dict[str, Any], max_tokens: int, model_dir: str,
                    load_model: str | None) -> dict[str, Any]:
     """The config a sitting runs: the committed one with our files, its model folder and
@@ -359,9 +404,11 @@ def _git_commit() -> str:
 def run_anchor(config_path: Path, out_dir: Path, corpus: Corpus, tok: Tokenizer,
                max_tokens: int, venv: Path = VENV, budget_s: float = TRAIN_SECONDS,
                resume: bool = True, echo: Callable[[str], None] = print,
-               shown: Path | None = None) -> dict[str, Any] | None:
+               shown: Path | None = None, extra: dict[str, Any] | None = None
+               ) -> dict[str, Any] | None:
     """Export, train, decode, score; the row written (None: already done, resume).
-    `shown`: the config's path as the row names it (default: as given)."""
+    `shown`: the config's path as the row names it (default: as given); `extra`: more
+    columns for the row."""
     versions = toolkit_version(venv)
     cfg = load_config(config_path)
     sha = hashlib.sha256(Path(config_path).read_bytes()).hexdigest()
@@ -381,13 +428,13 @@ def run_anchor(config_path: Path, out_dir: Path, corpus: Corpus, tok: Tokenizer,
         shutil.rmtree(work)
     data = export(corpus, tok, max_tokens, work)
     state = train(venv, cfg, work, max_tokens, budget_s, echo)
-    # JoeyNMT validates every validation_freq updates: a budget that cuts training between
-    # two validations leaves final weights it never scored, decoded too and kept if their
-    # dev BLEU (ours, beam search) is higher
+    # JoeyNMT validates every validation_freq updates: training that ends between two
+    # validations (the budget, `updates`) leaves final weights it never scored, decoded too
+    # and kept if their dev BLEU (ours, beam search) is higher
     best, final = _best(work), _latest(work)
     chosen: dict[str, Any] = {}
     for kind, ckpt in (("best", best), ("final", final)):
-        if kind == "final" and (state["ended"] != "budget" or final == best):
+        if kind == "final" and final == best:
             continue
         echo(f"anchor: decoding dev and test with {ckpt.relative_to(work)} ({kind})")
         hyps, seconds, cpu = decode(venv, cfg, work, max_tokens, ckpt)
@@ -432,7 +479,7 @@ def run_anchor(config_path: Path, out_dir: Path, corpus: Corpus, tok: Tokenizer,
            "train_tokens": last["total_tokens"], "best_step": last["best_ckpt_iter"],
            "toolkit_best_dev_bleu_pieces_greedy": last["best_ckpt_score"],
            "train_pairs": data.train_pairs, "train_pairs_too_long": data.too_long,
-           **chosen,
+           **chosen, **(extra or {}),
            "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
            **facts}
     append_row(table, row)

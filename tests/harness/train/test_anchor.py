@@ -163,3 +163,98 @@ def test_joeynmt_trains_and_its_row_is_scored_by_our_scorer(tmp_path: Path) -> N
     assert anchor.run_anchor(config, tmp_path, CORPUS, tok, 24, JOEY, 300,
                              echo=lines.append) is None
     assert "is done" in lines[-1]
+
+
+RECIPE = {"peak_lr": 8e-4, "warmup_steps": 1500, "dropout": 0.06, "label_smoothing": 0.2,
+          "batch_tokens": 2048, "n_layers": 1, "norm": "post", "attn_dropout": 0.14}
+
+
+@pytest.mark.parametrize("name", ["joeynmt-transformer", "joeynmt-rnn"])
+def test_with_recipe_puts_our_searched_recipe_in_joeynmt_s_keys(name: str) -> None:
+    cfg = anchor.load_config(REPO / "experiments" / "anchor" / f"{name}.yaml")
+    model = anchor.our_model(cfg)
+    assert model == {"joeynmt-transformer": "transformer", "joeynmt-rnn": "lstm-attention"}[name]
+    recipe = RECIPE if model == "transformer" else {k: v for k, v in RECIPE.items()
+                                                    if k not in ("norm", "attn_dropout")}
+    out = anchor.with_recipe(cfg, recipe, 3497, 194)
+    train = out["training"]
+    assert (train["learning_rate"], train["learning_rate_warmup"]) == (8e-4, 1500)
+    assert train["scheduling"] == "warmupinversesquareroot" and "patience" not in train
+    assert (train["optimizer"], train["adam_betas"], train["weight_decay"]) == \
+        ("adam", [0.9, 0.98], 0.0)
+    assert (train["batch_size"], train["batch_type"], train["label_smoothing"]) == \
+        (2048, "token", 0.2)
+    assert (train["updates"], train["validation_freq"]) == (3497, 194)
+    assert train["validation_freq"] % train["logging_freq"] == 0  # JoeyNMT requires it
+    for side in ("encoder", "decoder"):
+        stack = out["model"][side]
+        assert stack["num_layers"] == 1 and stack["dropout"] == 0.06
+        assert stack["embeddings"]["dropout"] == 0.06
+        assert stack.get("layer_norm") == ("post" if model == "transformer" else None)
+        assert stack.get("hidden_dropout", 0.06) == 0.06
+        # sizes, attention and the rest are the config's own
+        assert {k: v for k, v in stack.items() if k not in ("num_layers", "dropout",
+                                                             "embeddings", "hidden_dropout",
+                                                             "layer_norm")} == \
+            {k: v for k, v in cfg["model"][side].items() if k not in (
+                "num_layers", "dropout", "embeddings", "hidden_dropout", "layer_norm")}
+    assert out["testing"] == cfg["testing"] and out["data"] == cfg["data"]
+
+
+def _trial(out: Path, model: str, value: float, pruned: bool = False) -> None:
+    """A finished trial's row as the tuning search writes it (the columns read here)."""
+    row = {"suite": "translation-cpu-tune", "point_id": f"trial-{model}-{value}",
+           "runner": "translate", "model": model, "device": "cpu", "machine": "m",
+           "status": "ok", "best_dev_bleu_greedy": value, "stopped_by":
+           "pruned" if pruned else "budget", "steps_run": 1800, "train_flops": 6e13,
+           "eval_flops": 6e13 / 18, **RECIPE}
+    from harness.results import append_row
+
+    append_row(results_path(out, "translation-cpu-tune"), row)
+
+
+def test_recipe_option_writes_the_best_trials_recipe_or_says_what_is_missing(
+        tmp_path: Path, monkeypatch, capsys) -> None:
+    script = _script()
+    config = REPO / anchor.CONFIG
+    with pytest.raises(script.BadInput, match="no finished trial of transformer"):
+        script.searched(config, "translation-cpu-tune", tmp_path)
+    _trial(tmp_path, "transformer", 5.0)
+    _trial(tmp_path, "transformer", 9.0, pruned=True)  # pruned: not a recipe
+    _trial(tmp_path, "transformer", 7.0)
+    path, extra = script.searched(config, "translation-cpu-tune", tmp_path)
+    assert path == (tmp_path / anchor.SUITE / "joeynmt-transformer-searched.yaml").resolve()
+    assert extra == {"recipe": "translation-cpu-tune", "recipe_trial": "trial-transformer-7.0",
+                     "recipe_unmatched": "attn_dropout"}
+    written = anchor.load_config(path)
+    assert written == anchor.with_recipe(anchor.load_config(config), RECIPE, 1800, 100)
+    assert "trial-transformer-7.0" in path.read_text()
+    first = path.read_bytes()
+    script.searched(config, "translation-cpu-tune", tmp_path)
+    assert path.read_bytes() == first  # the same config, so a stopped run resumes
+    monkeypatch.setattr(sys, "argv", ["scripts/anchor", "--recipe", "no-such-search",
+                                      "--out", str(tmp_path), "--venv", str(JOEY)])
+    if (JOEY / "bin" / "python").exists():  # the venv is checked first
+        assert script.main() == 2
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and "not a search" in err
+
+
+@pytest.mark.skipif(not (JOEY / "bin" / "python").exists(),
+                    reason=f"JoeyNMT is not installed in {JOEY}")
+def test_joeynmt_s_schedule_is_ours_one_update_later() -> None:
+    """JoeyNMT sets the rate after each update, so its update k + 1 runs at our rate of
+    update k, and its first at the peak (the optimizer's initial rate)."""
+    import subprocess
+
+    from harness.train.translation.train import schedule
+
+    code = ("import torch; from joeynmt.builders import WarmupInverseSquareRootScheduler as S\n"
+            "o = torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=8e-4)\n"
+            "s = S(o, peak_rate=8e-4, warmup=50, min_rate=1e-8)\n"
+            "for k in range(300):\n    s.step(k); print(o.param_groups[0]['lr'])")
+    out = subprocess.run([str(JOEY / "bin" / "python"), "-c", code], capture_output=True,
+                         text=True, check=True, env={"CUDA_VISIBLE_DEVICES": ""}).stdout
+    ours = schedule(8e-4, 50)
+    theirs = [float(x) for x in out.split()]
+    assert theirs == pytest.approx([ours(k) for k in range(1, 301)], rel=1e-9)
