@@ -35,7 +35,7 @@ from harness.report.gates import (
     seed_tests,
     seeds_gate,
 )
-from harness.report.translation import BASELINES
+from harness.report.translation import BASELINES, last_recipe
 from harness.report.verdicts import CONTRADICTS, QUALIFIED, SUPPORTS
 
 # the tuned CPU reference first (each model's recipe searched), then the earlier one, then
@@ -52,10 +52,6 @@ SEED = "12345"  # sacrebleu's RNG seed (SACREBLEU_SEED), fixed: the same verdict
 # Table 2's tests keep a model's seeds together per sentence (harness.report.clustered); a
 # resample costs a few matrix rows, so the p-values resolve to 1e-4
 CLUSTERED_SAMPLES = 10_000
-# what a tuning search sets per model (experiments/translation.py's spaces): rows that differ
-# in any of them trained with different recipes
-RECIPE_COLUMNS = ("peak_lr", "warmup_steps", "dropout", "attn_dropout", "label_smoothing",
-                  "batch_tokens", "n_layers", "norm")
 CACHE_ENV = "TVR_SENTENCE_CACHE"
 OPTIONS: dict[str, dict] = {"BLEU": {}, "chrF": {}}  # sacrebleu's defaults (13a; chrF6, beta 2)
 
@@ -177,13 +173,7 @@ def _runs_in(stored: Stored, suite: str) -> pd.DataFrame:
     if "measured_at" in rows:
         rows = rows.sort_values("measured_at", kind="stable")
     rows = rows[rows["device"] == rows["device"].iloc[-1]]  # one device: the last measured
-    # one recipe per model, its last measured one: a re-tuned recipe's seeds are not mixed
-    # with an earlier recipe's
-    kept = [c for c in RECIPE_COLUMNS if c in rows]
-    if kept:
-        recipe = rows[kept].apply(lambda r: "|".join(map(str, r)), axis=1)  # NaN as "nan"
-        rows = rows[recipe == recipe.groupby(rows["model"]).transform("last")]
-    rows = rows.drop_duplicates(["model", "seed"], keep="last")
+    rows = last_recipe(rows).drop_duplicates(["model", "seed"], keep="last")
     if "transformer" not in set(rows["model"]) or rows["model"].nunique() < 2:
         raise Missing(suite, f"suite {suite} lacks the Transformer or a recurrent model")
     return rows

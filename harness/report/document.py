@@ -127,7 +127,9 @@ def translation_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str
     if is_search(out_dir, suite):
         return [f"A tuning search (`tvr tune {suite}`): [search.md]({suite}/search.md) gives "
                 "its space, its trials and each model's best recipe.", ""]
-    t2, t3, sweep = table2(df, toolkit_rows(out_dir)), table3(df), recipes(df)
+    sweep, t3 = recipes(df), table3(df)
+    # a recipe sweep's rows are recipes, not seeds of one: its own table, not Table 2's means
+    t2 = table2(df, toolkit_rows(out_dir)) if sweep.empty else pd.DataFrame()
     parts = [
         (sweep, "recipes", "Recipe sweep: peak learning rate and dropout per model (dev set)",
          "One seed per recipe; dev perplexity per subword, dev BLEU by beam search on the dev "

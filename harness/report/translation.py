@@ -35,6 +35,26 @@ def _rows(df: pd.DataFrame, study_prefix: str) -> pd.DataFrame:
     return df[keep].copy()
 
 
+# what a tuning search sets per model (experiments/translation.py's spaces): rows that differ
+# in any of them trained with different recipes
+RECIPE_COLUMNS = ("peak_lr", "warmup_steps", "dropout", "attn_dropout", "label_smoothing",
+                  "batch_tokens", "n_layers", "norm")
+
+
+def last_recipe(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per model, only the rows of its last measured recipe: a suite run again after its
+    search found a better recipe trains new points beside the old ones, whose seeds must not
+    be averaged or tested with the new ones. Rows keep their order."""
+    kept = [c for c in RECIPE_COLUMNS if c in rows]
+    if not kept or rows.empty:
+        return rows
+    recipe = rows[kept].apply(lambda r: "|".join(map(str, r)), axis=1)  # NaN as "nan"
+    order = rows.sort_values("measured_at", kind="stable").index if "measured_at" in rows \
+        else rows.index
+    last = recipe.loc[order].groupby(rows.loc[order, "model"], sort=False).last()
+    return rows[recipe == rows["model"].map(last)]
+
+
 def table2(df: pd.DataFrame, toolkit: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per model, baselines first: means over seeds (`seeds` counts them; `test_bleu_sd` is
     the standard deviation of test BLEU across seeds) of BLEU, chrF, dev perplexity,
@@ -43,8 +63,8 @@ def table2(df: pd.DataFrame, toolkit: pd.DataFrame | None = None) -> pd.DataFram
     reach the target dev BLEU (`reached` seeds did), `converged` seeds (dev curve
     flattened), decoding speed with and without the cache. `toolkit`: scripts/anchor's rows;
     those trained on the same split, subwords and length limit are added last, each model
-    named with its toolkit and version."""
-    rows = _rows(df, "table2")
+    named with its toolkit and version. A model's rows are those of its last recipe."""
+    rows = last_recipe(_rows(df, "table2"))
     if rows.empty:
         return pd.DataFrame()
     rows = pd.concat([rows, same_data(toolkit, rows)], ignore_index=True)

@@ -379,6 +379,34 @@ def test_table2_adds_the_toolkits_rows_trained_on_the_same_data_only(tmp_path) -
     assert table2(ours_read).equals(table2(ours_read, pd.DataFrame()))
 
 
+def test_table2_shows_a_models_last_recipe_only(tmp_path) -> None:
+    """A suite run again after its search found a better recipe holds the old recipe's rows
+    beside the new ones: Table 2 and the README's choice of suite read the last recipe's."""
+    from harness.report.readme import table2_suite
+    from harness.report.translation import table2
+
+    def row(model: str, seed: int, lr: float, day: int, bleu: float) -> dict:
+        return {"suite": "translation-cpu-tuned", "study": "table2", "runner": "translate",
+                "model": model, "status": "ok", "point_id": f"{model}-lr{lr}-s{seed}",
+                "seed": seed, "device": "cpu", "peak_lr": lr, "dropout": 0.1,
+                "test_bleu": bleu, "measured_at": f"2026-12-0{day}T00:00:00+00:00"}
+
+    rows = [row("lstm", s, 3e-3, 1, 15.0) for s in range(3)]
+    rows += [row("transformer", s, 1e-3, 2, 20.0 + s) for s in range(2)]  # the new recipe
+    rows += [row("transformer", s, 5e-3, 1, 5.0) for s in range(3)]  # written first
+    (tmp_path / "translation-cpu-tuned").mkdir()
+    pd.DataFrame(rows).to_csv(tmp_path / "translation-cpu-tuned" / "results.csv", index=False)
+    table = table2(read_results(tmp_path / "translation-cpu-tuned" / "results.csv"))
+    table = table.set_index("model")
+    assert table.loc["transformer", "seeds"] == 2
+    assert table.loc["transformer", "test_bleu"] == 20.5 and table.loc["lstm", "seeds"] == 3
+    (tmp_path / "translation-cpu").mkdir()  # every model with 3 seeds of one recipe
+    pd.DataFrame([row(m, s, 3e-3, 1, 9.0) | {"suite": "translation-cpu"}
+                  for m in ("lstm", "transformer") for s in range(3)]).to_csv(
+        tmp_path / "translation-cpu" / "results.csv", index=False)
+    assert table2_suite(tmp_path) == "translation-cpu"  # the new recipe has 2 seeds only
+
+
 def test_the_recipe_table_marks_each_models_lowest_dev_perplexity() -> None:
     """The committed grid sweep's table (translation-cpu-recipes, retired): `chosen` marks
     the row of lowest dev perplexity per model, the recipe translation-cpu took."""
