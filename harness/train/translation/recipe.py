@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from experiments.spec import Dimension, Point, TranslateOptions, config
+from harness.console import say
 from harness.errors import BadInput
 from harness.results import read_results, results_path
 
@@ -85,10 +86,17 @@ def apply(points: list[Point], out_dir: Path, fixed: tuple[str, ...] = ()) -> li
             if clash:
                 raise BadInput(f"--set {clash[0]}: the recipe of search {name!r} sets it for "
                                f"{p.subject}; tune it there (`tvr tune {name}`) instead")
-            row = best_row(read_results(results_path(out_dir, name)), p.subject)
+            trials = read_results(results_path(out_dir, name))
+            row = best_row(trials, p.subject)
             if row is None:
                 raise BadInput(f"no finished {p.subject} trial of search {name!r} in "
                                f"{results_path(out_dir, name)}; run `tvr tune {name}` first")
+            done = int(((trials["model"] == p.subject)  # a row per trial told, not failed
+                        & trials["status"].isin(["ok", "diverged"])).sum())
+            if done < search.trials:
+                say(f"warning: search {name!r} has finished {done} of its {search.trials} "
+                    f"{p.subject} trials; training with its best so far. A better recipe "
+                    "found later trains new points, and the tables keep its rows only")
             found[name, p.subject] = recipe_of(row, search.space.get(p.subject, {}))
         keeps = getattr(p.options, "recipe_keeps", ())
         out.append(with_recipe(p, {k: v for k, v in found[name, p.subject].items()

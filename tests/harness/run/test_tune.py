@@ -36,7 +36,7 @@ def tuned(tmp_path_factory):
     run = tvr("run", "translation-tiny-tuned", "--only", "transformer", "--out", str(out),
               "--tracking-uri", "none")
     assert run.exit_code == 0, run.output
-    return out, first.output
+    return out, first.output + run.output
 
 
 def test_trials_are_rows_and_the_best_recipe_is_in_the_tuned_points_id_and_row(tuned):
@@ -56,6 +56,8 @@ def test_trials_are_rows_and_the_best_recipe_is_in_the_tuned_points_id_and_row(t
     assert f"{SEARCH} transformer: trial 0 complete, best dev BLEU" in printed  # a line each
     assert f"{SEARCH} transformer: trial 1 " in printed and "best so far trial" in printed
     assert "## Space" in (out / SEARCH / "search.md").read_text()
+    trials = experiments.SEARCHES[SEARCH]().trials  # the tuned run said the search is unfinished
+    assert f"search {SEARCH!r} has finished 2 of its {trials} transformer trials" in printed
 
 
 def test_a_rerun_continues_the_study_and_a_cut_trial_is_asked_again(tuned):
