@@ -49,8 +49,8 @@ def last_recipe(rows: pd.DataFrame) -> pd.DataFrame:
     if not kept or rows.empty:
         return rows
     recipe = rows[kept].apply(lambda r: "|".join(map(str, r)), axis=1)  # NaN as "nan"
-    order = rows.sort_values("measured_at", kind="stable").index if "measured_at" in rows \
-        else rows.index
+    order = rows.sort_values("measured_at", kind="stable", na_position="first").index \
+        if "measured_at" in rows else rows.index
     last = recipe.loc[order].groupby(rows.loc[order, "model"], sort=False).last()
     return rows[recipe == rows["model"].map(last)]
 
@@ -147,8 +147,11 @@ def recipes(df: pd.DataFrame) -> pd.DataFrame:
     BLEU (beam, the sweep's dev set), the best curve step and whether the curve had
     flattened; `chosen` marks each model's lowest dev perplexity, the recipe a suite taking
     this sweep's recipes trains with (the first point id on a tie). Empty unless some model
-    has more than one recipe."""
+    has more than one recipe among rows that take none from elsewhere (a tuned suite run
+    again after its search moved on is not a sweep: Table 2 keeps its last recipe)."""
     rows = _rows(df, "table2")
+    if "recipe" in rows:
+        rows = rows[rows["recipe"].fillna("").astype(str) == ""]
     keys = ["model", "peak_lr", "dropout"]
     if rows.empty or not set(keys) <= set(rows) or "dev_ppl" not in rows:
         return pd.DataFrame()

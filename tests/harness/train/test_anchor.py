@@ -97,9 +97,13 @@ def _script():
     return module
 
 
-@pytest.mark.parametrize("venv_ok", [True, False])
+@pytest.mark.parametrize(("venv_ok", "args", "said"), [
+    (False, ["--config", "bad.yaml"], "no JoeyNMT installed"),
+    (True, ["--config", "bad.yaml"], "not a JoeyNMT config"),
+    (True, ["--recipe", "no-such-search"], "not a search"),
+    (True, ["--recipe", "translation-cpu-tune"], "no finished trial of transformer")])
 def test_bad_input_is_one_line_and_exit_code_2(tmp_path: Path, monkeypatch, capsys,
-                                               venv_ok: bool) -> None:
+                                               venv_ok: bool, args: list[str], said: str):
     venv = tmp_path / "venv"
     if venv_ok:  # a venv with JoeyNMT's metadata: the config is checked next
         info = venv / "lib" / "python3.11" / "site-packages" / "joeynmt-2.3.0.dist-info"
@@ -107,14 +111,13 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path: Path, monkeypatch, caps
         (info / "METADATA").write_text("Metadata-Version: 2.1\nName: joeynmt\nVersion: 2.3.0\n")
         (venv / "bin").mkdir()
         (venv / "bin" / "python").write_text("")
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("model: {}\n")
-    monkeypatch.setattr(sys, "argv", ["scripts/anchor", "--config", str(bad), "--out",
+    (tmp_path / "bad.yaml").write_text("model: {}\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["scripts/anchor", *args, "--out",
                                       str(tmp_path / "out"), "--venv", str(venv)])
     assert _script().main() == 2
     err = capsys.readouterr().err
-    assert len(err.splitlines()) == 1
-    assert ("not a JoeyNMT config" if venv_ok else "no JoeyNMT installed") in err
+    assert len(err.splitlines()) == 1 and said in err
     assert not (tmp_path / "out" / "bpe").exists()  # refused before any work
 
 
@@ -167,6 +170,7 @@ def test_joeynmt_trains_and_its_row_is_scored_by_our_scorer(tmp_path: Path) -> N
 
 RECIPE = {"peak_lr": 8e-4, "warmup_steps": 1500, "dropout": 0.06, "label_smoothing": 0.2,
           "batch_tokens": 2048, "n_layers": 1, "norm": "post", "attn_dropout": 0.14}
+OWN = ("num_layers", "dropout", "embeddings", "hidden_dropout", "layer_norm")
 
 
 @pytest.mark.parametrize("name", ["joeynmt-transformer", "joeynmt-rnn"])
@@ -176,68 +180,94 @@ def test_with_recipe_puts_our_searched_recipe_in_joeynmt_s_keys(name: str) -> No
     assert model == {"joeynmt-transformer": "transformer", "joeynmt-rnn": "lstm-attention"}[name]
     recipe = RECIPE if model == "transformer" else {k: v for k, v in RECIPE.items()
                                                     if k not in ("norm", "attn_dropout")}
-    out = anchor.with_recipe(cfg, recipe, 3497, 194)
+    out = anchor.with_recipe(cfg, recipe, 3497, 194, 3505)
     train = out["training"]
     assert (train["learning_rate"], train["learning_rate_warmup"]) == (8e-4, 1500)
     assert train["scheduling"] == "warmupinversesquareroot" and "patience" not in train
     assert (train["optimizer"], train["adam_betas"], train["weight_decay"]) == \
         ("adam", [0.9, 0.98], 0.0)
     assert (train["batch_size"], train["batch_type"], train["label_smoothing"]) == \
-        (2048, "token", 0.2)
+        (3505, "token", 0.2)
+    assert (train["normalization"], train["early_stopping_metric"]) == ("tokens", "bleu")
     assert (train["updates"], train["validation_freq"]) == (3497, 194)
     assert train["validation_freq"] % train["logging_freq"] == 0  # JoeyNMT requires it
+    assert train["learning_rate_min"] < 8e-4 * (1500 / 3497) ** 0.5  # never stops it early
     for side in ("encoder", "decoder"):
         stack = out["model"][side]
         assert stack["num_layers"] == 1 and stack["dropout"] == 0.06
         assert stack["embeddings"]["dropout"] == 0.06
         assert stack.get("layer_norm") == ("post" if model == "transformer" else None)
-        assert stack.get("hidden_dropout", 0.06) == 0.06
+        if "hidden_dropout" in cfg["model"][side]:
+            assert stack["hidden_dropout"] == 0.06
         # sizes, attention and the rest are the config's own
-        assert {k: v for k, v in stack.items() if k not in ("num_layers", "dropout",
-                                                             "embeddings", "hidden_dropout",
-                                                             "layer_norm")} == \
-            {k: v for k, v in cfg["model"][side].items() if k not in (
-                "num_layers", "dropout", "embeddings", "hidden_dropout", "layer_norm")}
+        assert {k: v for k, v in stack.items() if k not in OWN} == \
+            {k: v for k, v in cfg["model"][side].items() if k not in OWN}
     assert out["testing"] == cfg["testing"] and out["data"] == cfg["data"]
+
+
+def test_batch_size_for_replays_joeynmt_s_token_batches() -> None:
+    # pairs of 9 pieces a side: 10 padded tokens each, all of them real target tokens; a
+    # batch closes once pairs x 10 reaches its size, so 41-50 hold 5 pairs, 50 tokens
+    assert anchor.batch_size_for([(9, 9)] * 100, 50) == 41
+    assert anchor.batch_size_for([(9, 9)] * 100, 51) == 51
+    # a long source pads the batch: fewer target tokens for the same size
+    mixed = [(39, 9), (9, 9)] * 50
+    assert anchor.batch_size_for(mixed, 50) > anchor.batch_size_for([(9, 9)] * 100, 50)
+
+
+def test_batch_size_for_predicts_the_committed_anchors_tokens_per_update() -> None:
+    """The committed JoeyNMT run (batch_size 4096, our Bible split and BPE) carried
+    train_tokens / updates target tokens per update; the replay of its sampler, asked for
+    that many, gives back its size to within 1%."""
+    from experiments.translation import TUNED
+    from harness.train.translation.corpus import bible, split_digest
+
+    [row] = [r for r in read_results(results_path(REPO / "results", anchor.SUITE)).to_dict(
+        "records") if r["model"] == "joeynmt-transformer"]
+    corpus = bible()
+    assert row["split"] == split_digest(corpus) and row["batch_tokens"] == 4096
+    tok = shared_bpe(corpus, TUNED["bpe"], None)
+    lengths = anchor.train_lengths(corpus, tok, TUNED["max_tokens"])
+    assert len(lengths) == row["train_pairs"]
+    size = anchor.batch_size_for(lengths, row["train_tokens"] / row["updates"])
+    assert size == pytest.approx(4096, rel=0.01)
 
 
 def _trial(out: Path, model: str, value: float, pruned: bool = False) -> None:
     """A finished trial's row as the tuning search writes it (the columns read here)."""
+    from harness.results import append_row
+
     row = {"suite": "translation-cpu-tune", "point_id": f"trial-{model}-{value}",
            "runner": "translate", "model": model, "device": "cpu", "machine": "m",
            "status": "ok", "best_dev_bleu_greedy": value, "stopped_by":
            "pruned" if pruned else "budget", "steps_run": 1800, "train_flops": 6e13,
-           "eval_flops": 6e13 / 18, **RECIPE}
-    from harness.results import append_row
-
+           "eval_flops": 6e13 / 18, "train_tokens": 1800 * 50, **RECIPE}
     append_row(results_path(out, "translation-cpu-tune"), row)
 
 
-def test_recipe_option_writes_the_best_trials_recipe_or_says_what_is_missing(
-        tmp_path: Path, monkeypatch, capsys) -> None:
+def test_recipe_option_writes_the_best_trials_recipe_or_says_what_is_missing(tmp_path):
     script = _script()
     config = REPO / anchor.CONFIG
     with pytest.raises(script.BadInput, match="no finished trial of transformer"):
-        script.searched(config, "translation-cpu-tune", tmp_path)
+        script.searched_trial(config, "translation-cpu-tune", tmp_path)
+    with pytest.raises(script.BadInput, match="not a search"):
+        script.searched_trial(config, "no-such-search", tmp_path)
     _trial(tmp_path, "transformer", 5.0)
     _trial(tmp_path, "transformer", 9.0, pruned=True)  # pruned: not a recipe
     _trial(tmp_path, "transformer", 7.0)
-    path, extra = script.searched(config, "translation-cpu-tune", tmp_path)
+    trial = script.searched_trial(config, "translation-cpu-tune", tmp_path)
+    assert trial["point_id"] == "trial-transformer-7.0"
+    lengths = [(9, 9)] * 100
+    path, extra = script.write_searched(config, trial, "translation-cpu-tune", tmp_path, lengths)
     assert path == (tmp_path / anchor.SUITE / "joeynmt-transformer-searched.yaml").resolve()
     assert extra == {"recipe": "translation-cpu-tune", "recipe_trial": "trial-transformer-7.0",
-                     "recipe_unmatched": "attn_dropout"}
+                     "recipe_unmatched": "attn_dropout", "recipe_tokens_per_update": 50.0}
     written = anchor.load_config(path)
-    assert written == anchor.with_recipe(anchor.load_config(config), RECIPE, 1800, 100)
+    assert written == anchor.with_recipe(anchor.load_config(config), RECIPE, 1800, 100, 41)
     assert "trial-transformer-7.0" in path.read_text()
     first = path.read_bytes()
-    script.searched(config, "translation-cpu-tune", tmp_path)
+    script.write_searched(config, trial, "translation-cpu-tune", tmp_path, lengths)
     assert path.read_bytes() == first  # the same config, so a stopped run resumes
-    monkeypatch.setattr(sys, "argv", ["scripts/anchor", "--recipe", "no-such-search",
-                                      "--out", str(tmp_path), "--venv", str(JOEY)])
-    if (JOEY / "bin" / "python").exists():  # the venv is checked first
-        assert script.main() == 2
-        err = capsys.readouterr().err
-        assert len(err.splitlines()) == 1 and "not a search" in err
 
 
 @pytest.mark.skipif(not (JOEY / "bin" / "python").exists(),

@@ -405,6 +405,11 @@ def test_table2_shows_a_models_last_recipe_only(tmp_path) -> None:
                   for m in ("lstm", "transformer") for s in range(3)]).to_csv(
         tmp_path / "translation-cpu" / "results.csv", index=False)
     assert table2_suite(tmp_path) == "translation-cpu"  # the new recipe has 2 seeds only
+    from harness.report.translation import recipes
+
+    tuned = read_results(tmp_path / "translation-cpu-tuned" / "results.csv")
+    assert not recipes(tuned.assign(dev_ppl=9.0)).empty  # rows naming no search: a sweep
+    assert recipes(tuned.assign(dev_ppl=9.0, recipe="translation-cpu-tune")).empty
 
 
 def test_the_recipe_table_marks_each_models_lowest_dev_perplexity() -> None:
