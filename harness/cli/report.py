@@ -167,11 +167,29 @@ def report_cmd(out: str, suite: str | None, machine: str | None) -> None:
     _check_machine(out, [suite] if suite else None, machine)
     with machine_choice(machine):
         click.echo(str(report.write_report(Path(out), suite)))
+        for path in _search_documents(Path(out), suite):
+            click.echo(str(path))
     # the blocks show the default choice: a report of one chosen machine leaves them
     group = click.get_current_context().find_root().command  # `tvr` itself
     if suite is None and machine is None and isinstance(group, click.Group):
         for path in update_documents(Path(out).resolve().parent, Path(out), group):
             click.echo(str(path))
+
+
+def _search_documents(out: Path, suite: str | None) -> list[Path]:
+    """Each tuning search's search.md from its trials' rows, as `tvr tune` writes it (the
+    report may not import experiments, which declares the searches; this command may)."""
+    import experiments
+    from harness.files import write_atomic
+    from harness.results import results_path
+    from harness.run.tune import document
+
+    written = []
+    for name, search in experiments.SEARCHES.items():
+        if (suite is None or suite == name) and results_path(out, name).exists():
+            write_atomic(out / name / "search.md", document(search(), out))
+            written.append(out / name / "search.md")
+    return written
 
 
 @click.command("claims", epilog="""\b

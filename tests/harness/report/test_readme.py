@@ -44,6 +44,9 @@ def test_report_regenerates_results_byte_identical(tmp_path, monkeypatch):
     out = tmp_path / "results"
     shutil.copytree(ROOT / "results", out, ignore=shutil.ignore_patterns("mlflow.db*", "*.png"))
     write_report(out)
+    from harness.cli.report import _search_documents
+
+    assert (out / "translation-cpu-tune" / "search.md") in _search_documents(out, None)
     for path in sorted(out.rglob("*")):
         if path.is_file() and path.suffix != ".png":
             committed = ROOT / "results" / path.relative_to(out)
