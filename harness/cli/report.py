@@ -158,8 +158,9 @@ def plot_cmd(name: str, out: str, suite: str, machine: str | None) -> None:
 @machine_option
 def report_cmd(out: str, suite: str | None, machine: str | None) -> None:
     """Write <out>/REPORT.md: the claims ledger and every suite's tables and figures, with
-    the machine they ran on, and each tuning search's search.md; then the generated blocks of the README.md beside <out> and
-    of its docs/*.md (the CLI reference and the suite list among them)."""
+    the machine they ran on, and each tuning search's search.md; then the generated blocks
+    of the README.md beside <out> and of its docs/*.md (the CLI reference and the suite
+    list among them)."""
     from harness.cli.docs import update_documents
     from harness.report import document as report
     from harness.results import machine_choice

@@ -11,14 +11,14 @@ so its ids are ours with <unk> and <pad> swapped); {dev,test}.ref, the raw refer
 
 run_anchor() trains JoeyNMT from a committed config (experiments/anchor/) in its own venv
 (.venv-joeynmt: its protobuf pin conflicts with MLflow) with `python -m joeynmt train` on one
-thread, under a wall-clock budget: when it runs out, the training gets SIGINT, which JoeyNMT
-catches, saving a checkpoint. A stopped scripts/anchor resumes: each sitting trains in its
-own model folder (model-<k>; JoeyNMT refuses an existing one) from the previous sitting's
-latest.ckpt (`training.load_model`, with its optimizer, schedule, data order and best score),
-on the budget left. Then `python -m joeynmt test` beam-decodes dev and test with the best
-checkpoint by the config's early-stopping metric (and, when training ended after its last
-validation, with the final weights too, kept if our dev BLEU is higher); its
-pieces go back through our tokenizer (piece -> id -> decode) and are scored as runner
+thread (or `threads`), under a wall-clock budget: when it runs out, the training gets SIGINT,
+which JoeyNMT catches, saving a checkpoint. A stopped scripts/anchor resumes: each sitting
+trains in its own model folder (model-<k>; JoeyNMT refuses an existing one) from the
+previous sitting's latest.ckpt (`training.load_model`, with its optimizer, schedule, data
+order and best score), on the budget left. Then `python -m joeynmt test` beam-decodes dev
+and test with the best checkpoint by the config's early-stopping metric (and, when training
+ended after its last validation, with the final weights too, kept if our dev BLEU is
+higher); its pieces go back through our tokenizer (piece -> id -> decode) and are scored as runner
 "translate" scores: a row in
 <out>/translation-anchor/results.csv with the toolkit's version, the config's path and
 sha256, the split's digest, and the hypotheses beside it; JoeyNMT's validations (greedy, BLEU
@@ -74,8 +74,12 @@ CONFIG = Path("experiments/anchor/joeynmt-transformer.yaml")
 TRAIN_SECONDS = 3900  # the default wall-clock budget of training: 65 min
 WORK = "checkpoints"  # <out>/<suite>/checkpoints/<digest>/: data, sittings (git-ignored)
 STOP_WAIT_S = 600  # how long JoeyNMT may take to save its checkpoint after SIGINT
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-              "CUDA_VISIBLE_DEVICES": ""}
+
+
+def _threads(n: int) -> dict[str, str]:
+    """The environment that runs JoeyNMT's torch on `n` CPU threads and no GPU."""
+    return {"OMP_NUM_THREADS": str(n), "MKL_NUM_THREADS": str(n),
+            "OPENBLAS_NUM_THREADS": str(n), "CUDA_VISIBLE_DEVICES": ""}
 
 
 @dataclass(frozen=True)
@@ -291,12 +295,14 @@ def cpu_spent(state: dict[str, Any]) -> float | None:
     return None if None in cpu else sum(cpu)
 
 
-def _joey(venv: Path, args: list[str], work: Path, log: Path) -> subprocess.Popen:
-    """`python -m joeynmt ARGS` in the venv, in `work`, on one thread, in its own session
-    (a stop of scripts/anchor reaches it as the SIGINT we send, so it saves a checkpoint)."""
+def _joey(venv: Path, args: list[str], work: Path, log: Path, threads: int = 1
+          ) -> subprocess.Popen:
+    """`python -m joeynmt ARGS` in the venv, in `work`, on `threads` threads, in its own
+    session (a stop of scripts/anchor reaches it as the SIGINT we send, so it saves a
+    checkpoint)."""
     with open(log, "ab") as out:
         return subprocess.Popen([str((venv / "bin" / "python").absolute()), "-m", "joeynmt",
-                                 *args], cwd=work, env=os.environ | ONE_THREAD, stdout=out,
+                                 *args], cwd=work, env=os.environ | _threads(threads), stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True,
                                 preexec_fn=_hear_sigint)
 
@@ -320,7 +326,7 @@ def _stop(proc: subprocess.Popen) -> int:
 
 
 def train(venv: Path, cfg: dict[str, Any], work: Path, max_tokens: int, budget_s: float,
-          echo: Callable[[str], None]) -> dict[str, Any]:
+          echo: Callable[[str], None], threads: int = 1) -> dict[str, Any]:
     """Train in sittings until JoeyNMT ends by itself or the budget is spent; the state."""
     state = _read_state(work)
     while not state.get("ended"):
@@ -337,10 +343,11 @@ def train(venv: Path, cfg: dict[str, Any], work: Path, max_tokens: int, budget_s
                                             sort_keys=False))
         echo(f"anchor: training sitting {name} ({left:.0f} s of budget left"
              f"{', from ' + resume if resume else ''}); log {work / name}.out")
-        state["sittings"][name] = {"start": time.time(), "seconds": None}
+        state["sittings"][name] = {"start": time.time(), "seconds": None, "threads": threads}
         _write_state(work, state)
         start, cpu = time.monotonic(), _children_cpu()
-        proc = _joey(venv, ["train", config.name, "--skip-test"], work, work / f"{name}.out")
+        proc = _joey(venv, ["train", config.name, "--skip-test"], work, work / f"{name}.out",
+                     threads)
         try:
             rc, ended = proc.wait(left), "finished"
         except subprocess.TimeoutExpired:
@@ -379,15 +386,16 @@ def _best(work: Path) -> Path:
     return _latest(work)
 
 
-def decode(venv: Path, cfg: dict[str, Any], work: Path, max_tokens: int, best: Path
-           ) -> tuple[dict[str, list[str]], float, float]:
+def decode(venv: Path, cfg: dict[str, Any], work: Path, max_tokens: int, best: Path,
+           threads: int = 1) -> tuple[dict[str, list[str]], float, float]:
     """Beam search with `best` on dev and test: the pieces per split, the seconds and the
     CPU seconds."""
     config = sitting_config(cfg, max_tokens, best.parent.name, None)
     config["testing"]["load_model"] = str(best)
     write_atomic(work / "decode.yaml", yaml.safe_dump(config, sort_keys=False))
     start, cpu = time.monotonic(), _children_cpu()
-    proc = _joey(venv, ["test", "decode.yaml", "-o", "hyps"], work, work / "decode.out")
+    proc = _joey(venv, ["test", "decode.yaml", "-o", "hyps"], work, work / "decode.out",
+                 threads)
     try:
         rc = proc.wait()
     except BaseException:
@@ -444,11 +452,12 @@ def _git_commit() -> str:
 def run_anchor(config_path: Path, out_dir: Path, corpus: Corpus, tok: Tokenizer,
                max_tokens: int, venv: Path = VENV, budget_s: float = TRAIN_SECONDS,
                resume: bool = True, echo: Callable[[str], None] = print,
-               shown: Path | None = None, extra: dict[str, Any] | None = None
-               ) -> dict[str, Any] | None:
+               shown: Path | None = None, extra: dict[str, Any] | None = None,
+               threads: int = 1) -> dict[str, Any] | None:
     """Export, train, decode, score; the row written (None: already done, resume).
     `shown`: the config's path as the row names it (default: as given); `extra`: more
-    columns for the row."""
+    columns for the row; `threads`: JoeyNMT's CPU threads from here on (each sitting's in
+    its state; the row's CPU seconds are the fair measure of work across them)."""
     versions = toolkit_version(venv)
     cfg = load_config(config_path)
     sha = hashlib.sha256(Path(config_path).read_bytes()).hexdigest()
@@ -467,7 +476,7 @@ def run_anchor(config_path: Path, out_dir: Path, corpus: Corpus, tok: Tokenizer,
 
         shutil.rmtree(work)
     data = export(corpus, tok, max_tokens, work)
-    state = train(venv, cfg, work, max_tokens, budget_s, echo)
+    state = train(venv, cfg, work, max_tokens, budget_s, echo, threads)
     # JoeyNMT validates every validation_freq updates: training that ends between two
     # validations (the budget, `updates`) leaves final weights it never scored, decoded too
     # and kept if their dev BLEU (ours, beam search) is higher
@@ -477,7 +486,7 @@ def run_anchor(config_path: Path, out_dir: Path, corpus: Corpus, tok: Tokenizer,
         if kind == "final" and final == best:
             continue
         echo(f"anchor: decoding dev and test with {ckpt.relative_to(work)} ({kind})")
-        hyps, seconds, cpu = decode(venv, cfg, work, max_tokens, ckpt)
+        hyps, seconds, cpu = decode(venv, cfg, work, max_tokens, ckpt, threads)
         dev = score(from_pieces(tok, hyps["dev"]), [t for _, t in corpus.dev])["bleu"]
         chosen[f"{kind}_checkpoint_dev_bleu"] = dev
         chosen[f"{kind}_checkpoint_step"] = checkpoint_stats(ckpt)["steps"]
@@ -497,7 +506,8 @@ def run_anchor(config_path: Path, out_dir: Path, corpus: Corpus, tok: Tokenizer,
         write_lines(table.parent / rel, lines)
     enc, dec, testing = cfg["model"]["encoder"], cfg["model"]["decoder"], cfg["testing"]
     facts = machine_facts(torch.device("cpu")) | {
-        "threads": 1, "torch_version": versions.get("torch", ""), "host": socket.gethostname(),
+        "threads": threads, "torch_version": versions.get("torch", ""),
+        "host": socket.gethostname(),
         "executor": "subprocess", "nice": os.nice(0), "git_commit": _git_commit()}
     row = {"suite": SUITE, "point_id": point_id, "runner": TOOLKIT, "model": model, "mixer": "",
            "seq_len": 0, "d_model": enc.get("hidden_size", 0), "batch_size": 0,

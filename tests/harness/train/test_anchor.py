@@ -101,6 +101,7 @@ def _script():
     (False, ["--config", "bad.yaml"], "no JoeyNMT installed"),
     (True, ["--config", "bad.yaml"], "not a JoeyNMT config"),
     (True, ["--recipe", "no-such-search"], "not a search"),
+    (True, ["--threads", "0"], "--threads 0: between 1 and 1024"),
     (True, ["--recipe", "translation-cpu-tune"], "no finished trial of transformer")])
 def test_bad_input_is_one_line_and_exit_code_2(tmp_path: Path, monkeypatch, capsys,
                                                venv_ok: bool, args: list[str], said: str):
