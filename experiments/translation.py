@@ -128,8 +128,10 @@ def translation_cpu_tune() -> Search:
     successive halving on its best dev BLEU (greedy, 200 dev verses) at 1/9 and 1/3 of the
     budget; one seed; dev only (test never decoded). The best finished trial per model is
     its recipe (the highest best dev BLEU on the curve). Resumable: a rerun continues the
-    study where it stopped. Expected (from the rates of the earlier CPU sweep, one core): a
-    whole trial ~20-35 min, a pruned one 2-12 min; ~3 core-hours per model."""
+    study where it stopped. Measured on a 2-core AMD EPYC, one process per core: a whole
+    Transformer trial 39-56 min of wall clock, a pruned one 5-14 min (its first 6 trials: 2.2
+    h); the recurrent models' first trial (3 layers a stack) reached half its budget in 80
+    min beside two other processes. About 24 trials per model: 8-10 core-hours each."""
     base = tuple(translate_point("translation-cpu-tune", m, CPU_D_MODEL, CPU_BATCH, 0,
                                  arch=CPU_ARCH, **(TUNED | {"score_test": False,
                                                             "speed_sentences": 0}))
