@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from harness.files import read_lines
 from harness.results import read_results, results_path
-from harness.train.translation import anchor
+from harness.train.translation import anchor, anchor_recipe
 from harness.train.translation.bpe import shared_bpe
 from harness.train.translation.corpus import Corpus
 from harness.train.translation.scoring import score
@@ -177,11 +177,11 @@ OWN = ("num_layers", "dropout", "embeddings", "hidden_dropout", "layer_norm")
 @pytest.mark.parametrize("name", ["joeynmt-transformer", "joeynmt-rnn"])
 def test_with_recipe_puts_our_searched_recipe_in_joeynmt_s_keys(name: str) -> None:
     cfg = anchor.load_config(REPO / "experiments" / "anchor" / f"{name}.yaml")
-    model = anchor.our_model(cfg)
+    model = anchor_recipe.our_model(cfg)
     assert model == {"joeynmt-transformer": "transformer", "joeynmt-rnn": "lstm-attention"}[name]
     recipe = RECIPE if model == "transformer" else {k: v for k, v in RECIPE.items()
                                                     if k not in ("norm", "attn_dropout")}
-    out = anchor.with_recipe(cfg, recipe, 3497, 194, 3505)
+    out = anchor_recipe.with_recipe(cfg, recipe, 3497, 194, 3505)
     train = out["training"]
     assert (train["learning_rate"], train["learning_rate_warmup"]) == (8e-4, 1500)
     assert train["scheduling"] == "warmupinversesquareroot" and "patience" not in train
@@ -209,11 +209,12 @@ def test_with_recipe_puts_our_searched_recipe_in_joeynmt_s_keys(name: str) -> No
 def test_batch_size_for_replays_joeynmt_s_token_batches() -> None:
     # pairs of 9 pieces a side: 10 padded tokens each, all of them real target tokens; a
     # batch closes once pairs x 10 reaches its size, so 41-50 hold 5 pairs, 50 tokens
-    assert anchor.batch_size_for([(9, 9)] * 100, 50) == 41
-    assert anchor.batch_size_for([(9, 9)] * 100, 51) == 51
+    assert anchor_recipe.batch_size_for([(9, 9)] * 100, 50) == 41
+    assert anchor_recipe.batch_size_for([(9, 9)] * 100, 51) == 51
     # a long source pads the batch: fewer target tokens for the same size
     mixed = [(39, 9), (9, 9)] * 50
-    assert anchor.batch_size_for(mixed, 50) > anchor.batch_size_for([(9, 9)] * 100, 50)
+    assert anchor_recipe.batch_size_for(mixed, 50) > \
+        anchor_recipe.batch_size_for([(9, 9)] * 100, 50)
 
 
 def test_batch_size_for_predicts_the_committed_anchors_tokens_per_update() -> None:
@@ -228,9 +229,9 @@ def test_batch_size_for_predicts_the_committed_anchors_tokens_per_update() -> No
     corpus = bible()
     assert row["split"] == split_digest(corpus) and row["batch_tokens"] == 4096
     tok = shared_bpe(corpus, TUNED["bpe"], None)
-    lengths = anchor.train_lengths(corpus, tok, TUNED["max_tokens"])
+    lengths = anchor_recipe.train_lengths(corpus, tok, TUNED["max_tokens"])
     assert len(lengths) == row["train_pairs"]
-    size = anchor.batch_size_for(lengths, row["train_tokens"] / row["updates"])
+    size = anchor_recipe.batch_size_for(lengths, row["train_tokens"] / row["updates"])
     assert size == pytest.approx(4096, rel=0.01)
 
 
@@ -264,7 +265,7 @@ def test_recipe_option_writes_the_best_trials_recipe_or_says_what_is_missing(tmp
     assert extra == {"recipe": "translation-cpu-tune", "recipe_trial": "trial-transformer-7.0",
                      "recipe_unmatched": "attn_dropout", "recipe_tokens_per_update": 50.0}
     written = anchor.load_config(path)
-    assert written == anchor.with_recipe(anchor.load_config(config), RECIPE, 1800, 100, 41)
+    assert written == anchor_recipe.with_recipe(anchor.load_config(config), RECIPE, 1800, 100, 41)
     assert "trial-transformer-7.0" in path.read_text()
     first = path.read_bytes()
     script.write_searched(config, trial, "translation-cpu-tune", tmp_path, lengths)
