@@ -17,7 +17,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from experiments.spec import CAST_RUNNERS, Point, TrainOptions, TranslateOptions
+from experiments.spec import (
+    CAST_RUNNERS,
+    LAYER_RUNNERS,
+    MODEL_RUNNERS,
+    Point,
+    TrainOptions,
+    TranslateOptions,
+)
 
 
 @dataclass(frozen=True)
@@ -187,7 +194,24 @@ def settable(point: Point) -> dict[str, tuple[str, type]]:
     for key, value in point.config:
         if isinstance(value, (bool, int, float, str)):
             keys[key] = ("config", type(value))
+    for key, type_ in _config_fields(point).items():
+        keys.setdefault(key, ("config", type_))  # a size or option of that name comes first
     return keys
+
+
+def _config_fields(point: Point) -> dict[str, type]:
+    """The scalar keys of the point's model or mixer config that it leaves at their
+    defaults (a Transformer's attn_dropout), but vocab_size, which the runner sets."""
+    from models import registry
+
+    kind = "model" if point.runner in MODEL_RUNNERS else \
+        "mixer" if point.runner in LAYER_RUNNERS else None
+    cls = registry.config_class(point.subject, kind) if kind else None
+    if cls is None:
+        return {}
+    hints = typing.get_type_hints(cls)
+    return {f.name: t for f in dataclasses.fields(cls)
+            if f.name != "vocab_size" and (t := _scalar(hints[f.name])) is not None}
 
 
 def _kind(point: Point, key: str) -> tuple[str, type] | None:

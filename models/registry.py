@@ -320,6 +320,13 @@ def config_keys() -> set[str]:
     return {f.name for e in every for f in dataclasses.fields(e.config)}
 
 
+def config_class(name: str, kind: str = "model") -> type | None:
+    """The config dataclass of a model (kind="model") or mixer (kind="mixer"); None for a
+    name that is neither (a baseline's name)."""
+    entry = (_models() if kind == "model" else _mixers()).get(name)
+    return entry.config if entry is not None else None
+
+
 def describe(name: str) -> str:
     check_choice("model name", name, tuple(_models()))
     return _models()[name].doc

@@ -60,6 +60,22 @@ def test_set_changes_an_option_a_size_or_a_config_key_where_the_point_has_it():
     assert all(dict(p.config)["n_heads"] == 1 for p in changed)
 
 
+def test_set_reaches_a_model_config_key_the_suite_leaves_at_its_default():
+    """attn_dropout is a Transformer config key no translation-quick point names: --set
+    changes it on the Transformer's points, typed as the config types it, and on no other."""
+    points = experiments.points("translation-quick")
+    assert not any("attn_dropout" in dict(p.config) for p in points)
+    chosen, name = o.apply(points, [o.Set.parse("attn_dropout=0.05")], "t")
+    assert name == "t-attn_dropout-0.05"
+    for before, after in zip(points, chosen, strict=True):
+        if before.runner == "translate" and before.subject == "transformer":
+            assert dict(after.config)["attn_dropout"] == 0.05
+        else:
+            assert after == before
+    with pytest.raises(ValueError, match="vocab_size: no point"):
+        o.apply(points, [o.Set.parse("vocab_size=9")], "t")
+
+
 @pytest.mark.parametrize("text,needle", [
     ("steps", "write KEY=VALUE"),
     ("steps=a/b", "letters, digits"),

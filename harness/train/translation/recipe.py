@@ -68,7 +68,8 @@ def with_recipe(point: Point, recipe: dict[str, Any]) -> Point:
 def apply(points: list[Point], out_dir: Path, fixed: tuple[str, ...] = ()) -> list[Point]:
     """Every point naming a search, with its model's best recipe from <out>/<search>/, but
     for the keys the point keeps (TranslateOptions.recipe_keeps: a variation's own knob);
-    `fixed`: keys the user set (`--set`), which the recipe must not silently replace."""
+    `fixed`: keys the user set (`--set`), which the point keeps as well (an ablation of the
+    recipe: its id names them in recipe_keeps, and a line says so)."""
     from experiments import SEARCHES
 
     out, found = [], {}
@@ -83,9 +84,9 @@ def apply(points: list[Point], out_dir: Path, fixed: tuple[str, ...] = ()) -> li
         if (name, p.subject) not in found:
             search = SEARCHES[name]()
             clash = sorted(set(fixed) & set(search.space.get(p.subject, {})))
-            if clash:
-                raise BadInput(f"--set {clash[0]}: the recipe of search {name!r} sets it for "
-                               f"{p.subject}; tune it there (`tvr tune {name}`) instead")
+            if clash:  # an ablation of the recipe: the point keeps it, and its id says so
+                say(f"--set {', '.join(clash)}: {p.subject} keeps the value set, not the one "
+                    f"of search {name!r}; the rest of its recipe comes from the search")
             trials = read_results(results_path(out_dir, name))
             row = best_row(trials, p.subject)
             if row is None:
@@ -98,7 +99,9 @@ def apply(points: list[Point], out_dir: Path, fixed: tuple[str, ...] = ()) -> li
                     f"{p.subject} trials; training with its best so far. A better recipe "
                     "found later trains new points, and the tables keep its rows only")
             found[name, p.subject] = recipe_of(row, search.space.get(p.subject, {}))
-        keeps = getattr(p.options, "recipe_keeps", ())
+        keeps = tuple(sorted(set(p.options.recipe_keeps)
+                             | set(fixed) & set(found[name, p.subject])))
+        p = dataclasses.replace(p, options=dataclasses.replace(p.options, recipe_keeps=keeps))
         out.append(with_recipe(p, {k: v for k, v in found[name, p.subject].items()
                                    if k not in keeps}))
     return out

@@ -3,6 +3,7 @@ the tuned suite's point ids and rows; the training loop's budget and pruning sto
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import optuna
@@ -173,18 +174,27 @@ def test_diverged_trials_are_results_and_bad_studies_are_one_line(tmp_path):
     assert r.exit_code == 2 and "move it aside" in r.output and "Traceback" not in r.output
 
 
-def test_set_cannot_silently_lose_to_the_recipe(tuned):
+def test_set_of_a_searched_key_is_an_ablation_the_id_names(tuned):
+    """`--set peak_lr=...` on a tuned suite trains that value with the rest of the recipe,
+    says so, and names the kept key in the point id (never a silent loss to the recipe)."""
     out, _ = tuned
     r = tvr("run", "translation-tiny-tuned", "--out", str(out), "--set", "peak_lr=0.5",
-            "--dry-run")
-    assert r.exit_code == 2 and "--set peak_lr" in r.output and "tvr tune" in r.output
+            "--only", "transformer", "--dry-run")
+    assert r.exit_code == 0, r.output
+    assert "--set peak_lr: transformer keeps the value set" in r.output
+    base = next(p for p in experiments.SUITES["translation-tiny-tuned"]()
+                if p.subject == "transformer")
+    mine = dataclasses.replace(base, options=dataclasses.replace(base.options, peak_lr=0.5))
+    [applied], [plain] = recipe.apply([mine], out, ("peak_lr",)), recipe.apply([base], out)
+    assert applied.options.peak_lr == 0.5 != plain.options.peak_lr
+    assert applied.options.recipe_keeps == ("peak_lr",)
+    assert dict(applied.config)["n_layers"] == dict(plain.config)["n_layers"]
+    assert "-recipe_keeps=peak_lr-" in applied.point_id
 
 
 def test_a_variation_keeps_its_own_knob_and_takes_the_rest_of_the_recipe(tuned):
     """A Table 3 variation of a tuned point (recipe_keeps) trains its own value of a searched
     key, and the best trial's values of the others; its id says both."""
-    import dataclasses
-
     from experiments.spec import config
 
     out, _ = tuned
