@@ -131,6 +131,7 @@ class TranslateOptions:
     bitext: tuple[str, ...] = ()  # a user's bilingual corpus: one TSV or two line-aligned files
     bpe: int = 4000  # shared BPE vocabulary size
     max_tokens: int = 64  # training pairs longer than this (subwords, either side) left out
+    source_eos: bool = False  # every source ends in EOS, as fairseq and JoeyNMT feed it
     peak_lr: float = 1e-3  # the inverse-square-root schedule is scaled to peak here
     warmup: float = 0.04  # warm-up as a fraction of steps (the paper: 4000 of 100k)
     warmup_steps: int = 0  # warm-up in updates, whatever the run's length; 0: `warmup`

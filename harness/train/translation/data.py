@@ -111,14 +111,15 @@ class TrainStream:
         return self.data[int(torch.randperm(len(self.data), generator=g)[i])]
 
 
-def tokenized(tok: Tokenizer, pairs: tuple[tuple[str, str], ...], max_tokens: int | None
-              ) -> tuple[list[list[int]], list[list[int]], int]:
+def tokenized(tok: Tokenizer, pairs: tuple[tuple[str, str], ...], max_tokens: int | None,
+              source_eos: bool = False) -> tuple[list[list[int]], list[list[int]], int]:
     """Source and target ids; with max_tokens, the pairs longer than it on a side dropped
-    (and counted)."""
+    (and counted); with source_eos, every source ends in EOS (after the length filter, so
+    the same pairs are kept), as fairseq and JoeyNMT feed their encoders."""
     src = encode(tok, [s for s, _ in pairs])
     tgt = encode(tok, [t for _, t in pairs])
-    if max_tokens is None:
-        return src, tgt, 0
-    keep = [i for i in range(len(src)) if len(src[i]) <= max_tokens and len(tgt[i]) <= max_tokens]
-    return [src[i] for i in keep], [tgt[i] for i in keep], len(src) - len(keep)
+    keep = [i for i in range(len(src)) if max_tokens is None
+            or len(src[i]) <= max_tokens and len(tgt[i]) <= max_tokens]
+    end = [tok.token_to_id("</s>")] if source_eos else []
+    return [src[i] + end for i in keep], [tgt[i] for i in keep], len(src) - len(keep)
 

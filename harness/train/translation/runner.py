@@ -81,17 +81,18 @@ def model_config(point: Point, vocab_size: int) -> dict[str, Any]:
     return cfg
 
 
-_BATCHES: dict[tuple[str, int, int], tuple[list[PairBatch], int]] = {}
+_BATCHES: dict[tuple[str, int, int, int, bool], tuple[list[PairBatch], int]] = {}
 
 
 def _train_batches(corpus: corpora.Corpus, tok: Tokenizer, max_tokens: int,
-                   batch_size: int, batch_tokens: int = 0) -> tuple[list[PairBatch], int]:
+                   batch_size: int, batch_tokens: int = 0, source_eos: bool = False
+                   ) -> tuple[list[PairBatch], int]:
     """Training batches and how many pairs the length limit left out; kept per vocabulary
     (corpus name and size), limit and batch size, since the points of a suite share them."""
     key = (f"{corpus.name}-{tok.get_vocab_size()}-{hash(tok.to_str())}", max_tokens,
-           batch_size, batch_tokens)
+           batch_size, batch_tokens, source_eos)
     if key not in _BATCHES:
-        src, tgt, too_long = tokenized(tok, corpus.train, max_tokens)
+        src, tgt, too_long = tokenized(tok, corpus.train, max_tokens, source_eos)
         _BATCHES[key] = batches(src, tgt, special_ids(tok), batch_size,
                                 batch_tokens=batch_tokens), too_long
     return _BATCHES[key]
@@ -118,10 +119,10 @@ def subsample(pairs: tuple[tuple[str, str], ...], limit: int) -> tuple[tuple[str
     return tuple(pairs[i] for i in keep)
 
 
-def _held_out(tok: Tokenizer, pairs: tuple[tuple[str, str], ...], limit: int = 0
-              ) -> tuple[list[list[int]], list[list[int]], list[str]]:
+def _held_out(tok: Tokenizer, pairs: tuple[tuple[str, str], ...], opts: TranslateOptions,
+              limit: int = 0) -> tuple[list[list[int]], list[list[int]], list[str]]:
     pairs = subsample(pairs, limit)
-    src, tgt, _ = tokenized(tok, pairs, None)
+    src, tgt, _ = tokenized(tok, pairs, None, opts.source_eos)
     return src, tgt, [t for _, t in pairs]
 
 
@@ -185,7 +186,7 @@ def _final(model, tok, corpus, opts, device, stem, files) -> dict[str, Any]:
     """Beam-search dev and test, scored; hypotheses (and references) added to `files`."""
     out: dict[str, Any] = {}
     for split in ("dev", "test") if opts.score_test else ("dev",):
-        src, _, refs = _held_out(tok, held_out(corpus, split, opts, opts.final_sentences))
+        src, _, refs = _held_out(tok, held_out(corpus, split, opts, opts.final_sentences), opts)
         hyps = translate(model, tok, src, device, opts.beam, opts.alpha)
         out |= score_split(split, hyps, refs, corpus, opts, stem, files)
     return out
@@ -232,10 +233,11 @@ def _train_and_score(point: Point, opts: TranslateOptions, ctx: Context, model: 
                      cfg: dict[str, Any], corpus: corpora.Corpus, tok: Tokenizer) -> Result:
     device, ids = ctx.device, special_ids(tok)
     train_data, too_long = _train_batches(corpus, tok, opts.max_tokens, point.batch_size,
-                                          opts.batch_tokens)
+                                          opts.batch_tokens, opts.source_eos)
     stream = TrainStream(train_data, point.seed)
-    dev_src, dev_tgt, _ = _held_out(tok, held_out(corpus, "dev", opts))
-    curve_src, _, curve_refs = _held_out(tok, held_out(corpus, "dev", opts), opts.eval_sentences)
+    dev_src, dev_tgt, _ = _held_out(tok, held_out(corpus, "dev", opts), opts)
+    curve_src, _, curve_refs = _held_out(tok, held_out(corpus, "dev", opts), opts,
+                                         opts.eval_sentences)
 
     def evaluate() -> dict[str, float]:
         hyps = translate(model, tok, curve_src, device)
@@ -278,7 +280,7 @@ def _train_and_score(point: Point, opts: TranslateOptions, ctx: Context, model: 
         return Result(values, log.series, files=files)
     values |= _final(model, tok, corpus, opts, device, stem, files)
     if opts.speed_sentences:
-        test_src = _held_out(tok, held_out(corpus, "test", opts, opts.speed_sentences))[0]
+        test_src = _held_out(tok, held_out(corpus, "test", opts, opts.speed_sentences), opts)[0]
         values |= decode_speed(model, tok, test_src, device, opts.beam, opts.alpha)
     _remove(ckpt, ctx)
     return Result(values, log.series, files=files)

@@ -14,13 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sacrebleu.metrics import BLEU
 
+from experiments.spec import TranslateOptions
 from harness.cli import cli
 from harness.files import read_lines, write_lines
 from harness.results import read_results, results_path
 from harness.train.translation import corpus as C
 from harness.train.translation.baselines import best_constant
 from harness.train.translation.bpe import cache_path, shared_bpe
-from harness.train.translation.runner import subsample
+from harness.train.translation.data import tokenized
+from harness.train.translation.runner import _held_out, subsample
 from harness.train.translation.scoring import repeats, score
 from harness.train.translation.tfidf import TfIdf
 
@@ -144,6 +146,25 @@ def test_bpe_is_learned_on_train_only_and_cached_by_corpus_and_size(tmp_path) ->
     mtime = path.stat().st_mtime_ns
     again = shared_bpe(corpus, 100, tmp_path)
     assert path.stat().st_mtime_ns == mtime and again.get_vocab() == tok.get_vocab()
+
+
+def test_source_eos_ends_every_source_after_the_same_length_filter(tmp_path) -> None:
+    """source_eos: each source ends in EOS (training batches and held-out sources alike);
+    the length limit sees the sentence without it, so the same pairs are kept."""
+    lines = [f"mawu {'ndi ' * (i % 9)}{i}\tword {'and ' * (i % 5)}{i}" for i in range(60)]
+    (tmp_path / "c.tsv").write_text("\n".join(lines), encoding="utf-8")
+    corpus = C.user_corpus((str(tmp_path / "c.tsv"),))
+    tok = shared_bpe(corpus, 100, tmp_path)
+    eos = tok.token_to_id("</s>")
+    limit = sorted(len(e.ids) for e in tok.encode_batch([s for s, _ in corpus.train]))[-5] - 1
+    plain = tokenized(tok, corpus.train, limit)
+    ended = tokenized(tok, corpus.train, limit, source_eos=True)
+    assert 0 < plain[2] == ended[2] and ended[1] == plain[1]
+    assert ended[0] == [s + [eos] for s in plain[0]]
+    assert all(eos not in s for s in plain[0])
+    opts = TranslateOptions(source_eos=True)
+    src, _, refs = _held_out(tok, corpus.dev, opts, 3)
+    assert len(src) == len(refs) == 3 and all(s[-1] == eos for s in src)
 
 
 def test_hypotheses_round_trip_and_score_as_sacrebleu(tmp_path) -> None:
