@@ -17,11 +17,14 @@ from models.blocks import (
     POS_ENCODINGS,
     DecoderLayer,
     EncoderLayer,
+    MultiHeadAttention,
     OutputHead,
     TokenEmbedding,
     positional_encoding,
 )
 from models.checks import check_choice, check_dropout, check_flag, check_heads, check_positive
+
+INITS = ("normal", "xavier")  # TransformerConfig.init
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,9 @@ class TransformerConfig:
     attn_scale: bool = True  # divide by sqrt(d_k)
     attn_backend: str = "sdpa"  # same numbers as "math" (tested), and the fast kernel
     tie_weights: bool = True  # embeddings and pre-softmax projection share one matrix
+    init: str = "normal"  # "normal": embeddings N(0, 1/d) (fairseq's), Xavier on each whole
+    # projection, PyTorch's default biases; "xavier": as JoeyNMT's Transformer, Xavier on the
+    # embedding matrix and on each of W^Q, W^K, W^V alone, every bias zero
 
     def __post_init__(self) -> None:
         check_positive(self, "vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_len")
@@ -56,6 +62,7 @@ class TransformerConfig:
         check_choice("attn_backend", self.attn_backend, ATTN_BACKENDS)
         check_flag("attn_scale", self.attn_scale)
         check_flag("tie_weights", self.tie_weights)
+        check_choice("init", self.init, INITS)
 
 
 def _layers(layer: type[nn.Module], c: TransformerConfig, **kwargs: bool) -> nn.ModuleList:
@@ -76,10 +83,23 @@ def _inputs(c: TransformerConfig) -> tuple[TokenEmbedding, nn.Module, nn.Dropout
             nn.Dropout(c.dropout))
 
 
-def _xavier_init(module: nn.Module) -> None:
-    """Xavier-uniform for every projection matrix, as nn.Transformer and the reference code do."""
+def _xavier_init(module: nn.Module, init: str = "normal") -> None:
+    """Xavier-uniform for every projection matrix, as nn.Transformer and the reference code do;
+    init "xavier" (TransformerConfig.init): also on the embedding, on each of W^Q, W^K, W^V
+    apart (fan-in and fan-out of one d x d block, not of the stacked in_proj), biases zero."""
     for m in module.modules():
         if isinstance(m, nn.Linear):
+            nn.init.xavier_uniform_(m.weight)
+            if init == "xavier" and m.bias is not None:
+                nn.init.zeros_(m.bias)
+    if init != "xavier":
+        return
+    for m in module.modules():
+        if isinstance(m, MultiHeadAttention):
+            r = m.qk_rows
+            for block in m.in_proj.weight.data.split([r, r, m.d_model]):
+                nn.init.xavier_uniform_(block)
+        if isinstance(m, TokenEmbedding):
             nn.init.xavier_uniform_(m.weight)
 
 
@@ -94,7 +114,7 @@ class Transformer(nn.Module):
         self.encoder = _layers(EncoderLayer, c)
         self.decoder = _layers(DecoderLayer, c)
         self.enc_norm = nn.LayerNorm(c.d_model) if c.norm == "pre" else nn.Identity()
-        _xavier_init(self)
+        _xavier_init(self, c.init)
         self.head = OutputHead(self.embed, c.vocab_size, c.d_model, c.tie_weights, c.norm == "pre")
 
     def encode(
@@ -133,7 +153,7 @@ class TransformerLM(nn.Module):
         c = config
         self.embed, self.pos, self.drop = _inputs(c)
         self.layers = _layers(EncoderLayer, c, causal=True)
-        _xavier_init(self)
+        _xavier_init(self, c.init)
         self.head = OutputHead(self.embed, c.vocab_size, c.d_model, c.tie_weights, c.norm == "pre")
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:  # (B, n) -> (B, n, V)

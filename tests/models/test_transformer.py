@@ -46,3 +46,35 @@ def test_sinusoidal_model_runs_past_max_len_and_learned_refuses(small_model, tok
     assert small_model("transformer-lm", max_len=8)(x).shape == (1, 12, 16)  # SMALL vocab_size
     with pytest.raises(ValueError, match="12.*max_len=8"):
         small_model("transformer-lm", max_len=8, pos_encoding="learned")(x)
+
+
+@pytest.mark.parametrize("model", ["transformer", "transformer-lm"])
+def test_xavier_init_is_joeynmts_and_normal_is_the_default(model):
+    """init "xavier": every bias zero, the embedding and each of W^Q, W^K, W^V apart drawn
+    within their own Xavier bounds (not the stacked in_proj's); "normal" keeps the N(0, 1/d)
+    embedding and the stacked in_proj's Xavier bound."""
+    import math
+
+    import models
+    from models.blocks import MultiHeadAttention
+
+    V, d = 1000, 64
+    torch.manual_seed(0)
+    x = models.build(model, vocab_size=V, d_model=d, n_layers=1, n_heads=4, d_ff=128,
+                     init="xavier")
+    torch.manual_seed(0)
+    n = models.build(model, vocab_size=V, d_model=d, n_layers=1, n_heads=4, d_ff=128)
+    assert all(float(p.abs().max()) == 0 for k, p in x.named_parameters()
+               if k.endswith(".bias") and "norm" not in k)
+    assert float(x.embed.weight.abs().max()) <= math.sqrt(6 / (V + d))
+    assert float(x.embed.weight.std()) == pytest.approx(math.sqrt(2 / (V + d)), rel=0.05)
+    assert float(n.embed.weight.std()) == pytest.approx(d ** -0.5, rel=0.05)
+    for mx, mn in zip(*(
+            [m for m in net.modules() if isinstance(m, MultiHeadAttention)] for net in (x, n)),
+            strict=True):
+        block = math.sqrt(6 / (2 * d))
+        q = mx.in_proj.weight[:d]
+        assert float(q.abs().max()) <= block and float(q.abs().max()) > 0.9 * block
+        assert float(mn.in_proj.weight.abs().max()) <= math.sqrt(6 / (4 * d))
+    with pytest.raises(ValueError, match="init"):
+        models.build(model, vocab_size=V, d_model=d, init="kaiming")
