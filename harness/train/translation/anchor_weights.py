@@ -13,7 +13,9 @@ every source (with_eos).
 
 CKPT_DIR: an anchor work folder (data/, model-<k>/). Compares teacher-forced log-probabilities
 with JoeyNMT's own forward (in .venv-joeynmt), decodes dev with our greedy and beam search
-(runner.translate: beam 4, alpha 0.6), rescores JoeyNMT's hyps.dev; writes OUT.
+(runner.translate: beam 4, alpha 0.6), rescores JoeyNMT's hyps.dev, and measures its dev
+perplexity as our rows' dev_ppl is (JoeyNMT's own "ppl" is exp of its label-smoothed KL
+loss, not comparable); writes OUT.
 """
 
 from __future__ import annotations
@@ -34,9 +36,11 @@ from tokenizers import Tokenizer
 import models
 from harness.files import read_lines, write_atomic
 from harness.train.translation.anchor import VENV, _threads, from_pieces
-from harness.train.translation.bpe import BOS, EOS, PAD
+from harness.train.translation.bpe import BOS, EOS, PAD, special_ids
+from harness.train.translation.data import batches
 from harness.train.translation.runner import translate
 from harness.train.translation.scoring import score
+from harness.train.translation.train import perplexity
 from models.transformer import Transformer
 
 JOEY_EPS = 1e-6  # JoeyNMT's LayerNorm eps
@@ -190,6 +194,9 @@ def main() -> int:
               "logprob_max_abs_diff": float((ours - joey).abs()[mask].max())}
     print(json.dumps(result), flush=True)
     tok = _tokenizer(vocab)
+    dev = batches(src, [[ids[p] for p in t] for t in trg_p], special_ids(tok), 64)
+    result["dev_ppl"] = perplexity(model, dev, torch.device("cpu"))  # as our rows' dev_ppl
+    print(f"dev perplexity (no smoothing, EOS included): {result['dev_ppl']:.2f}", flush=True)
     if (own := args.ckpt_dir / "hyps.dev").exists():  # the anchor's beam search, rescored
         result["joeynmt_own_beam"] = score(from_pieces(tok, read_lines(own)), refs)
     for name, beam, source in (("greedy", 0, src), ("beam4", 4, src),
