@@ -163,7 +163,9 @@ class Set:
             raise ValueError(f"{self.option} {self.key}: no point of suite {suite!r} has that "
                              f"setting; valid: {', '.join(keys)}")
         for point in points:
-            self(point)  # a value that does not fit raises here, before any point runs
+            changed = self(point)  # a value that does not fit raises here, before any runs
+            if (_kind(point, self.key) or ("",))[0] == "config":
+                _check_config(point, changed, f"{self.option} {self.key}={self.value}")
 
     def __call__(self, point: Point) -> Point:
         kind = _kind(point, self.key)
@@ -199,13 +201,37 @@ def settable(point: Point) -> dict[str, tuple[str, type]]:
     return keys
 
 
+def _check_config(point: Point, changed: Point, what: str) -> None:
+    """ValueError naming `what` when the model or mixer config refuses the changed point's
+    values (init=kaiming), as its runner would; a point whose config the registry does not
+    take on its own (a baseline, keys its runner fills in) is left to its runner."""
+    from models import registry
+
+    kind = _config_kind(point)
+    if kind is None or registry.config_class(point.subject, kind) is None:
+        return
+    check = registry.model_config if kind == "model" else registry.mixer_config
+    try:
+        check(point.subject, **dict(point.config))
+    except ValueError:
+        return
+    try:
+        check(changed.subject, **dict(changed.config))
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc}") from None
+
+
+def _config_kind(point: Point) -> str | None:
+    return "model" if point.runner in MODEL_RUNNERS else \
+        "mixer" if point.runner in LAYER_RUNNERS else None
+
+
 def _config_fields(point: Point) -> dict[str, type]:
     """The scalar keys of the point's model or mixer config that it leaves at their
     defaults (a Transformer's attn_dropout), but vocab_size, which the runner sets."""
     from models import registry
 
-    kind = "model" if point.runner in MODEL_RUNNERS else \
-        "mixer" if point.runner in LAYER_RUNNERS else None
+    kind = _config_kind(point)
     cls = registry.config_class(point.subject, kind) if kind else None
     if cls is None:
         return {}

@@ -74,6 +74,10 @@ def test_set_reaches_a_model_config_key_the_suite_leaves_at_its_default():
             assert after == before
     with pytest.raises(ValueError, match="vocab_size: no point"):
         o.apply(points, [o.Set.parse("vocab_size=9")], "t")
+    with pytest.raises(ValueError, match="--set init=kaiming: invalid init"):
+        o.apply(points, [o.Set.parse("init=kaiming")], "t")  # refused before any point runs
+    with pytest.raises(ValueError, match="--set attn_dropout=1.5"):
+        o.apply(points, [o.Set.parse("attn_dropout=1.5")], "t")
 
 
 @pytest.mark.parametrize("text,needle", [

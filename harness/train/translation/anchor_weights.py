@@ -156,10 +156,16 @@ def our_logprobs(model: Transformer, src: list[list[int]], trg: list[list[int]],
         return model(s, t, s == pad).log_softmax(-1)
 
 
-def _tokenizer(vocab: list[str]) -> Tokenizer:
-    """The cached BPE (results/bpe/) whose vocabulary is `vocab` in id order."""
+def _tokenizer(vocab: list[str]) -> Tokenizer | None:
+    """The cached BPE (results/bpe/) whose vocabulary is `vocab` in id order; None if none."""
     toks = (Tokenizer.from_file(str(p)) for p in sorted(Path("results/bpe").glob("*.json")))
-    return next(t for t in toks if [t.id_to_token(i) for i in range(t.get_vocab_size())] == vocab)
+    return next((t for t in toks
+                 if [t.id_to_token(i) for i in range(t.get_vocab_size())] == vocab), None)
+
+
+def _refuse(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
 
 
 def main() -> int:
@@ -172,11 +178,14 @@ def main() -> int:
     sittings = sorted(args.ckpt_dir.glob("model-*/latest.ckpt"),
                       key=lambda p: int(p.parent.name[6:]))
     if not (data / "vocab.txt").is_file() or not (args.ckpt or sittings):
-        print(f"error: {args.ckpt_dir} is not an anchor work folder (data/vocab.txt and "
-              "model-<k>/latest.ckpt); see results/translation-anchor/checkpoints/",
-              file=sys.stderr)
-        return 2
+        return _refuse(f"{args.ckpt_dir} is not an anchor work folder (data/vocab.txt and "
+                       "model-<k>/latest.ckpt); see results/translation-anchor/checkpoints/")
+    if not (VENV / "bin" / "python").is_file():
+        return _refuse(f"no JoeyNMT venv at {VENV}; scripts/anchor says how to make it")
     vocab = read_lines(data / "vocab.txt")
+    if (tok := _tokenizer(vocab)) is None:
+        return _refuse("no BPE in results/bpe/ has the run's vocabulary; `scripts/anchor` "
+                       "caches it when it exports the data")
     ids = {p: i for i, p in enumerate(vocab)}
     ckpt = (args.ckpt or sittings[-1]).resolve()
     model, stats = load(ckpt, vocab)
@@ -193,7 +202,6 @@ def main() -> int:
               "check_positions": int(mask.sum()), "layernorm_eps": JOEY_EPS,
               "logprob_max_abs_diff": float((ours - joey).abs()[mask].max())}
     print(json.dumps(result), flush=True)
-    tok = _tokenizer(vocab)
     dev = batches(src, [[ids[p] for p in t] for t in trg_p], special_ids(tok), 64)
     result["dev_ppl"] = perplexity(model, dev, torch.device("cpu"))  # as our rows' dev_ppl
     print(f"dev perplexity (no smoothing, EOS included): {result['dev_ppl']:.2f}", flush=True)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import torch
 from tokenizers import Tokenizer
 
+from harness.train.translation.bpe import EOS
+
 PAD_MULTIPLE = 8
 
 
@@ -112,7 +114,7 @@ class TrainStream:
 
 
 def tokenized(tok: Tokenizer, pairs: tuple[tuple[str, str], ...], max_tokens: int | None,
-              source_eos: bool = False) -> tuple[list[list[int]], list[list[int]], int]:
+              *, source_eos: bool) -> tuple[list[list[int]], list[list[int]], int]:
     """Source and target ids; with max_tokens, the pairs longer than it on a side dropped
     (and counted); with source_eos, every source ends in EOS (after the length filter, so
     the same pairs are kept), as fairseq and JoeyNMT feed their encoders."""
@@ -120,6 +122,6 @@ def tokenized(tok: Tokenizer, pairs: tuple[tuple[str, str], ...], max_tokens: in
     tgt = encode(tok, [t for _, t in pairs])
     keep = [i for i in range(len(src)) if max_tokens is None
             or len(src[i]) <= max_tokens and len(tgt[i]) <= max_tokens]
-    end = [tok.token_to_id("</s>")] if source_eos else []
+    end = [tok.token_to_id(EOS)] if source_eos else []
     return [src[i] + end for i in keep], [tgt[i] for i in keep], len(src) - len(keep)
 

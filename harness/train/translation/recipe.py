@@ -99,9 +99,12 @@ def apply(points: list[Point], out_dir: Path, fixed: tuple[str, ...] = ()) -> li
                     f"{p.subject} trials; training with its best so far. A better recipe "
                     "found later trains new points, and the tables keep its rows only")
             found[name, p.subject] = recipe_of(row, search.space.get(p.subject, {}))
-        keeps = tuple(sorted(set(p.options.recipe_keeps)
-                             | set(fixed) & set(found[name, p.subject])))
-        p = dataclasses.replace(p, options=dataclasses.replace(p.options, recipe_keeps=keeps))
+        own = p.options.recipe_keeps  # declared order kept: it is part of the point id
+        keeps = own + tuple(k for k in sorted(fixed) if k in found[name, p.subject]
+                            and k not in own)
+        if keeps != own:
+            p = dataclasses.replace(p, options=dataclasses.replace(p.options,
+                                                                   recipe_keeps=keeps))
         out.append(with_recipe(p, {k: v for k, v in found[name, p.subject].items()
                                    if k not in keeps}))
     return out

@@ -85,14 +85,15 @@ _BATCHES: dict[tuple[str, int, int, int, bool], tuple[list[PairBatch], int]] = {
 
 
 def _train_batches(corpus: corpora.Corpus, tok: Tokenizer, max_tokens: int,
-                   batch_size: int, batch_tokens: int = 0, source_eos: bool = False
+                   batch_size: int, batch_tokens: int, source_eos: bool
                    ) -> tuple[list[PairBatch], int]:
     """Training batches and how many pairs the length limit left out; kept per vocabulary
-    (corpus name and size), limit and batch size, since the points of a suite share them."""
+    (corpus name and size), limit, batch size or tokens and source EOS, since the points of
+    a suite share them."""
     key = (f"{corpus.name}-{tok.get_vocab_size()}-{hash(tok.to_str())}", max_tokens,
            batch_size, batch_tokens, source_eos)
     if key not in _BATCHES:
-        src, tgt, too_long = tokenized(tok, corpus.train, max_tokens, source_eos)
+        src, tgt, too_long = tokenized(tok, corpus.train, max_tokens, source_eos=source_eos)
         _BATCHES[key] = batches(src, tgt, special_ids(tok), batch_size,
                                 batch_tokens=batch_tokens), too_long
     return _BATCHES[key]
@@ -122,7 +123,7 @@ def subsample(pairs: tuple[tuple[str, str], ...], limit: int) -> tuple[tuple[str
 def _held_out(tok: Tokenizer, pairs: tuple[tuple[str, str], ...], opts: TranslateOptions,
               limit: int = 0) -> tuple[list[list[int]], list[list[int]], list[str]]:
     pairs = subsample(pairs, limit)
-    src, tgt, _ = tokenized(tok, pairs, None, opts.source_eos)
+    src, tgt, _ = tokenized(tok, pairs, None, source_eos=opts.source_eos)
     return src, tgt, [t for _, t in pairs]
 
 

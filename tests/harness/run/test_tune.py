@@ -208,6 +208,13 @@ def test_a_variation_keeps_its_own_knob_and_takes_the_rest_of_the_recipe(tuned):
                               experiments.SEARCHES[SEARCH]().space["transformer"])
     [applied], [plain] = recipe.apply([variation], out), recipe.apply([base], out)
     assert dict(applied.config)["n_layers"] == 3 != chosen["n_layers"]
+    # a key the user sets joins the declared ones after them; none set: the id is as declared
+    two = dataclasses.replace(variation, options=dataclasses.replace(
+        variation.options, recipe_keeps=("n_layers", "batch_tokens")))
+    [kept] = recipe.apply([two], out)
+    assert kept.options.recipe_keeps == ("n_layers", "batch_tokens")
+    [more] = recipe.apply([two], out, ("peak_lr",))
+    assert more.options.recipe_keeps == ("n_layers", "batch_tokens", "peak_lr")
     assert dict(plain.config)["n_layers"] == chosen["n_layers"]
     assert applied.options.peak_lr == plain.options.peak_lr == chosen["peak_lr"]
     assert "-recipe_keeps=n_layers-" in applied.point_id and "-n_layers=3-" in applied.point_id

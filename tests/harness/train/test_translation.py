@@ -157,7 +157,7 @@ def test_source_eos_ends_every_source_after_the_same_length_filter(tmp_path) -> 
     tok = shared_bpe(corpus, 100, tmp_path)
     eos = tok.token_to_id("</s>")
     limit = sorted(len(e.ids) for e in tok.encode_batch([s for s, _ in corpus.train]))[-5] - 1
-    plain = tokenized(tok, corpus.train, limit)
+    plain = tokenized(tok, corpus.train, limit, source_eos=False)
     ended = tokenized(tok, corpus.train, limit, source_eos=True)
     assert 0 < plain[2] == ended[2] and ended[1] == plain[1]
     assert ended[0] == [s + [eos] for s in plain[0]]
