@@ -111,10 +111,12 @@ SHARED_SPACE = {  # what the field tunes for every model; ranges wide enough to 
     "label_smoothing": ("float", 0.0, 0.3),
     "batch_tokens": ("choice", (1024, 2048, 4096)),
     "n_layers": ("int", 1, 3),  # per stack: shallow models do well on small corpora
+    "source_eos": ("choice", (False, True)),  # fairseq and JoeyNMT end each source in EOS
 }
 TRANSFORMER_SPACE = SHARED_SPACE | {
     "norm": ("choice", ("pre", "post")),
     "attn_dropout": ("float", 0.0, 0.3),  # attention weights and FFN activations
+    "init": ("choice", ("normal", "xavier")),  # fairseq's embedding init, or JoeyNMT's
 }
 TUNE_TRIALS = 24  # per model
 

@@ -225,11 +225,11 @@ def document(search: Search, out_dir: Path) -> str:
 
 def _at_edge(dim: Dimension, value: Any) -> bool:
     """Within 5% of the range's width (log width for "log") of an end; a choice: the first
-    or last of an ordered numeric set."""
+    or last of an ordered numeric set (a yes/no choice has no edge)."""
     kind, *args = dim
     if kind == "choice":
         values = list(args[0])
-        numeric = all(isinstance(v, (int, float)) for v in values)
+        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
         return numeric and value in (min(values), max(values))
     lo, hi = args
     if kind in ("log", "int-log"):

@@ -28,6 +28,15 @@ def our_model(cfg: dict[str, Any]) -> str:
 # What JoeyNMT cannot express of our recipes: one `dropout` per stack acts on the attention
 # weights, the FFN hidden and the residuals alike, so attn_dropout takes the residual value.
 UNMATCHED = ("attn_dropout",)
+# What JoeyNMT always does: it ends every source in EOS, and our `init` "xavier" is its
+# initialisation; a recipe choosing otherwise is not matched.
+JOEYNMT_DOES = {"source_eos": True, "init": "xavier"}
+
+
+def unmatched(recipe: dict[str, Any]) -> list[str]:
+    """The recipe's keys the toolkit trains otherwise (the row's `recipe_unmatched`)."""
+    return [k for k in recipe if k in UNMATCHED
+            or k in JOEYNMT_DOES and recipe[k] != JOEYNMT_DOES[k]]
 
 
 def train_lengths(corpus: Corpus, tok: Tokenizer, max_tokens: int) -> list[tuple[int, int]]:

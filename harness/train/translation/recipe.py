@@ -22,6 +22,7 @@ from experiments.spec import Dimension, Point, TranslateOptions, config
 from harness.console import say
 from harness.errors import BadInput
 from harness.results import read_results, results_path
+from models.registry import config_class
 
 KEY = "best_dev_bleu_greedy"  # the trials' rows are ranked by it, highest first
 OPTION_KEYS = {f.name for f in dataclasses.fields(TranslateOptions)}
@@ -47,13 +48,27 @@ def recipe_of(row: pd.Series, space: Mapping[str, Dimension]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, dim in space.items():
         value = row.get(key)
-        if value is None or pd.isna(value):
+        if value is None or pd.isna(value):  # a row names only what its point changed
+            value = default(key, str(row.get("model", "")))
+        if value is None:
             raise BadInput(f"trial {row['point_id']} has no column {key!r}")
         if dim[0] == "choice":  # a CSV cell comes back as text or a number: match a choice
             value = next((c for c in dim[1] if str(c) == str(value) or c == value), value)
         out[key] = int(value) if dim[0].startswith("int") else \
             value if dim[0] == "choice" else float(value)
     return out
+
+
+def default(key: str, model: str) -> Any:
+    """The value a point trains with when it does not set `key` (a TranslateOptions field or
+    a key of the model's config), so a trial told before its search tuned `key` (a knob
+    added to the space later) reads as what it trained; None for a key neither has."""
+    fields = {f.name: f for f in dataclasses.fields(TranslateOptions)}
+    cls = config_class(model)
+    if cls is not None:
+        fields = {f.name: f for f in dataclasses.fields(cls)} | fields
+    f = fields.get(key)
+    return None if f is None or f.default is dataclasses.MISSING else f.default
 
 
 def with_recipe(point: Point, recipe: dict[str, Any]) -> Point:

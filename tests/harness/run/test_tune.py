@@ -94,6 +94,7 @@ def test_pruned_trials_do_not_compete_and_edges_are_flagged():
     assert tune._at_edge(("log", 1e-4, 1e-2), 1e-2) and not tune._at_edge(("log", 1e-4, 1e-2), 1e-3)
     assert tune._at_edge(("choice", (1024, 2048, 4096)), 4096)
     assert not tune._at_edge(("choice", ("pre", "post")), "pre")  # unordered: no edge
+    assert not tune._at_edge(("choice", (False, True)), True)  # yes or no: no edge
 
 
 class _Tiny(torch.nn.Module):
@@ -259,3 +260,22 @@ def test_the_search_figure_draws_a_line_per_trial_and_rings_the_recipe_chosen(tu
     for model in ("t", "l"):  # the figure's choice is the tuned suites' choice
         assert marked.loc[marked["chosen"] & (marked["model"] == model), "point_id"].item() \
             == recipe.best_row(rows, model)["point_id"]
+
+
+def test_a_knob_added_to_the_space_reads_as_the_default_its_old_trials_trained_with():
+    """A trial told before its search tuned source_eos or init has no such column: its row
+    names only what its point changed, so it trained with the default, and recipe_of says
+    so; a key neither the options nor the model's config has is still refused."""
+    space = experiments.SEARCHES["translation-cpu-tune"]().space["transformer"]
+    assert {"source_eos", "init"} <= set(space)
+    cells = {"point_id": "p", "model": "transformer", "peak_lr": 1e-3, "warmup_steps": 100,
+             "dropout": 0.1, "label_smoothing": 0.1, "batch_tokens": 2048.0, "n_layers": 2.0,
+             "norm": "post", "attn_dropout": 0.0, "source_eos": float("nan")}
+    row = pd.Series(cells, dtype=object)
+    got = recipe.recipe_of(row, space)
+    assert got["source_eos"] is False and got["init"] == "normal" and got["n_layers"] == 2
+    later = pd.Series(cells | {"source_eos": "True", "init": "xavier"}, dtype=object)
+    assert recipe.recipe_of(later, space)["source_eos"] is True
+    with pytest.raises(Exception, match="no column 'nosuch'"):
+        recipe.recipe_of(row, space | {"nosuch": ("float", 0.0, 1.0)})
+

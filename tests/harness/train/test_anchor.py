@@ -263,7 +263,10 @@ def test_recipe_option_writes_the_best_trials_recipe_or_says_what_is_missing(tmp
     path, extra = script.write_searched(config, trial, "translation-cpu-tune", tmp_path, lengths)
     assert path == (tmp_path / anchor.SUITE / "joeynmt-transformer-searched.yaml").resolve()
     assert extra == {"recipe": "translation-cpu-tune", "recipe_trial": "trial-transformer-7.0",
-                     "recipe_unmatched": "attn_dropout", "recipe_tokens_per_update": 50.0}
+                     "recipe_unmatched": "source_eos attn_dropout init",  # as defaults
+                     "recipe_tokens_per_update": 50.0}
+    assert anchor_recipe.unmatched(RECIPE | {"source_eos": True, "init": "xavier"}) == [
+        "attn_dropout"]  # the toolkit's own choices match
     written = anchor.load_config(path)
     assert written == anchor_recipe.with_recipe(anchor.load_config(config), RECIPE, 1800, 100, 41)
     assert "trial-transformer-7.0" in path.read_text()
