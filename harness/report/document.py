@@ -6,6 +6,7 @@ runners in its results (SECTIONS). Tables are also written per suite as .md and 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,6 +35,8 @@ from harness.results import RESULTS_FILE, SERIES_FILE, load_results
 # the folders that a command other than `tvr run SUITE` measures
 COMMANDS = {NO_ONEDNN: "tvr bench --no-onednn", ANCHOR: ".venv/bin/python scripts/anchor",
             "translation-cpu-tune": "tvr tune translation-cpu-tune"}
+CROSSCHECK_ROWS = ("joeynmt_own_beam", "beam4", "greedy", "greedy_no_src_eos")
+CROSSCHECK_COLUMNS = ("bleu", "chrf", "len_ratio", "repeat_rate")
 ANCHOR_COLUMNS = ("model", "toolkit_version", "config", "split", "n_params", "dev_bleu",
                   "test_bleu", "test_chrf", "test_repeat_rate", "test_len_ratio", "updates",
                   "epochs", "train_tokens", "train_s", "train_cpu_s", "train_ended")
@@ -219,7 +222,34 @@ def anchor_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
             "our sizes) on our train/dev/test split (`split`: its digest) and BPE pieces, "
             "beam-decoded, detokenised by our tokenizer and scored by our sacrebleu call; "
             "Table 2 adds these rows beside ours when trained on the same data.", "",
-            _save_table(out_dir, suite, "anchor", table)]
+            _save_table(out_dir, suite, "anchor", table), *_crosscheck(out_dir, suite)]
+
+
+def _crosscheck(out_dir: Path, suite: str) -> list[str]:
+    """The toolkit's trained weights run by our Transformer and decoding
+    (harness.train.translation.anchor_weights writes crosscheck.json), if measured; a file
+    that cannot be read is one line, never a lost report."""
+    path = out_dir / suite / "crosscheck.json"
+    if not path.is_file():
+        return []
+    try:
+        got = json.loads(path.read_text(encoding="utf-8"))
+        rows = [{"decoding": name, **{k: got[name].get(k) for k in CROSSCHECK_COLUMNS}}
+                for name in CROSSCHECK_ROWS if isinstance(got.get(name), dict)]
+        facts = [f"`{got['checkpoint']}` (update {got['step']}) loaded into our Transformer "
+                 "(`python -m harness.train.translation.anchor_weights`): teacher-forced "
+                 f"log-probabilities within {float(got['logprob_max_abs_diff']):.1e} of the "
+                 f"toolkit's own forward on {got['check_positions']} target positions",
+                 f"dev perplexity {float(got['dev_ppl']):.2f} as our rows' `dev_ppl`"
+                 if got.get("dev_ppl") is not None else "",
+                 f"all {got['dev_sentences']} dev verses, decoded by the toolkit "
+                 "(`joeynmt_own_beam`) and by our code:"]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return ["", f"{path.name} could not be read ({type(exc).__name__}: {exc}); rerun "
+                "`python -m harness.train.translation.anchor_weights`."]
+    return ["", "#### The toolkit's weights in our Transformer", "",
+            "; ".join(f for f in facts if f), "",
+            _save_table(out_dir, suite, "crosscheck", pd.DataFrame(rows))]
 
 
 # (predicate on a suite's results, section) in order; the first that applies is used

@@ -492,3 +492,31 @@ def test_degenerate_repetition_and_length_are_measured() -> None:
     s = score([looping, "And he said unto them"], ["The children of Israel", "And he said"])
     assert s["repeat_rate"] == 0.5
     assert s["len_ratio"] == pytest.approx((10 + 5) / (4 + 3))
+
+
+def test_the_anchor_section_shows_the_crosscheck_when_measured(tmp_path) -> None:
+    """REPORT's toolkit section adds the cross-check (the toolkit's weights decoded by our
+    code) from crosscheck.json, and leaves it out where none was measured."""
+    import json
+
+    from harness.report.document import anchor_section
+
+    rows = pd.DataFrame([{"model": "joeynmt-transformer", "dev_bleu": 13.6}])
+    (tmp_path / "translation-anchor").mkdir()
+    assert not any("our Transformer" in line
+                   for line in anchor_section(tmp_path, "translation-anchor", rows))
+    scores = {k: {"bleu": b, "chrf": 35.0, "len_ratio": 1.05, "repeat_rate": 0.08}
+              for k, b in (("joeynmt_own_beam", 13.62), ("beam4", 13.61), ("greedy", 11.8))}
+    (tmp_path / "translation-anchor" / "crosscheck.json").write_text(json.dumps(
+        {"checkpoint": "c/model-1/3497.ckpt", "step": 3497, "logprob_max_abs_diff": 1.4e-5,
+         "check_positions": 335, "dev_ppl": 27.28, "dev_sentences": 1191, **scores}))
+    text = "\n".join(anchor_section(tmp_path, "translation-anchor", rows))
+    assert "within 1.4e-05" in text and "dev perplexity 27.28" in text
+    assert "| beam4 " in text and "13.61" in text and "greedy_no_src_eos" not in text
+    assert (tmp_path / "translation-anchor" / "crosscheck.csv").is_file()
+    for broken in ('{"checkpoint": "c", "st', '{"step": 1}', '[1, 2]',
+                   '{"checkpoint": "c", "step": 1, "logprob_max_abs_diff": null}'):
+        (tmp_path / "translation-anchor" / "crosscheck.json").write_text(broken)
+        lines = anchor_section(tmp_path, "translation-anchor", rows)
+        assert any("crosscheck.json could not be read" in line for line in lines), broken
+        assert any("13.6" in line for line in lines)  # the toolkit's own table stays
