@@ -7,6 +7,7 @@ import importlib.util
 import json
 import math
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -131,9 +132,9 @@ def output_folder(out: str, what: str = "--out") -> Path:
     path = check_path(out, what)
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".tvr-write-probe"
-        probe.write_text("")
-        probe.unlink()
+        # a probe of its own: two commands started together on one --out must not race
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".tvr-write-probe-"):
+            pass
     except OSError as exc:
         raise BadInput(f"{what} {out}: cannot write there ({exc.strerror})") from None
     return path

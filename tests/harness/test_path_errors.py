@@ -244,3 +244,15 @@ def test_path_error_words() -> None:
         assert isinstance(path_error(exc), BadInput)
     renamed = str(path_error(OSError(errno.EACCES, "Permission denied", "/a", None, "/b")))
     assert renamed.startswith("/a -> /b: Permission denied"), renamed
+
+
+def test_commands_started_together_on_one_out_do_not_race_on_the_write_probe(tmp_path) -> None:
+    """`tvr tune --only a` and `--only b` started at once check the same --out: each
+    probe is its own file, so neither sees the other's vanish (a shared name did)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from harness.cli.common import output_folder
+
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda _: output_folder(str(tmp_path / "out")), range(400)))
+    assert set(got) == {tmp_path / "out"} and not list((tmp_path / "out").iterdir())
