@@ -237,7 +237,7 @@ class Search:
     vary over `space` (each key a model config key or a TranslateOptions field), `trials`
     trials each; the trials are points of the suite NAME, so their rows, curves and
     checkpoints live in <out>/NAME/ like any suite's. Trials are pruned by successive
-    halving on the best dev curve value reached by FLOPs spent (rungs at budget / eta^k);
+    halving on the best dev perplexity reached by FLOPs spent (rungs at budget / eta^k);
     the best finished trial per model is the recipe (harness.train.translation.recipe)."""
 
     name: str

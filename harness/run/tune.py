@@ -4,17 +4,25 @@ checkpoints and MLflow runs as for `tvr run`).
 
 Optuna, not a hand-written loop: its TPE sampler proposes each trial's recipe from those
 finished; its SuccessiveHalvingPruner (asynchronous successive halving, ASHA) stops a trial
-whose best dev BLEU, at a rung of training FLOPs (budget / eta^k), is not in the top 1/eta
-of the trials that reached that rung. The study lives in <out>/NAME/optuna.db (SQLite), so a
-search stopped anywhere continues where it was: a trial cut short (RUNNING in the study) is
-marked failed and asked again with the same recipe, and its point resumes from its
-checkpoint. One process per model at a time (a file lock); two models may run side by side.
+whose best dev perplexity, at a rung of training FLOPs (budget / eta^k), is not in the top
+1/eta of the trials that reached that rung. The objective stays the best greedy dev BLEU on
+the trial's curve; the rungs rank by perplexity because early in training, at the first
+rung, greedy BLEU is near 0 for every Transformer recipe (0.01-1.5 in the CPU search) and
+ranks them by chance, while perplexity already separates them.
+
+The study lives in <out>/NAME/optuna.db (SQLite), so a search stopped anywhere continues
+where it was: a trial cut short (RUNNING in the study) is marked failed and asked again
+with the same recipe, and its point resumes from its checkpoint. The rows are the record
+and the study is rebuilt from them: a row no trial of the study names (a lost or new
+database, or trials pruned by an older rule) is told to it as a finished or pruned trial,
+which the sampler learns from (the pruner's rungs compare only trials it measured). One
+process per model at a time (a file lock); two models may run side by side.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -51,6 +59,7 @@ def distribution(dim: Dimension) -> optuna.distributions.BaseDistribution:
 
 
 STEPS_PER_RUNG = 100  # pruner steps in the first rung: each evaluation a step of its own
+PRUNE_ON = "dev_ppl"  # the curve value the rungs compare: -ln of its best so far is reported
 
 
 def rung_unit(base: Point, search: Search) -> float:
@@ -64,7 +73,8 @@ def study(search: Search, model: str, out_dir: Path) -> optuna.Study:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         st = optuna.create_study(
-            study_name=f"{search.name}-{model}", storage=f"sqlite:///{path}",
+            # named by what the rungs compare: a study pruned on another value is not reused
+            study_name=f"{search.name}-{model}-{PRUNE_ON}", storage=f"sqlite:///{path}",
             load_if_exists=True, direction="maximize",
             pruner=optuna.pruners.SuccessiveHalvingPruner(min_resource=STEPS_PER_RUNG,
                                                           reduction_factor=search.eta))
@@ -116,6 +126,7 @@ def tune_model(search: Search, base: Point, out_dir: Path, device: torch.device,
     with _only_one(out_dir, search, base.subject):
         st = study(search, base.subject, out_dir)
         _requeue_stale(st)
+        _tell_rows(st, out_dir, search.name, base.subject, space)
         failed = 0
         while (c := counts(st))["COMPLETE"] + c["PRUNED"] < trials:
             if failed == MAX_FAILED:
@@ -136,12 +147,42 @@ def tune_model(search: Search, base: Point, out_dir: Path, device: torch.device,
     return st
 
 
+def _tell_rows(st: optuna.Study, out_dir: Path, name: str, model: str,
+               space: Mapping[str, Dimension]) -> None:
+    """Tell the study each row of `model` that none of its trials names: finished, with
+    its value, or pruned (an error row, and a recipe outside today's space, are left out)."""
+    rows = read_results(results_path(out_dir, name))
+    if rows.empty or "model" not in rows:
+        return
+    known = {t.user_attrs.get("point_id") for t in st.get_trials(deepcopy=False)}
+    told = 0
+    for _, row in rows[rows["model"] == model].iterrows():
+        outcome = _outcome_of(row)
+        if row["point_id"] in known or outcome.get("state") == optuna.trial.TrialState.FAIL:
+            continue
+        try:  # Optuna checks each value against its range
+            trial = optuna.trial.create_trial(
+                params=recipe_of(row, space), user_attrs={"point_id": row["point_id"]},
+                distributions={k: distribution(d) for k, d in space.items()},
+                state=outcome.get("state", optuna.trial.TrialState.COMPLETE),
+                value=outcome.get("values"))
+        except ValueError as exc:
+            say(f"{name} {model}: trial row {row['point_id']} not told to the study ({exc})")
+            continue
+        st.add_trial(trial)
+        told += 1
+    if told:
+        say(f"{name} {model}: {told} trials told to the study from the rows")
+
+
 def _told(st: optuna.Study, number: int, model: str, name: str) -> str:
-    """One line on a trial just told: how it ended, its value, the best so far."""
+    """One line on a trial just told: how it ended, its value (a pruned one: the dev
+    perplexity it had reached), the best so far."""
     t = st.trials[number]
-    reached = t.value if t.value is not None else \
-        t.intermediate_values[max(t.intermediate_values)] if t.intermediate_values else None
-    value = "" if reached is None else f", best dev BLEU {reached:.2f}"
+    value = "" if t.value is None else f", best dev BLEU {t.value:.2f}"
+    if t.value is None and t.intermediate_values:
+        last = t.intermediate_values[max(t.intermediate_values)]
+        value = f", dev perplexity {math.exp(-last):.1f}"
     done = [x for x in st.trials if x.state == optuna.trial.TrialState.COMPLETE]
     best = max(done, key=lambda x: x.value) if done else None
     return (f"{name} {model}: trial {number} {t.state.name.lower()}{value}"
@@ -150,17 +191,22 @@ def _told(st: optuna.Study, number: int, model: str, name: str) -> str:
 
 def _pruner(trial: optuna.Trial, unit: float, last: int
             ) -> Callable[[Point, int, float], bool]:
-    """The trial's pruning hook: report the best dev value at each FLOP step (one value per
-    step: a tiny run's evaluations may share one), then ask the pruner; never at or past the
-    last rung (`last` steps: the budget), where a trial has spent what it may and finished."""
+    """The trial's pruning hook: report -ln of the best dev perplexity so far (higher is
+    better, as the study's direction) at each FLOP step (one value per step: a tiny run's
+    evaluations may share one), then ask the pruner; never at or past the last rung (`last`
+    steps: the budget), where a trial has spent what it may and finished."""
     reported: set[int] = set()
+    best = [math.inf]
 
-    def prune(point: Point, flops: int, best: float) -> bool:
+    def prune(point: Point, flops: int, values: dict[str, float]) -> bool:
+        ppl = values.get(PRUNE_ON, math.nan)
+        if math.isfinite(ppl):
+            best[0] = min(best[0], ppl)
         step = int(flops // unit)
-        if not math.isfinite(best) or step in reported or step >= last:
+        if not math.isfinite(best[0]) or step in reported or step >= last:
             return False
         reported.add(step)
-        trial.report(best, step)
+        trial.report(-math.log(best[0]), step)
         return trial.should_prune()
 
     return prune
@@ -170,15 +216,18 @@ def _outcome(out_dir: Path, name: str, point: Point) -> dict[str, Any]:
     """Optuna's tell() arguments from the trial's row: its value, pruned, or failed."""
     rows = read_results(results_path(out_dir, name))
     row = rows[rows["point_id"] == point.point_id].iloc[-1:] if not rows.empty else rows
+    return {"state": optuna.trial.TrialState.FAIL} if row.empty else _outcome_of(row.iloc[0])
+
+
+def _outcome_of(row: pd.Series) -> dict[str, Any]:
     failed = {"state": optuna.trial.TrialState.FAIL}
-    if row.empty or row["status"].iloc[0] not in ("ok", "diverged"):
+    if row.get("status") not in ("ok", "diverged"):
         return failed
-    if row["status"].iloc[0] == "diverged":  # a bad recipe: its curve's best, or nothing
-        value = pd.to_numeric(row.get(KEY, pd.Series([0.0])), errors="coerce").iloc[0]
+    value = pd.to_numeric(pd.Series([row.get(KEY)]), errors="coerce").iloc[0]
+    if row["status"] == "diverged":  # a bad recipe: its curve's best, or nothing
         return {"values": 0.0 if pd.isna(value) else float(value)}
-    if str(row.get("stopped_by", pd.Series([""])).iloc[0]) == "pruned":
+    if str(row.get("stopped_by", "")) == "pruned":
         return {"state": optuna.trial.TrialState.PRUNED}
-    value = pd.to_numeric(row[KEY], errors="coerce").iloc[0]
     return failed if pd.isna(value) else {"values": float(value)}
 
 
@@ -210,7 +259,8 @@ def document(search: Search, out_dir: Path) -> str:
              f"trials first), successive-halving pruner (eta {search.eta}, rungs at 1/"
              f"{search.eta ** (search.rungs - 1)} of each trial's FLOP budget and up), "
              f"{search.trials} finished trials per model asked for; the objective is the best "
-             "greedy dev BLEU on the trial's curve. Written by "
+             "greedy dev BLEU on the trial's curve, the rungs compare the best dev perplexity "
+             "(trials pruned on greedy BLEU before are told from their rows). Written by "
              f"`tvr tune {search.name}` from the trials' rows in results.csv.", "",
              "## Space", "", "| model | key | range |", "|---|---|---|"]
     for model, space in search.space.items():

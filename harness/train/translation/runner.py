@@ -240,10 +240,14 @@ def _train_and_score(point: Point, opts: TranslateOptions, ctx: Context, model: 
     curve_src, _, curve_refs = _held_out(tok, held_out(corpus, "dev", opts), opts,
                                          opts.eval_sentences)
 
+    dev = batches(dev_src, dev_tgt, ids, 64)
+
     def evaluate() -> dict[str, float]:
         hyps = translate(model, tok, curve_src, device)
-        # the curve's own name: the row's dev_bleu is beam search on more sentences
-        return {"dev_bleu_greedy": score(hyps, curve_refs)["bleu"]}
+        # the curve's own name: the row's dev_bleu is beam search on more sentences; its
+        # perplexity is on the whole dev set, as the row's (what a search's pruner ranks)
+        return {"dev_bleu_greedy": score(hyps, curve_refs)["bleu"],
+                "dev_ppl": perplexity(model, dev, device)}
 
     target = opts.target_bleu
     if opts.target_from == "retrieval":  # the bar a model must pass to beat a lookup
@@ -254,7 +258,7 @@ def _train_and_score(point: Point, opts: TranslateOptions, ctx: Context, model: 
                 opts.eval_every, opts.patience, checkpoint=ckpt, point_id=point.point_id,
                 resume=ctx.resume,
                 max_flops=opts.budget_flops, eval_flops=opts.eval_flops,
-                prune=None if prune is None else lambda flops, v: prune(point, flops, v))
+                prune=None if prune is None else lambda flops, vs: prune(point, flops, vs))
     log = train(model, stream, plan, device, point.seed, evaluate)
     values: dict[str, Any] = {
         "n_params": count_params(model), "d_model": cfg["d_model"], "vocab": tok.get_vocab_size(),
@@ -270,7 +274,7 @@ def _train_and_score(point: Point, opts: TranslateOptions, ctx: Context, model: 
         _remove(ckpt, ctx)
         return Result(values, log.series, "diverged",
                       f"training loss not finite at step {log.diverged_at}")
-    values["dev_ppl"] = perplexity(model, batches(dev_src, dev_tgt, ids, 64), device)
+    values["dev_ppl"] = perplexity(model, dev, device)
     if target:
         values |= {"target_bleu": target, **to_reach(log, "dev_bleu_greedy", target)}
         values |= {"target_from": opts.target_from} if opts.target_from else {}

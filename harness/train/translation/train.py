@@ -101,9 +101,9 @@ class Plan:
     resume: bool = True  # False (--no-resume): train from scratch, whatever checkpoint is there
     max_flops: float = 0.0  # 0: no budget
     eval_flops: float = 0.0  # evaluate each time the FLOPs pass a multiple; 0: eval_every
-    # a tuning search's pruner: (training FLOPs so far, best curve value so far) -> stop
-    # now; called at each evaluation
-    prune: Callable[[int, float], bool] | None = None
+    # a tuning search's pruner: (training FLOPs so far, this evaluation's curve values) ->
+    # stop now; called at each evaluation after the first
+    prune: Callable[[int, dict[str, float]], bool] | None = None
 
 
 class _Run:
@@ -149,7 +149,7 @@ class _Run:
 def train(model: nn.Module, stream: TrainStream, plan: Plan, device: torch.device, seed: int,
           evaluate: Callable[[], dict[str, float]]) -> TrainLog:
     """Train in place; `evaluate` (called at 0, every plan.eval_every and at the end)
-    returns the curve's metrics (dev_bleu_greedy), logged with the FLOPs and seconds
+    returns the curve's metrics (dev_bleu_greedy, dev_ppl), logged with the FLOPs and seconds
     reached. Resumes from plan.checkpoint when it exists."""
     run = _Run(model, plan)
     torch.manual_seed(seed)
@@ -237,7 +237,7 @@ def _evaluate(run: _Run, step: int, evaluate: Callable[[], dict[str, float]]) ->
             run.best_state = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
     elif step:
         run.since_best += 1
-    if step and run.plan.prune is not None and run.plan.prune(log.flops, log.best):
+    if step and run.plan.prune is not None and run.plan.prune(log.flops, values):
         log.stopped_by = "pruned"
         return True
     if bool(run.plan.patience) and run.since_best >= run.plan.patience:

@@ -76,6 +76,36 @@ def test_a_rerun_continues_the_study_and_a_cut_trial_is_asked_again(tuned):
     assert len(read_results(results_path(out, SEARCH))) == 3
 
 
+def test_a_lost_study_is_told_again_from_the_rows(tuned, tmp_path):
+    """The rows are the record: a study started afresh (its database lost, or a rule for
+    the rungs changed) is told every trial row with its recipe, value and state, once."""
+    import shutil
+
+    out, _ = tuned
+    copy = tmp_path / "out"
+    shutil.copytree(out / SEARCH, copy / SEARCH, ignore=shutil.ignore_patterns("optuna.db"))
+    rows = read_results(results_path(copy, SEARCH))
+    rows.loc[rows.index[0], "stopped_by"] = "pruned"  # one of them a pruned trial
+    rows.to_csv(results_path(copy, SEARCH), index=False)
+    s = experiments.SEARCHES[SEARCH]()
+    for _ in range(2):  # told once, whatever the number of restarts
+        st = tune.study(s, "transformer", copy)
+        tune._tell_rows(st, copy, SEARCH, "transformer", s.space["transformer"])
+    trials = tune.study(s, "transformer", copy).get_trials()
+    assert len(trials) == len(rows)
+    assert [t.user_attrs["point_id"] for t in trials] == list(rows["point_id"])
+    assert [t.state.name for t in trials] == ["PRUNED"] + ["COMPLETE"] * (len(rows) - 1)
+    for t, (_, row) in zip(trials[1:], rows.iloc[1:].iterrows(), strict=True):
+        assert t.value == pytest.approx(float(row[recipe.KEY]))
+        assert t.params == recipe.recipe_of(row, s.space["transformer"])
+    narrow = dict(s.space["transformer"]) | {"peak_lr": ("log", 10.0, 20.0)}
+    fresh = tmp_path / "fresh"
+    shutil.copytree(copy / SEARCH, fresh / SEARCH, ignore=shutil.ignore_patterns("optuna.db"))
+    st = tune.study(s, "transformer", fresh)
+    tune._tell_rows(st, fresh, SEARCH, "transformer", narrow)  # outside the space: left out
+    assert st.get_trials() == []
+
+
 def test_a_missing_search_is_one_line_naming_the_command(tmp_path):
     r = tvr("run", "translation-tiny-tuned", "--out", str(tmp_path), "--dry-run")
     assert r.exit_code == 2 and f"run `tvr tune {SEARCH}` first" in r.output
@@ -125,13 +155,13 @@ def test_the_flop_budget_and_the_pruner_stop_training():
     assert [s for s, _ in log.series["dev_bleu_greedy"]][:4] == [0, 2, 4, 6]
     seen = []
 
-    def prune(flops: int, best: float) -> bool:
-        seen.append((flops, best))
+    def prune(flops: int, values: dict[str, float]) -> bool:
+        seen.append((flops, values["dev_bleu_greedy"]))
         return len(seen) == 2
 
     log = _loop(Plan(100, 1e-2, 5, 0.0, 3, prune=prune), [0.0, 2.0, 1.0, 5.0])
     assert (log.steps, log.stopped_by, log.stopped_early) == (6, "pruned", False)
-    assert seen == [(3 * per_update, 2.0), (6 * per_update, 2.0)]  # the best so far
+    assert seen == [(3 * per_update, 2.0), (6 * per_update, 1.0)]  # each evaluation's values
     assert math.isfinite(log.best)
 
 
@@ -154,14 +184,15 @@ class _Trial:
         return True
 
 
-def test_a_trial_that_spent_its_budget_is_never_pruned():
+def test_the_rungs_compare_the_best_dev_perplexity_and_a_spent_trial_is_never_pruned():
     trial = _Trial()
     prune = tune._pruner(trial, unit=10.0, last=900)
-    assert prune(None, 1000, 1.0)  # step 100: the first rung asks the pruner
-    assert not prune(None, 1005, 2.0)  # the same step: reported once
-    assert not prune(None, 9000, 3.0) and not prune(None, 9999, 3.0)  # the budget: finished
-    assert not prune(None, 2000, float("-inf"))  # nothing to report yet
-    assert trial.reports == [(1.0, 100)]
+    assert not prune(None, 500, {"dev_ppl": float("nan")})  # nothing to report yet
+    assert prune(None, 1000, {"dev_ppl": 40.0, "dev_bleu_greedy": 0.1})  # step 100: a rung
+    assert not prune(None, 1005, {"dev_ppl": 30.0})  # the same step: reported once
+    assert prune(None, 2000, {"dev_ppl": 35.0})  # worse than before: the best so far
+    assert not prune(None, 9000, {"dev_ppl": 9.0}) and not prune(None, 9999, {})  # finished
+    assert trial.reports == [(-math.log(40.0), 100), (-math.log(30.0), 200)]
 
 
 def test_diverged_trials_are_results_and_bad_studies_are_one_line(tmp_path):
