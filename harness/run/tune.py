@@ -82,7 +82,9 @@ def study(search: Search, model: str, out_dir: Path) -> optuna.Study:
         raise BadInput(f"{path}: not a study Optuna {optuna.__version__} can open "
                        f"({type(exc).__name__}); move it aside to start the search "
                        "again") from None
-    # seeded by the trials so far: a restarted search does not replay its first draws
+    _tell_rows(st, out_dir, search.name, model, search.space[model])
+    # seeded by the trials so far, told ones included: a restarted or rebuilt search does
+    # not replay its first draws (a replayed recipe is a trial already run)
     st.sampler = optuna.samplers.TPESampler(seed=len(st.get_trials()),
                                             n_startup_trials=search.startup)
     return st
@@ -126,7 +128,6 @@ def tune_model(search: Search, base: Point, out_dir: Path, device: torch.device,
     with _only_one(out_dir, search, base.subject):
         st = study(search, base.subject, out_dir)
         _requeue_stale(st)
-        _tell_rows(st, out_dir, search.name, base.subject, space)
         failed = 0
         while (c := counts(st))["COMPLETE"] + c["PRUNED"] < trials:
             if failed == MAX_FAILED:

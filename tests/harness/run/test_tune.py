@@ -88,9 +88,8 @@ def test_a_lost_study_is_told_again_from_the_rows(tuned, tmp_path):
     rows.loc[rows.index[0], "stopped_by"] = "pruned"  # one of them a pruned trial
     rows.to_csv(results_path(copy, SEARCH), index=False)
     s = experiments.SEARCHES[SEARCH]()
-    for _ in range(2):  # told once, whatever the number of restarts
-        st = tune.study(s, "transformer", copy)
-        tune._tell_rows(st, copy, SEARCH, "transformer", s.space["transformer"])
+    st = tune.study(s, "transformer", copy)  # told once, whatever the number of restarts
+    tune._tell_rows(st, copy, SEARCH, "transformer", s.space["transformer"])
     trials = tune.study(s, "transformer", copy).get_trials()
     assert len(trials) == len(rows)
     assert [t.user_attrs["point_id"] for t in trials] == list(rows["point_id"])
@@ -98,12 +97,18 @@ def test_a_lost_study_is_told_again_from_the_rows(tuned, tmp_path):
     for t, (_, row) in zip(trials[1:], rows.iloc[1:].iterrows(), strict=True):
         assert t.value == pytest.approx(float(row[recipe.KEY]))
         assert t.params == recipe.recipe_of(row, s.space["transformer"])
+    dists = {k: tune.distribution(d) for k, d in s.space["transformer"].items()}
+    random = dataclasses.replace(s, startup=10)  # its draws still random ones
+    replay = optuna.create_study(sampler=optuna.samplers.TPESampler(
+        seed=0, n_startup_trials=10)).ask(dists).params  # a new search's first draw
+    (copy / SEARCH / "optuna.db").unlink()
+    st = tune.study(random, "transformer", copy)  # rebuilt, then seeded: not a replay
+    assert len(st.get_trials()) == len(rows) and st.ask(dists).params != replay
     narrow = dict(s.space["transformer"]) | {"peak_lr": ("log", 10.0, 20.0)}
     fresh = tmp_path / "fresh"
     shutil.copytree(copy / SEARCH, fresh / SEARCH, ignore=shutil.ignore_patterns("optuna.db"))
-    st = tune.study(s, "transformer", fresh)
-    tune._tell_rows(st, fresh, SEARCH, "transformer", narrow)  # outside the space: left out
-    assert st.get_trials() == []
+    st = tune.study(dataclasses.replace(s, space={"transformer": narrow}), "transformer", fresh)
+    assert st.get_trials() == []  # outside the space: left out
 
 
 def test_a_missing_search_is_one_line_naming_the_command(tmp_path):
