@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test microbench lint clean
+.PHONY: run test microbench lint clean joeynmt
 
 # Bytecode is written as Python writes it by default, by the first process that imports a
 # module: a run imports about a quarter of the venv's 18,000 files, and compiling all of them
@@ -45,6 +45,17 @@ test: $(STAMP)
 	$(BIN)/lint-imports
 	MPLBACKEND=Agg $(BIN)/pytest -q -n auto --dist loadgroup --durations=10
 
+# The third-party toolkit of the Table 2 cross-check (scripts/anchor), in a venv of its own:
+# its protobuf pin conflicts with MLflow's; JoeyNMT 2.3.0 passes ReduceLROnPlateau a
+# `verbose` that torch 2.7 removed, and imports importlib_metadata without requiring it.
+# The tests that train it skip where it is missing; .ci/run installs it.
+JOEY := .venv-joeynmt
+joeynmt: $(JOEY)/.installed
+$(JOEY)/.installed:
+	test -d $(JOEY) || $(PY) -m venv $(JOEY)
+	$(JOEY)/bin/pip install -q joeynmt==2.3.0 torch==2.5.1 importlib-metadata
+	touch $@
+
 microbench: $(STAMP)
 	$(BIN)/pytest -q tests/microbench --benchmark-only --benchmark-autosave
 
@@ -52,4 +63,4 @@ lint: $(STAMP)
 	$(BIN)/ruff check models harness experiments tests
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .benchmarks
+	rm -rf $(VENV) $(JOEY) .pytest_cache .ruff_cache .benchmarks

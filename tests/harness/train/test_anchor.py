@@ -1,6 +1,7 @@
 """The third-party anchor (harness.train.translation.anchor): the export gives back our text
 through our decoder and filters training pairs as our runs do; with JoeyNMT installed in
-.venv-joeynmt, a tiny config trains a few updates and lands a row scored by our scorer."""
+.venv-joeynmt, a tiny config trains a few updates and lands a row scored by our scorer, and
+its weights loaded into our Transformer give JoeyNMT's own log-probabilities."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import torch
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.files import read_lines
 from harness.results import read_results, results_path
-from harness.train.translation import anchor, anchor_recipe
+from harness.train.translation import anchor, anchor_recipe, anchor_weights
 from harness.train.translation.bpe import shared_bpe
 from harness.train.translation.corpus import Corpus
 from harness.train.translation.scoring import score
@@ -123,11 +125,12 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path: Path, monkeypatch, caps
 
 
 def _tiny_config(tmp_path: Path) -> Path:
-    """The committed Transformer config at toy sizes and 6 updates."""
+    """The committed Transformer config at toy sizes and 6 updates, Post-LN (the layout our
+    Transformer takes JoeyNMT's weights in, as the searched recipe's)."""
     cfg = yaml.safe_load((REPO / anchor.CONFIG).read_text())
     for side in ("encoder", "decoder"):
         cfg["model"][side] |= {"num_layers": 1, "num_heads": 2, "hidden_size": 16,
-                               "ff_size": 32}
+                               "ff_size": 32, "layer_norm": "post"}
         cfg["model"][side]["embeddings"]["embedding_dim"] = 16
     cfg["training"] |= {"batch_size": 200, "validation_freq": 3, "logging_freq": 3,
                         "updates": 6}
@@ -138,9 +141,7 @@ def _tiny_config(tmp_path: Path) -> Path:
 
 
 @pytest.mark.skipif(not (JOEY / "bin" / "python").exists(),
-                    reason=f"JoeyNMT is not installed in {JOEY} (python3 -m venv .venv-joeynmt "
-                           "&& .venv-joeynmt/bin/pip install joeynmt==2.3.0 torch==2.5.1 "
-                           "importlib-metadata)")
+                    reason=f"JoeyNMT is not installed in {JOEY} (make joeynmt)")
 def test_joeynmt_trains_and_its_row_is_scored_by_our_scorer(tmp_path: Path) -> None:
     tok = _tok()
     config = _tiny_config(tmp_path)
@@ -167,6 +168,18 @@ def test_joeynmt_trains_and_its_row_is_scored_by_our_scorer(tmp_path: Path) -> N
     assert anchor.run_anchor(config, tmp_path, CORPUS, tok, 24, JOEY, 300,
                              echo=lines.append) is None
     assert "is done" in lines[-1]
+    # its weights in our Transformer give its own teacher-forced log-probabilities
+    [ckpt] = (suite / "checkpoints").glob("*/model-*/latest.ckpt")
+    vocab = read_lines(ckpt.parent.parent / "data" / "vocab.txt")
+    pieces = [[tok.id_to_token(i) for i in tok.encode(t).ids] for _, t in CORPUS.dev]
+    want = anchor_weights.joeynmt_logprobs(ckpt, pieces[1:], pieces[:-1], vocab, JOEY)
+    ids = {p: i for i, p in enumerate(vocab)}
+    model, _ = anchor_weights.load(ckpt, vocab)
+    got = anchor_weights.our_logprobs(
+        model, anchor_weights.with_eos([[ids[p] for p in s] for s in pieces[1:]], ids["</s>"]),
+        [[ids[p] for p in t] for t in pieces[:-1]], ids["<pad>"], ids["<s>"])
+    valid = torch.tensor([[j <= len(t) for j in range(want.size(1))] for t in pieces[:-1]])
+    torch.testing.assert_close(got[valid], want[valid])
 
 
 RECIPE = {"peak_lr": 8e-4, "warmup_steps": 1500, "dropout": 0.06, "label_smoothing": 0.2,
