@@ -52,7 +52,7 @@ test: $(STAMP)
 JOEY := .venv-joeynmt
 joeynmt: $(JOEY)/.installed
 $(JOEY)/.installed:
-	test -d $(JOEY) || $(PY) -m venv $(JOEY)
+	test -x $(JOEY)/bin/pip || $(PY) -m venv --clear $(JOEY)
 	$(JOEY)/bin/pip install -q joeynmt==2.3.0 torch==2.5.1 importlib-metadata
 	touch $@
 

@@ -127,7 +127,7 @@ def translation_cpu_tune() -> Search:
     the width that matches the 2+2-layer Transformer's parameters), TUNE_TRIALS trials of
     Optuna's TPE sampler over TRANSFORMER_SPACE or SHARED_SPACE, each trained as a final run
     is (TUNED: the same FLOP budget, warm-up in updates, early stopping on dev) and pruned by
-    successive halving on its best dev BLEU (greedy, 200 dev verses) at 1/9 and 1/3 of the
+    successive halving on its best dev perplexity (the whole dev set) at 1/9 and 1/3 of the
     budget; one seed; dev only (test never decoded). The best finished trial per model is
     its recipe (the highest best dev BLEU on the curve). Resumable: a rerun continues the
     study where it stopped. Measured on a 2-core AMD EPYC, one process per core: a whole

@@ -5,6 +5,7 @@ training FLOPs and against training seconds. Read from stored rows and curves on
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -214,21 +215,27 @@ def bleu_curves(out_dir: Path, suite: str) -> plt.Figure:
     sweep = pd.DataFrame() if search else recipes(df)
     rows = _with_trials(rows) if search else _with_recipe(rows, sweep)
     wide = wide.merge(rows[["point_id", "model", "seed", "recipe", "chosen"]], on="point_id")
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), layout="constrained",
-                             gridspec_kw={"width_ratios": [3, 3, 2]})
+    # a search's pruner compares dev perplexity: its curves, where the trials recorded it
+    ppl = search and "dev_ppl" in wide and bool(wide["dev_ppl"].notna().any())
+    fig, axes = plt.subplots(1, 4 if ppl else 3, figsize=(19 if ppl else 15, 4.6),
+                             layout="constrained",
+                             gridspec_kw={"width_ratios": [3, 3, 3, 2.4] if ppl else [3, 3, 2]})
     models = list(dict.fromkeys(rows["model"]))
     colors = dict(zip(models, plt.get_cmap("tab10").colors, strict=False))
     seeds = rows.groupby(["model", "recipe"])["seed"].nunique()
     _cost_panels(axes[:2], wide, rows, seeds, colors)
+    if ppl:
+        _ppl_panel(axes[2], wide, colors)
+    side = axes[-1]
     done = df[df["status"].eq("ok") & df["model"].isin(BASELINES)] if "model" in df else df
     if "test_bleu" in rows and rows["test_bleu"].notna().any():
-        _test_panel(axes[2], rows, done, models, colors)
+        _test_panel(side, rows, done, models, colors)
     elif len(sweep):  # a recipe sweep scores dev only: what its choice reads
-        _recipe_panel(axes[2], sweep, models, colors)
+        _recipe_panel(side, sweep, models, colors)
     elif search:
-        _search_panel(axes[2], rows, models, colors)
+        _search_panel(side, rows, models, colors)
     else:
-        fig.delaxes(axes[2])
+        fig.delaxes(side)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 4),
                fontsize=8, frameon=False)
@@ -322,14 +329,8 @@ def _cost_panels(axes, wide: pd.DataFrame, rows: pd.DataFrame, seeds: pd.Series,
         label = (f"{model} ({recipe}; {n} seed{'s' if n > 1 else ''})" if recipe else
                  f"{model} ({n} seed{'s' if n > 1 else ''})") if chosen else None
         others |= not chosen
-        # a search's other trials: a dash pattern each, so two that coincide (pruned at the
-        # same rung near 0 BLEU) stay told apart
-        k = int(recipe.removeprefix("trial ")) if recipe.startswith("trial ") else -1
-        dashes = {} if chosen or k < 0 else {"dashes": (1 + k % 6, 1 + k // 6)}
         for ax, key in zip(axes, ("flops", "s"), strict=True):
-            ax.plot(x[key], band["mean"], marker="o" if chosen else None, ms=3, label=label,
-                    color=colors[model], lw=1.5 if chosen else 0.7, alpha=1 if chosen else 0.5,
-                    **dashes)
+            ax.plot(x[key], band["mean"], label=label, **_line(recipe, chosen, colors[model]))
             if n > 1:
                 ax.fill_between(x[key], band["min"], band["max"], alpha=0.2,
                                 color=colors[model], lw=0)
@@ -345,6 +346,31 @@ def _cost_panels(axes, wide: pd.DataFrame, rows: pd.DataFrame, seeds: pd.Series,
     axes[0].set_xlabel("training FLOPs (forward + backward, counted)")
     axes[1].set_xlabel("training seconds (updates only, measured)")
     axes[0].set_ylabel("dev BLEU (greedy)")
+
+
+def _line(recipe: str, chosen: bool, color: Any) -> dict[str, Any]:
+    """A curve's style: the chosen recipe thick with dots; a search's other trials thin with
+    a dash pattern each, so two that coincide (pruned at the same rung) stay told apart."""
+    k = int(recipe.removeprefix("trial ")) if recipe.startswith("trial ") else -1
+    dashes = {} if chosen or k < 0 else {"dashes": (1 + k % 6, 1 + k // 6)}
+    return {"marker": "o" if chosen else None, "ms": 3, "color": color,
+            "lw": 1.5 if chosen else 0.7, "alpha": 1 if chosen else 0.5, **dashes}
+
+
+def _ppl_panel(ax: plt.Axes, wide: pd.DataFrame, colors: dict) -> None:
+    """A search's dev perplexity (whole dev set) against FLOPs, a line per trial that
+    recorded it: what its pruner's rungs compare (lowest kept)."""
+    for (model, recipe), curves in wide.groupby(["model", "recipe"], sort=False):
+        c = curves.dropna(subset=["dev_ppl"]).sort_values("step")
+        c = c[c["step"] > 0]  # the untrained model's perplexity is the vocabulary's size
+        if len(c):
+            ax.plot(c["train_flops"], c["dev_ppl"],
+                    **_line(recipe, bool(curves["chosen"].iloc[0]), colors[model]))
+    ax.set_yscale("log")
+    ax.set(xlabel="training FLOPs (forward + backward, counted)",
+           ylabel="dev perplexity (log, whole dev set)")
+    ax.set_title("what the pruner compares at each rung: dev perplexity\n(a trial behind "
+                 "the best third at a rung is stopped)", fontsize=9)
 
 
 def _recipe_panel(ax: plt.Axes, sweep: pd.DataFrame, models: list[str], colors: dict) -> None:

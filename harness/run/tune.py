@@ -37,7 +37,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from experiments.spec import Dimension, Point, Search
 from harness.console import say
 from harness.errors import BadInput
-from harness.results import read_results, results_path
+from harness.results import read_results, read_series, results_path, series_path
 from harness.run.sweep import run_suite
 from harness.train.translation.recipe import KEY, best_row, recipe_of, with_recipe
 
@@ -150,16 +150,24 @@ def tune_model(search: Search, base: Point, out_dir: Path, device: torch.device,
 
 def _tell_rows(st: optuna.Study, out_dir: Path, name: str, model: str,
                space: Mapping[str, Dimension]) -> None:
-    """Tell the study each row of `model` that none of its trials names: finished, with
-    its value, or pruned (an error row, and a recipe outside today's space, are left out)."""
+    """Tell the study each row of `model` that none of its trials names (a point's last
+    row): finished, with its value, or pruned. Left out: an error row, a recipe outside
+    today's space, and a trial pruned on another value than PRUNE_ON (its curve does not
+    have it): where that rule pruned by chance, the sampler would learn its recipe is bad."""
     rows = read_results(results_path(out_dir, name))
     if rows.empty or "model" not in rows:
         return
     known = {t.user_attrs.get("point_id") for t in st.get_trials(deepcopy=False)}
+    series = read_series(out_dir, name) if series_path(out_dir, name).exists() else None
+    measured = set() if series is None else \
+        set(series.loc[series["metric"] == PRUNE_ON, "point_id"])
     told = 0
-    for _, row in rows[rows["model"] == model].iterrows():
+    mine = rows[rows["model"] == model].drop_duplicates("point_id", keep="last")
+    for _, row in mine.iterrows():
         outcome = _outcome_of(row)
-        if row["point_id"] in known or outcome.get("state") == optuna.trial.TrialState.FAIL:
+        if row["point_id"] in known or outcome.get("state") == optuna.trial.TrialState.FAIL \
+                or (outcome.get("state") == optuna.trial.TrialState.PRUNED
+                    and row["point_id"] not in measured):
             continue
         try:  # Optuna checks each value against its range
             trial = optuna.trial.create_trial(
@@ -167,7 +175,7 @@ def _tell_rows(st: optuna.Study, out_dir: Path, name: str, model: str,
                 distributions={k: distribution(d) for k, d in space.items()},
                 state=outcome.get("state", optuna.trial.TrialState.COMPLETE),
                 value=outcome.get("values"))
-        except ValueError as exc:
+        except (ValueError, BadInput) as exc:
             say(f"{name} {model}: trial row {row['point_id']} not told to the study ({exc})")
             continue
         st.add_trial(trial)
@@ -191,7 +199,7 @@ def _told(st: optuna.Study, number: int, model: str, name: str) -> str:
 
 
 def _pruner(trial: optuna.Trial, unit: float, last: int
-            ) -> Callable[[Point, int, float], bool]:
+            ) -> Callable[[Point, int, dict[str, float]], bool]:
     """The trial's pruning hook: report -ln of the best dev perplexity so far (higher is
     better, as the study's direction) at each FLOP step (one value per step: a tiny run's
     evaluations may share one), then ask the pruner; never at or past the last rung (`last`
@@ -256,12 +264,12 @@ def document(search: Search, out_dir: Path) -> str:
     """<out>/NAME/search.md: the space searched per model, the trials, the best recipes."""
     table = summary(search, out_dir)
     lines = [f"# Tuning search `{search.name}`", "",
-             f"Optuna {optuna.__version__}: TPE sampler (seed 0, {search.startup} random "
+             f"Optuna {optuna.__version__}: TPE sampler ({search.startup} random "
              f"trials first), successive-halving pruner (eta {search.eta}, rungs at 1/"
              f"{search.eta ** (search.rungs - 1)} of each trial's FLOP budget and up), "
              f"{search.trials} finished trials per model asked for; the objective is the best "
-             "greedy dev BLEU on the trial's curve, the rungs compare the best dev perplexity "
-             "(trials pruned on greedy BLEU before are told from their rows). Written by "
+             "greedy dev BLEU on the trial's curve, the rungs compare the best dev "
+             "perplexity. Written by "
              f"`tvr tune {search.name}` from the trials' rows in results.csv.", "",
              "## Space", "", "| model | key | range |", "|---|---|---|"]
     for model, space in search.space.items():

@@ -54,7 +54,7 @@ def perplexity(model: nn.Module, data: list[PairBatch], device: torch.device) ->
                                      reduction="sum"))
         n += batch.n_target_tokens
     model.train(was)
-    return math.exp(nll / n)
+    return math.exp(nll / n) if nll / n < 700 else math.inf  # exp overflows past ~709
 
 
 def schedule(peak_lr: float, warmup: int) -> Callable[[int], float]:

@@ -42,13 +42,18 @@ def test_report_regenerates_results_byte_identical(tmp_path, monkeypatch):
     the committed files never depend on which machine regenerates them."""
     monkeypatch.setenv("TVR_MACHINE", "a-machine-that-measured-nothing")
     out = tmp_path / "results"
-    shutil.copytree(ROOT / "results", out, ignore=shutil.ignore_patterns("mlflow.db*", "*.png"))
+    # not the git-ignored checkpoints, nor a search's study: `tvr tune`, which may be
+    # running beside the test, writes them, and `tvr report` does not
+    shutil.copytree(ROOT / "results", out, ignore=shutil.ignore_patterns(
+        "mlflow.db*", "*.png", "checkpoints", ".*.lock"))
+    studies = {p: p.read_bytes() for p in out.rglob("optuna.db")}
     write_report(out)
+    assert all(p.read_bytes() == b for p, b in studies.items())
     from harness.cli.report import _search_documents
 
     assert (out / "translation-cpu-tune" / "search.md") in _search_documents(out, None)
     for path in sorted(out.rglob("*")):
-        if path.is_file() and path.suffix != ".png":
+        if path.is_file() and path.suffix != ".png" and path.name != "optuna.db":
             committed = ROOT / "results" / path.relative_to(out)
             assert committed.exists(), f"tvr report writes {path.name}, which is not committed"
             assert path.read_bytes() == committed.read_bytes(), \

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 import experiments
 from harness.cli import cli
-from harness.results import read_results, results_path
+from harness.results import read_results, read_series, results_path
 from harness.run import tune
 from harness.train.translation import recipe
 from harness.train.translation.data import TrainStream, make_batch
@@ -84,26 +84,29 @@ def test_a_lost_study_is_told_again_from_the_rows(tuned, tmp_path):
     out, _ = tuned
     copy = tmp_path / "out"
     shutil.copytree(out / SEARCH, copy / SEARCH, ignore=shutil.ignore_patterns("optuna.db"))
-    rows = read_results(results_path(copy, SEARCH))
-    rows.loc[rows.index[0], "stopped_by"] = "pruned"  # one of them a pruned trial
+    rows = read_results(results_path(copy, SEARCH)).iloc[:2]
+    rows.loc[rows.index[0], "stopped_by"] = "pruned"  # pruned on dev perplexity
+    old_rule = rows.iloc[[1]].assign(point_id="old", stopped_by="pruned")  # no curve of it
+    rerun = rows.iloc[[1]].assign(**{recipe.KEY: 99.0})  # a point's last row is its outcome
+    failed = rows.iloc[[1]].assign(point_id="failed", status="error")
+    rows = pd.concat([rows, old_rule, rerun, failed], ignore_index=True)
     rows.to_csv(results_path(copy, SEARCH), index=False)
+    assert "old" not in set(read_series(copy, SEARCH)["point_id"])
     s = experiments.SEARCHES[SEARCH]()
     st = tune.study(s, "transformer", copy)  # told once, whatever the number of restarts
     tune._tell_rows(st, copy, SEARCH, "transformer", s.space["transformer"])
     trials = tune.study(s, "transformer", copy).get_trials()
-    assert len(trials) == len(rows)
-    assert [t.user_attrs["point_id"] for t in trials] == list(rows["point_id"])
-    assert [t.state.name for t in trials] == ["PRUNED"] + ["COMPLETE"] * (len(rows) - 1)
-    for t, (_, row) in zip(trials[1:], rows.iloc[1:].iterrows(), strict=True):
-        assert t.value == pytest.approx(float(row[recipe.KEY]))
-        assert t.params == recipe.recipe_of(row, s.space["transformer"])
+    assert [t.user_attrs["point_id"] for t in trials] == list(rows["point_id"].iloc[:2])
+    assert [t.state.name for t in trials] == ["PRUNED", "COMPLETE"]
+    assert trials[1].value == 99.0
+    assert trials[1].params == recipe.recipe_of(rows.iloc[1], s.space["transformer"])
     dists = {k: tune.distribution(d) for k, d in s.space["transformer"].items()}
     random = dataclasses.replace(s, startup=10)  # its draws still random ones
     replay = optuna.create_study(sampler=optuna.samplers.TPESampler(
         seed=0, n_startup_trials=10)).ask(dists).params  # a new search's first draw
     (copy / SEARCH / "optuna.db").unlink()
     st = tune.study(random, "transformer", copy)  # rebuilt, then seeded: not a replay
-    assert len(st.get_trials()) == len(rows) and st.ask(dists).params != replay
+    assert len(st.get_trials()) == 2 and st.ask(dists).params != replay
     narrow = dict(s.space["transformer"]) | {"peak_lr": ("log", 10.0, 20.0)}
     fresh = tmp_path / "fresh"
     shutil.copytree(copy / SEARCH, fresh / SEARCH, ignore=shutil.ignore_patterns("optuna.db"))
@@ -284,7 +287,10 @@ def test_the_search_figure_draws_a_line_per_trial_and_rings_the_recipe_chosen(tu
     fig = bleu_curves(out, SEARCH)
     labels = fig.axes[0].get_legend_handles_labels()[1]
     assert any("trial" in label for label in labels)
-    assert "a dot per trial" in fig.axes[2].get_title()
+    assert "a dot per trial" in fig.axes[-1].get_title()
+    pruner = fig.axes[2]  # what the rungs compare: a dev perplexity line per trial
+    assert "perplexity" in pruner.get_ylabel() and pruner.get_yscale() == "log"
+    assert len(pruner.get_lines()) == len(read_results(results_path(out, SEARCH)))
     plt.close(fig)
     rows = pd.DataFrame({"model": ["t", "t", "t", "l"], "point_id": ["a", "b", "c", "d"],
                          recipe.KEY: [5.0, 9.0, 7.0, 1.0],
@@ -315,3 +321,16 @@ def test_a_knob_added_to_the_space_reads_as_the_default_its_old_trials_trained_w
     with pytest.raises(Exception, match="no column 'nosuch'"):
         recipe.recipe_of(row, space | {"nosuch": ("float", 0.0, 1.0)})
 
+
+
+def test_a_runaway_models_perplexity_is_infinite_not_an_overflow():
+    """Every evaluation measures dev perplexity (the rungs compare it): a recipe whose loss is
+    finite but huge must give inf, which the pruner passes over, not stop the search."""
+    from harness.train.translation.train import perplexity
+
+    data = [make_batch([[5, 6, 7]], [[8, 9]], {"<pad>": 0, "<s>": 2, "</s>": 3})]
+    model = _Tiny()
+    assert math.isfinite(perplexity(model, data, torch.device("cpu")))
+    with torch.no_grad():
+        model.out.weight.mul_(0).add_(torch.arange(12.0)[:, None] * 1e6)
+    assert perplexity(model, data, torch.device("cpu")) == math.inf
