@@ -189,9 +189,10 @@ def _told(st: optuna.Study, number: int, model: str, name: str) -> str:
     perplexity it had reached), the best so far."""
     t = st.trials[number]
     value = "" if t.value is None else f", best dev BLEU {t.value:.2f}"
-    if t.value is None and t.intermediate_values:
-        last = t.intermediate_values[max(t.intermediate_values)]
-        value = f", dev perplexity {math.exp(-last):.1f}"
+    if t.state == optuna.trial.TrialState.PRUNED:  # Optuna's value: its last report
+        last = t.intermediate_values[max(t.intermediate_values)] \
+            if t.intermediate_values else None
+        value = "" if last is None else f", dev perplexity {math.exp(-last):.1f}"
     done = [x for x in st.trials if x.state == optuna.trial.TrialState.COMPLETE]
     best = max(done, key=lambda x: x.value) if done else None
     return (f"{name} {model}: trial {number} {t.state.name.lower()}{value}"

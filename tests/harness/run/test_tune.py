@@ -334,3 +334,14 @@ def test_a_runaway_models_perplexity_is_infinite_not_an_overflow():
     with torch.no_grad():
         model.out.weight.mul_(0).add_(torch.arange(12.0)[:, None] * 1e6)
     assert perplexity(model, data, torch.device("cpu")) == math.inf
+
+
+def test_a_pruned_trial_is_told_by_the_perplexity_it_reached():
+    """Optuna gives a pruned trial its last report as value (-ln perplexity here): the line
+    says the perplexity, never that number as a BLEU."""
+    st = optuna.create_study(direction="maximize")
+    trial = st.ask({"x": optuna.distributions.FloatDistribution(0, 1)})
+    trial.report(-math.log(40.0), 100)
+    st.tell(trial, state=optuna.trial.TrialState.PRUNED)
+    line = tune._told(st, 0, "transformer", SEARCH)
+    assert "trial 0 pruned, dev perplexity 40.0" in line and "BLEU" not in line
