@@ -214,7 +214,8 @@ def bleu_curves(out_dir: Path, suite: str) -> plt.Figure:
     search = is_search(out_dir, suite)
     sweep = pd.DataFrame() if search else recipes(df)
     rows = _with_trials(rows) if search else _with_recipe(rows, sweep)
-    wide = wide.merge(rows[["point_id", "model", "seed", "recipe", "chosen"]], on="point_id")
+    wide = wide.merge(rows[["point_id", "model", "seed", "recipe", "chosen", "curve"]],
+                      on="point_id")
     # a search's pruner compares dev perplexity: its curves, where the trials recorded it
     ppl = search and "dev_ppl" in wide and bool(wide["dev_ppl"].notna().any())
     fig, axes = plt.subplots(1, 4 if ppl else 3, figsize=(19 if ppl else 15, 4.6),
@@ -259,6 +260,7 @@ def _with_recipe(rows: pd.DataFrame, sweep: pd.DataFrame) -> pd.DataFrame:
     """rows with `recipe` ("lr 0.003, dropout 0.1" in a recipe sweep, else "") and `chosen`
     (the recipe the sweep picks for its model; every row outside a sweep)."""
     rows = rows.copy()
+    rows["curve"] = -1  # one style per model: no dash patterns to tell trials apart
     if sweep.empty:
         return rows.assign(recipe="", chosen=True)
     lr = pd.to_numeric(rows["peak_lr"]).fillna(1e-3)  # the options' default, as recipes()
@@ -283,6 +285,7 @@ def _with_trials(rows: pd.DataFrame) -> pd.DataFrame:
     files only (it may not import harness.train); a test checks that they agree."""
     rows = rows.copy()
     rows["recipe"] = "trial " + rows.groupby("model").cumcount().astype(str)  # Optuna's count
+    rows["curve"] = np.arange(len(rows))  # a dash pattern per trial, across models
     value = pd.to_numeric(rows.get(SEARCH_KEY), errors="coerce")
     pruned = rows.get("stopped_by", pd.Series("", index=rows.index)).eq("pruned")
     ranked = rows.assign(_v=value.where(~pruned)).dropna(subset=["_v"])
@@ -330,7 +333,8 @@ def _cost_panels(axes, wide: pd.DataFrame, rows: pd.DataFrame, seeds: pd.Series,
                  f"{model} ({n} seed{'s' if n > 1 else ''})") if chosen else None
         others |= not chosen
         for ax, key in zip(axes, ("flops", "s"), strict=True):
-            ax.plot(x[key], band["mean"], label=label, **_line(recipe, chosen, colors[model]))
+            ax.plot(x[key], band["mean"], label=label,
+                    **_line(int(curves["curve"].iloc[0]), chosen, colors[model]))
             if n > 1:
                 ax.fill_between(x[key], band["min"], band["max"], alpha=0.2,
                                 color=colors[model], lw=0)
@@ -348,10 +352,10 @@ def _cost_panels(axes, wide: pd.DataFrame, rows: pd.DataFrame, seeds: pd.Series,
     axes[0].set_ylabel("dev BLEU (greedy)")
 
 
-def _line(recipe: str, chosen: bool, color: Any) -> dict[str, Any]:
+def _line(k: int, chosen: bool, color: Any) -> dict[str, Any]:
     """A curve's style: the chosen recipe thick with dots; a search's other trials thin with
-    a dash pattern each, so two that coincide (pruned at the same rung) stay told apart."""
-    k = int(recipe.removeprefix("trial ")) if recipe.startswith("trial ") else -1
+    a dash pattern each (k: the trial's number among every model's, -1 outside a search),
+    so two that coincide (pruned at the same rung, of one model or two) stay told apart."""
     dashes = {} if chosen or k < 0 else {"dashes": (1 + k % 6, 1 + k // 6)}
     return {"marker": "o" if chosen else None, "ms": 3, "color": color,
             "lw": 1.5 if chosen else 0.7, "alpha": 1 if chosen else 0.5, **dashes}
@@ -360,12 +364,13 @@ def _line(recipe: str, chosen: bool, color: Any) -> dict[str, Any]:
 def _ppl_panel(ax: plt.Axes, wide: pd.DataFrame, colors: dict) -> None:
     """A search's dev perplexity (whole dev set) against FLOPs, a line per trial that
     recorded it: what its pruner's rungs compare (lowest kept)."""
-    for (model, recipe), curves in wide.groupby(["model", "recipe"], sort=False):
+    for (model, _), curves in wide.groupby(["model", "recipe"], sort=False):
         c = curves.dropna(subset=["dev_ppl"]).sort_values("step")
         c = c[c["step"] > 0]  # the untrained model's perplexity is the vocabulary's size
         if len(c):
             ax.plot(c["train_flops"], c["dev_ppl"],
-                    **_line(recipe, bool(curves["chosen"].iloc[0]), colors[model]))
+                    **_line(int(curves["curve"].iloc[0]), bool(curves["chosen"].iloc[0]),
+                            colors[model]))
     ax.set_yscale("log")
     ax.set(xlabel="training FLOPs (forward + backward, counted)",
            ylabel="dev perplexity (log, whole dev set)")

@@ -73,7 +73,15 @@ def _config(row: Mapping[str, Any]) -> dict[str, str]:
     listed = dict(re.findall(r"-([A-Za-z_]\w*)=([^-]*)", str(row.get("point_id", ""))))
     config = {k: shown(row[k]) if k in row else v for k, v in listed.items()}
     config |= {k: shown(row[k]) for k in _FIELDS if k in row}
-    return {k: v for k, v in config.items() if k not in _IN_EVERY_NAME}
+    return {k: _brief(v) for k, v in config.items() if k not in _IN_EVERY_NAME}
+
+
+def _brief(value: str) -> str:
+    """A searched float as a name spells it: 0.18669453058109578 is 0.1867 (the full value
+    is in the run's params and point_id tag)."""
+    if not re.fullmatch(r"-?\d+\.\d{5,}", value):
+        return value
+    return f"{float(value):.4g}"
 
 
 def _subject(row: Mapping[str, Any]) -> str:

@@ -2,6 +2,7 @@
 source, the measuring commit on synced runs, a store built from the committed CSVs, and a
 re-sync that adds nothing."""
 
+import re
 import shutil
 from pathlib import Path
 
@@ -25,6 +26,7 @@ def test_committed_rows_get_short_names_unique_within_their_study(suite: str) ->
     assert len(set(names.values())) == len(rows)
     assert max(len(n) for n in names.values()) <= 110  # the sizes as the rows spell them
     assert not any("#" in n or "nan" in n for n in names.values()), names
+    assert not any(re.search(r"\.0*[1-9]\d{4,}", n) for n in names.values()), names  # 0.1867
 
 
 def test_distance_k_points_are_told_apart_by_k() -> None:
