@@ -95,7 +95,7 @@ CPU = dict(bpe=4000, max_tokens=80, eval_every=250, eval_sentences=200,
 
 # Table 2 on a CPU, each model with its own recipe found by a tuning search. Every run,
 # trial or final, has the same budget of counted training FLOPs (TUNED_BUDGET, stated: at the
-# reference machine's one-core rate, about 20 min of updates for the Transformer, whose
+# reference machine's one-core rate, about 20 min of updates for a 2+2-layer Transformer, whose
 # update of 64 full-length pairs counts ~2e10) and stops early on dev (greedy BLEU on 200 dev
 # verses every TUNED_EVAL FLOPs, TUNED_PATIENCE evaluations without a new best) or at
 # TUNED_STEPS. The schedule's warm-up is in updates, the same in a trial and the final run.
@@ -131,9 +131,9 @@ def translation_cpu_tune() -> Search:
     budget; one seed; dev only (test never decoded). The best finished trial per model is
     its recipe (the highest best dev BLEU on the curve). Resumable: a rerun continues the
     study where it stopped. Measured on a 2-core AMD EPYC, one process per core: a whole
-    Transformer trial 39-56 min of wall clock, a pruned one 5-14 min (its first 6 trials: 2.2
-    h); the recurrent models' first trial (3 layers a stack) reached half its budget in 80
-    min beside two other processes. About 24 trials per model: 8-10 core-hours each."""
+    Transformer trial 25 min (1+1 layers) to 40-56 min (3+3), one pruned on perplexity 2-7
+    min; a whole attentional RNN trial 55-95 min. About 24 trials per model: 8-10
+    core-hours each."""
     base = tuple(translate_point("translation-cpu-tune", m, CPU_D_MODEL, CPU_BATCH, 0,
                                  arch=CPU_ARCH, **(TUNED | {"score_test": False,
                                                             "speed_sentences": 0}))
@@ -148,8 +148,9 @@ def translation_cpu_tuned() -> list[Point]:
     translation-cpu-tune` first, into the same --out; the recipe is in every point's id and
     row), trained as the trials were (TUNED: a budget of TUNED_BUDGET counted FLOPs, early
     stopping on dev); beam search on the whole dev and test sets; and the three baselines on
-    the same sentences. Expected: ~20-35 min of updates per point on one core plus ~4 min of
-    decoding: ~6 core-hours, ~3 h with `--executor ray` on 2 cores."""
+    the same sentences. Expected from the search's trials: 25-50 min per Transformer point on
+    one core, 55-95 min per attentional RNN point, plus a few minutes of beam search: ~10-13
+    core-hours, ~5-6.5 h with `--executor ray` on 2 cores (resumable)."""
     return baseline_points("translation-cpu-tuned", **TUNED) + [
         translate_point("translation-cpu-tuned", m, CPU_D_MODEL, CPU_BATCH, s, arch=CPU_ARCH,
                         **(TUNED | {"recipe": "translation-cpu-tune"}))

@@ -29,8 +29,8 @@ class Context:
     machine: str = ""  # the machine the rows name (the driver's, wherever a point runs)
     keep_checkpoints: bool = False  # a finished training point keeps its checkpoint
     # a tuning search's pruner (`tvr tune`, in this process): (point, training FLOPs so
-    # far, this evaluation's dev curve values) -> stop training now
-    prune: Callable[[Point, int, dict[str, float]], bool] | None = None
+    # far, its curve so far: metric -> [(step, value)]) -> stop training now
+    prune: Callable[[Point, int, dict[str, list[tuple[int, float]]]], bool] | None = None
     resume: bool = True  # False (--no-resume): a training point ignores its checkpoint
 
 

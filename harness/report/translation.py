@@ -198,7 +198,9 @@ def bleu_curves(out_dir: Path, suite: str) -> plt.Figure:
     baseline's BLEU on the same verses (the cost target) where the rows have it. Right: what
     the Table 2 verdict uses, test BLEU with beam 4, one dot per seed, the suite's trivial
     baselines as lines; in a recipe sweep (dev only), what its choice uses instead: each
-    recipe's dev perplexity, the chosen one ringed."""
+    recipe's dev perplexity, the chosen one ringed; in a tuning search, each trial's best
+    dev BLEU, and (a third panel, where its trials recorded it) each trial's best dev
+    perplexity so far against FLOPs, what its pruner compares."""
     df = load_results(out_dir, [suite])
     every = _rows(df, "table2")
     rows = every[every["runner"] == "translate"]
@@ -257,7 +259,8 @@ def bleu_curves(out_dir: Path, suite: str) -> plt.Figure:
 
 
 def _with_recipe(rows: pd.DataFrame, sweep: pd.DataFrame) -> pd.DataFrame:
-    """rows with `recipe` ("lr 0.003, dropout 0.1" in a recipe sweep, else "") and `chosen`
+    """rows with `recipe` ("lr 0.003, dropout 0.1" in a recipe sweep, else ""), `curve`
+    (-1: no dash pattern) and `chosen`
     (the recipe the sweep picks for its model; every row outside a sweep)."""
     rows = rows.copy()
     rows["curve"] = -1  # one style per model: no dash patterns to tell trials apart
@@ -278,13 +281,15 @@ SEARCH_KEY = "best_dev_bleu_greedy"  # what `tvr tune` ranks its trials by
 
 def _with_trials(rows: pd.DataFrame) -> pd.DataFrame:
     """A tuning search's rows with `recipe` ("trial k": the model's trial rows numbered
-    from 0 in the order they were written, pruned ones included, as Optuna numbers them)
-    and `chosen`: the trial whose recipe the tuned suites take, the highest best dev BLEU
-    among those not pruned, the first point id on a tie. The same rule as
+    from 0 in the order they were written, pruned ones included; Optuna's numbers, which
+    `tvr tune` prints, also count the trials cut short and asked again), `curve` (a number
+    per trial across models: its dash pattern) and `chosen`: the trial whose recipe the
+    tuned suites take, the highest best dev BLEU among those not pruned, the first point id
+    on a tie. The same rule as
     harness.train.translation.recipe.best_row, restated because the report reads stored
     files only (it may not import harness.train); a test checks that they agree."""
     rows = rows.copy()
-    rows["recipe"] = "trial " + rows.groupby("model").cumcount().astype(str)  # Optuna's count
+    rows["recipe"] = "trial " + rows.groupby("model").cumcount().astype(str)
     rows["curve"] = np.arange(len(rows))  # a dash pattern per trial, across models
     value = pd.to_numeric(rows.get(SEARCH_KEY), errors="coerce")
     pruned = rows.get("stopped_by", pd.Series("", index=rows.index)).eq("pruned")
@@ -362,20 +367,20 @@ def _line(k: int, chosen: bool, color: Any) -> dict[str, Any]:
 
 
 def _ppl_panel(ax: plt.Axes, wide: pd.DataFrame, colors: dict) -> None:
-    """A search's dev perplexity (whole dev set) against FLOPs, a line per trial that
-    recorded it: what its pruner's rungs compare (lowest kept)."""
+    """A search's best dev perplexity so far (whole dev set) against FLOPs, a line per trial
+    that recorded it: what its pruner's rungs compare (lowest kept)."""
     for (model, _), curves in wide.groupby(["model", "recipe"], sort=False):
         c = curves.dropna(subset=["dev_ppl"]).sort_values("step")
         c = c[c["step"] > 0]  # the untrained model's perplexity is the vocabulary's size
         if len(c):
-            ax.plot(c["train_flops"], c["dev_ppl"],
+            ax.plot(c["train_flops"], c["dev_ppl"].cummin(), drawstyle="steps-post",
                     **_line(int(curves["curve"].iloc[0]), bool(curves["chosen"].iloc[0]),
                             colors[model]))
     ax.set_yscale("log")
     ax.set(xlabel="training FLOPs (forward + backward, counted)",
-           ylabel="dev perplexity (log, whole dev set)")
-    ax.set_title("what the pruner compares at each rung: dev perplexity\n(a trial behind "
-                 "the best third at a rung is stopped)", fontsize=9)
+           ylabel="best dev perplexity so far (log, whole dev set)")
+    ax.set_title("what the pruner compares at each rung: the best dev perplexity\nso far "
+                 "(a trial not among the best at a rung is stopped)", fontsize=9)
 
 
 def _recipe_panel(ax: plt.Axes, sweep: pd.DataFrame, models: list[str], colors: dict) -> None:

@@ -135,7 +135,7 @@ def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Pa
               executor: LocalExecutor | RayExecutor | None = None,
               headline: Callable[[], tuple[dict[str, float], dict[str, str]]] | None = None,
               keep_checkpoints: bool = False,
-              prune: Callable[[Point, int, float], bool] | None = None) -> SweepSummary:
+              prune: Callable[[Point, int, Any], bool] | None = None) -> SweepSummary:
     """Measure every point not already done on this device of this machine; one results row
     and one MLflow child run each. The executor (default: this process, one point after
     another) decides where points run; rows are written here, as each point finishes. The

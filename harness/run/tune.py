@@ -14,9 +14,11 @@ The study lives in <out>/NAME/optuna.db (SQLite), so a search stopped anywhere c
 where it was: a trial cut short (RUNNING in the study) is marked failed and asked again
 with the same recipe, and its point resumes from its checkpoint. The rows are the record
 and the study is rebuilt from them: a row no trial of the study names (a lost or new
-database, or trials pruned by an older rule) is told to it as a finished or pruned trial,
-which the sampler learns from (the pruner's rungs compare only trials it measured). One
-process per model at a time (a file lock); two models may run side by side.
+database) is told to it as a finished trial, or a pruned one with its curve's reports,
+which the sampler learns from (the pruner's rungs compare only trials it measured). Not
+told: error rows, recipes outside today's space, and trials pruned by an older rule (on
+another value than the one the rungs compare now). One process per model at a time (a file
+lock); two models may run side by side.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from harness.errors import BadInput
 from harness.results import read_results, read_series, results_path, series_path
 from harness.run.sweep import run_suite
 from harness.train.translation.recipe import KEY, best_row, recipe_of, with_recipe
+from harness.train.translation.train import Curve
 
 STATES = ("COMPLETE", "PRUNED", "FAIL")
 MAX_FAILED = 3  # trials in a row without a result (error rows): a bug, not a bad recipe
@@ -58,6 +61,11 @@ def distribution(dim: Dimension) -> optuna.distributions.BaseDistribution:
     raise ValueError(f"unknown search dimension {dim!r}")
 
 
+def distributions(space: Mapping[str, Dimension]
+                  ) -> dict[str, optuna.distributions.BaseDistribution]:
+    return {k: distribution(d) for k, d in space.items()}
+
+
 STEPS_PER_RUNG = 100  # pruner steps in the first rung: each evaluation a step of its own
 PRUNE_ON = "dev_ppl"  # the curve value the rungs compare: -ln of its best so far is reported
 
@@ -65,6 +73,11 @@ PRUNE_ON = "dev_ppl"  # the curve value the rungs compare: -ln of its best so fa
 def rung_unit(base: Point, search: Search) -> float:
     """FLOPs per pruner step: the first rung, budget / eta^(rungs - 1), is STEPS_PER_RUNG."""
     return base.options.budget_flops / search.eta ** (search.rungs - 1) / STEPS_PER_RUNG
+
+
+def last_step(search: Search) -> int:
+    """The pruner step of the budget, the last rung: past it nothing is reported."""
+    return STEPS_PER_RUNG * search.eta ** (search.rungs - 1)
 
 
 def study(search: Search, model: str, out_dir: Path) -> optuna.Study:
@@ -82,7 +95,9 @@ def study(search: Search, model: str, out_dir: Path) -> optuna.Study:
         raise BadInput(f"{path}: not a study Optuna {optuna.__version__} can open "
                        f"({type(exc).__name__}); move it aside to start the search "
                        "again") from None
-    _tell_rows(st, out_dir, search.name, model, search.space[model])
+    base = next(b for b in search.base if b.subject == model)
+    _tell_rows(st, out_dir, search.name, model, search.space[model], rung_unit(base, search),
+               last_step(search))
     # seeded by the trials so far, told ones included: a restarted or rebuilt search does
     # not replay its first draws (a replayed recipe is a trial already run)
     st.sampler = optuna.samplers.TPESampler(seed=len(st.get_trials()),
@@ -118,13 +133,11 @@ def counts(st: optuna.Study) -> dict[str, int]:
 def tune_model(search: Search, base: Point, out_dir: Path, device: torch.device,
                tracking_uri: str | None, trials: int, progress: bool) -> optuna.Study:
     """Trials of one model until `trials` of them have finished (completed or pruned)."""
-    space = search.space[base.subject]
-    dists = {k: distribution(d) for k, d in space.items()}
+    dists = distributions(search.space[base.subject])
     if not base.options.budget_flops > 0:
         raise BadInput(f"search {search.name!r}: its {base.subject} trials have no FLOP "
                        "budget (budget_flops), which its pruner's rungs are fractions of")
-    unit = rung_unit(base, search)
-    last = STEPS_PER_RUNG * search.eta ** (search.rungs - 1)
+    unit, last = rung_unit(base, search), last_step(search)
     with _only_one(out_dir, search, base.subject):
         st = study(search, base.subject, out_dir)
         _requeue_stale(st)
@@ -149,30 +162,34 @@ def tune_model(search: Search, base: Point, out_dir: Path, device: torch.device,
 
 
 def _tell_rows(st: optuna.Study, out_dir: Path, name: str, model: str,
-               space: Mapping[str, Dimension]) -> None:
+               space: Mapping[str, Dimension], unit: float, last: int) -> None:
     """Tell the study each row of `model` that none of its trials names (a point's last
-    row): finished, with its value, or pruned. Left out: an error row, a recipe outside
+    row): finished, with its value, or pruned, with the reports its pruning hook made (the
+    sampler ranks a pruned trial by its last). Left out: an error row, a recipe outside
     today's space, and a trial pruned on another value than PRUNE_ON (its curve does not
-    have it): where that rule pruned by chance, the sampler would learn its recipe is bad."""
+    have it): where that rule pruned by chance, the sampler would learn its recipe is bad.
+    The pruner's rungs do not count told trials (Optuna keeps its rung records private)."""
     rows = read_results(results_path(out_dir, name))
     if rows.empty or "model" not in rows:
         return
     known = {t.user_attrs.get("point_id") for t in st.get_trials(deepcopy=False)}
-    series = read_series(out_dir, name) if series_path(out_dir, name).exists() else None
-    measured = set() if series is None else \
-        set(series.loc[series["metric"] == PRUNE_ON, "point_id"])
+    series = read_series(out_dir, name) if series_path(out_dir, name).exists() else \
+        pd.DataFrame()
+    curves = {p: {m: list(zip(g["step"], g["value"], strict=True)) for m, g in c.groupby("metric")}
+              for p, c in series.groupby("point_id")} if not series.empty else {}
+    dists = distributions(space)
     told = 0
     mine = rows[rows["model"] == model].drop_duplicates("point_id", keep="last")
     for _, row in mine.iterrows():
-        outcome = _outcome_of(row)
+        outcome, curve = _outcome_of(row), curves.get(row["point_id"], {})
         if row["point_id"] in known or outcome.get("state") == optuna.trial.TrialState.FAIL \
                 or (outcome.get("state") == optuna.trial.TrialState.PRUNED
-                    and row["point_id"] not in measured):
+                    and PRUNE_ON not in curve):
             continue
         try:  # Optuna checks each value against its range
             trial = optuna.trial.create_trial(
                 params=recipe_of(row, space), user_attrs={"point_id": row["point_id"]},
-                distributions={k: distribution(d) for k, d in space.items()},
+                distributions=dists, intermediate_values=_reports(curve, unit, last),
                 state=outcome.get("state", optuna.trial.TrialState.COMPLETE),
                 value=outcome.get("values"))
         except (ValueError, BadInput) as exc:
@@ -199,27 +216,48 @@ def _told(st: optuna.Study, number: int, model: str, name: str) -> str:
             + (f"; best so far trial {best.number} ({best.value:.2f})" if best else ""))
 
 
-def _pruner(trial: optuna.Trial, unit: float, last: int
-            ) -> Callable[[Point, int, dict[str, float]], bool]:
-    """The trial's pruning hook: report -ln of the best dev perplexity so far (higher is
-    better, as the study's direction) at each FLOP step (one value per step: a tiny run's
-    evaluations may share one), then ask the pruner; never at or past the last rung (`last`
-    steps: the budget), where a trial has spent what it may and finished."""
-    reported: set[int] = set()
-    best = [math.inf]
+FLOOR = -700.0  # reported for a curve whose perplexity is all infinite (a runaway model)
 
-    def prune(point: Point, flops: int, values: dict[str, float]) -> bool:
-        ppl = values.get(PRUNE_ON, math.nan)
-        if math.isfinite(ppl):
-            best[0] = min(best[0], ppl)
-        step = int(flops // unit)
-        if not math.isfinite(best[0]) or step in reported or step >= last:
+
+def _pruner(trial: optuna.Trial, unit: float, last: int
+            ) -> Callable[[Point, int, Curve], bool]:
+    """The trial's pruning hook: report -ln of the best dev perplexity on the curve so far
+    (a resumed run's included; higher is better, as the study's direction; FLOOR where none
+    is finite) at each FLOP step (one value per step: a tiny run's evaluations may share
+    one), then ask the pruner; never at or past the last rung (`last` steps: the budget),
+    where a trial has spent what it may and finished."""
+    reported: set[int] = set()
+
+    def prune(point: Point, flops: int, curve: Curve) -> bool:
+        value, step = _value(curve), int(flops // unit)
+        if value is None or step in reported or step >= last:
             return False
         reported.add(step)
-        trial.report(-math.log(best[0]), step)
+        trial.report(value, step)
         return trial.should_prune()
 
     return prune
+
+
+def _value(curve: Curve) -> float | None:
+    """What the pruning hook reports for a curve: -ln of its best PRUNE_ON, FLOOR where
+    that is infinite; None where it has none yet."""
+    ppl = [v for _, v in curve.get(PRUNE_ON, []) if not math.isnan(v)]
+    return max(FLOOR, -math.log(min(ppl))) if ppl else None
+
+
+def _reports(curve: Curve, unit: float, last: int) -> dict[int, float]:
+    """A stored curve's pruner reports, as its hook made them: at each evaluation after the
+    first, by FLOP step, the first evaluation of a step only."""
+    flops, ppl = dict(curve.get("train_flops", [])), curve.get(PRUNE_ON, [])
+    out: dict[int, float] = {}
+    for i, (step, _) in enumerate(ppl):
+        k = int(flops.get(step, 0) // unit)
+        if step and k < last and k not in out:
+            value = _value({PRUNE_ON: ppl[:i + 1]})
+            if value is not None:
+                out[k] = value
+    return out
 
 
 def _outcome(out_dir: Path, name: str, point: Point) -> dict[str, Any]:
@@ -230,10 +268,12 @@ def _outcome(out_dir: Path, name: str, point: Point) -> dict[str, Any]:
 
 
 def _outcome_of(row: pd.Series) -> dict[str, Any]:
+    """A trial row as tell() arguments: its curve's best dev BLEU (a diverged run's, or 0),
+    pruned, or failed (an error row, or none of the value)."""
     failed = {"state": optuna.trial.TrialState.FAIL}
     if row.get("status") not in ("ok", "diverged"):
         return failed
-    value = pd.to_numeric(pd.Series([row.get(KEY)]), errors="coerce").iloc[0]
+    value = pd.to_numeric(row.get(KEY), errors="coerce")
     if row["status"] == "diverged":  # a bad recipe: its curve's best, or nothing
         return {"values": 0.0 if pd.isna(value) else float(value)}
     if str(row.get("stopped_by", "")) == "pruned":

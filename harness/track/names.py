@@ -49,7 +49,7 @@ def _describe(params: Mapping[str, Any]) -> str:
         return ""
     parts = [sized(subject, params.get("seq_len"), params.get("d_model"))]
     keys = declared_params()
-    parts += [f"{k}={v}" for k, v in params.items()
+    parts += [f"{k}={_brief(shown(v))}" for k, v in params.items()
               if k in keys and k not in ID_COLUMNS and k not in _NOT_IN_NAME
               and k not in FACT_TAGS and not k.startswith("match_") and v not in ("", None)]
     if str(params.get("seed", "0")) != "0":

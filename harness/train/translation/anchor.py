@@ -165,9 +165,18 @@ def toolkit_version(venv: Path) -> dict[str, str]:
         if name and name.lower() in ("joeynmt", "torch"):
             found[name.lower()] = PathDistribution(dist_info).version
     if "joeynmt" not in found or not (venv / "bin" / "python").exists():
-        raise BadInput(f"--venv {venv}: no JoeyNMT installed there (python3 -m venv {venv} && "
-                       f"{venv}/bin/pip install joeynmt==2.3.0 torch==2.5.1 importlib-metadata)")
+        raise BadInput(f"--venv {venv}: no JoeyNMT installed there (`make joeynmt` makes "
+                       f"{VENV} in the repository)")
     return found
+
+
+def installed(venv: Path) -> bool:
+    """Whether JoeyNMT is installed in the venv, not half made (a failed pip install)."""
+    try:
+        toolkit_version(venv)
+    except BadInput:
+        return False
+    return True
 
 
 def _sittings(work: Path) -> list[Path]:

@@ -29,6 +29,8 @@ from harness.train.loop import fast_adam
 from harness.train.translation import checkpoint
 from harness.train.translation.data import PairBatch, TrainStream
 
+Curve = dict[str, list[tuple[int, float]]]  # a training curve: metric -> [(step, value)]
+
 
 def logits(model: nn.Module, batch: PairBatch) -> torch.Tensor:
     """(B, T, V) teacher-forced logits; every encoder-decoder masks its source padding."""
@@ -69,7 +71,7 @@ class TrainLog:
     seconds: float = 0.0  # update wall time so far
     steps: int = 0
     diverged_at: int | None = None
-    series: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    series: Curve = field(default_factory=dict)
     best: float = -math.inf  # the best curve value (early stopping's key) and its step
     best_step: int = 0
     stopped_early: bool = False  # stopped: `patience` evaluations without a new best
@@ -101,9 +103,10 @@ class Plan:
     resume: bool = True  # False (--no-resume): train from scratch, whatever checkpoint is there
     max_flops: float = 0.0  # 0: no budget
     eval_flops: float = 0.0  # evaluate each time the FLOPs pass a multiple; 0: eval_every
-    # a tuning search's pruner: (training FLOPs so far, this evaluation's curve values) ->
-    # stop now; called at each evaluation after the first
-    prune: Callable[[int, dict[str, float]], bool] | None = None
+    # a tuning search's pruner: (training FLOPs so far, the curve so far, a resumed run's
+    # included: metric -> [(step, value)]) -> stop now; called at each evaluation after the
+    # first
+    prune: Callable[[int, Curve], bool] | None = None
 
 
 class _Run:
@@ -237,7 +240,7 @@ def _evaluate(run: _Run, step: int, evaluate: Callable[[], dict[str, float]]) ->
             run.best_state = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
     elif step:
         run.since_best += 1
-    if step and run.plan.prune is not None and run.plan.prune(log.flops, values):
+    if step and run.plan.prune is not None and run.plan.prune(log.flops, log.series):
         log.stopped_by = "pruned"
         return True
     if bool(run.plan.patience) and run.since_best >= run.plan.patience:

@@ -94,10 +94,16 @@ def test_a_lost_study_is_told_again_from_the_rows(tuned, tmp_path):
     assert "old" not in set(read_series(copy, SEARCH)["point_id"])
     s = experiments.SEARCHES[SEARCH]()
     st = tune.study(s, "transformer", copy)  # told once, whatever the number of restarts
-    tune._tell_rows(st, copy, SEARCH, "transformer", s.space["transformer"])
+    tune._tell_rows(st, copy, SEARCH, "transformer", s.space["transformer"],
+                    tune.rung_unit(s.base[0], s), tune.last_step(s))
     trials = tune.study(s, "transformer", copy).get_trials()
     assert [t.user_attrs["point_id"] for t in trials] == list(rows["point_id"].iloc[:2])
     assert [t.state.name for t in trials] == ["PRUNED", "COMPLETE"]
+    # what the trial's pruning hook reported, rebuilt from its curve
+    live = {t.user_attrs.get("point_id"): t for t in tune.study(s, "transformer", out).get_trials()}
+    assert trials[0].intermediate_values  # the sampler ranks a pruned trial by its last
+    assert trials[0].intermediate_values == pytest.approx(
+        live[trials[0].user_attrs["point_id"]].intermediate_values)
     assert trials[1].value == 99.0
     assert trials[1].params == recipe.recipe_of(rows.iloc[1], s.space["transformer"])
     dists = {k: tune.distribution(d) for k, d in s.space["transformer"].items()}
@@ -163,13 +169,14 @@ def test_the_flop_budget_and_the_pruner_stop_training():
     assert [s for s, _ in log.series["dev_bleu_greedy"]][:4] == [0, 2, 4, 6]
     seen = []
 
-    def prune(flops: int, values: dict[str, float]) -> bool:
-        seen.append((flops, values["dev_bleu_greedy"]))
+    def prune(flops: int, curve: dict[str, list[tuple[int, float]]]) -> bool:
+        seen.append((flops, [v for _, v in curve["dev_bleu_greedy"]]))
         return len(seen) == 2
 
     log = _loop(Plan(100, 1e-2, 5, 0.0, 3, prune=prune), [0.0, 2.0, 1.0, 5.0])
     assert (log.steps, log.stopped_by, log.stopped_early) == (6, "pruned", False)
-    assert seen == [(3 * per_update, 2.0), (6 * per_update, 1.0)]  # each evaluation's values
+    # the curve so far at each evaluation
+    assert seen == [(3 * per_update, [0.0, 2.0]), (6 * per_update, [0.0, 2.0, 1.0])]
     assert math.isfinite(log.best)
 
 
@@ -195,12 +202,27 @@ class _Trial:
 def test_the_rungs_compare_the_best_dev_perplexity_and_a_spent_trial_is_never_pruned():
     trial = _Trial()
     prune = tune._pruner(trial, unit=10.0, last=900)
-    assert not prune(None, 500, {"dev_ppl": float("nan")})  # nothing to report yet
-    assert prune(None, 1000, {"dev_ppl": 40.0, "dev_bleu_greedy": 0.1})  # step 100: a rung
-    assert not prune(None, 1005, {"dev_ppl": 30.0})  # the same step: reported once
-    assert prune(None, 2000, {"dev_ppl": 35.0})  # worse than before: the best so far
-    assert not prune(None, 9000, {"dev_ppl": 9.0}) and not prune(None, 9999, {})  # finished
+    curve: dict[str, list[tuple[int, float]]] = {"dev_ppl": [(0, float("nan"))]}
+
+    def at(flops: int, ppl: float | None) -> bool:
+        if ppl is not None:
+            curve["dev_ppl"].append((flops, ppl))
+        return prune(None, flops, curve)
+
+    assert not at(500, None)  # nothing to report yet
+    assert at(1000, 40.0)  # step 100: a rung
+    assert not at(1005, 30.0)  # the same step: reported once
+    assert at(2000, 35.0)  # worse than before: the best so far
+    assert not at(9000, 9.0) and not at(9999, None)  # finished
     assert trial.reports == [(-math.log(40.0), 100), (-math.log(30.0), 200)]
+    # a resumed run's hook starts afresh: the best before the resume still counts
+    resumed = _Trial()
+    tune._pruner(resumed, unit=10.0, last=900)(None, 3000, {"dev_ppl": [(1, 20.0), (2, 50.0)]})
+    assert resumed.reports == [(-math.log(20.0), 300)]
+    # a runaway model (perplexity inf throughout) is reported at the floor, so it is ranked
+    runaway = _Trial()
+    assert tune._pruner(runaway, unit=10.0, last=900)(None, 1000, {"dev_ppl": [(1, math.inf)]})
+    assert runaway.reports == [(tune.FLOOR, 100)]
 
 
 def test_diverged_trials_are_results_and_bad_studies_are_one_line(tmp_path):

@@ -25,9 +25,8 @@ from harness.train.translation.corpus import Corpus
 from harness.train.translation.scoring import score
 
 REPO = Path(__file__).resolve().parents[3]
-JOEY = REPO / ".venv-joeynmt"
-# installed, not half made (a venv whose pip install failed): JoeyNMT's metadata is there
-JOEY_OK = any(JOEY.glob("lib/python*/site-packages/joeynmt-*.dist-info"))
+JOEY = REPO / anchor.VENV
+JOEY_OK = anchor.installed(JOEY)
 
 WORDS = ["In", "the", "beginning", "God", "created", "heaven", "and", "earth.", "Mulungu",
          "analenga", "kumwamba", "ndi", "dziko", "lapansi,", "\"Ine", "ndine", "3:16", "1,000;"]

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from harness.files import read_lines
+from harness.train.translation import anchor
 from harness.train.translation.anchor_weights import (
     from_joeynmt,
     joeynmt_logprobs,
@@ -22,9 +23,8 @@ from harness.train.translation.anchor_weights import (
 )
 
 REPO = Path(__file__).resolve().parents[3]
-JOEY = REPO / ".venv-joeynmt"
-# installed, not half made (a venv whose pip install failed): JoeyNMT's metadata is there
-JOEY_OK = any(JOEY.glob("lib/python*/site-packages/joeynmt-*.dist-info"))
+JOEY = REPO / anchor.VENV
+JOEY_OK = anchor.installed(JOEY)
 CKPTS = sorted((REPO / "results/translation-anchor/checkpoints")
                .glob("joeynmt-transformer-searched-*/model-*/latest.ckpt"))
 
