@@ -157,7 +157,8 @@ def tune_model(search: Search, base: Point, out_dir: Path, device: torch.device,
             outcome = _outcome(out_dir, search.name, point)
             failed = failed + 1 if outcome.get("state") == optuna.trial.TrialState.FAIL else 0
             st.tell(trial, **outcome)
-            say(_told(st, trial.number, base.subject, search.name))
+            say(_told(st, trial.number, base.subject, search.name,
+                      read_results(results_path(out_dir, search.name))))
     return st
 
 
@@ -201,19 +202,32 @@ def _tell_rows(st: optuna.Study, out_dir: Path, name: str, model: str,
         say(f"{name} {model}: {told} trials told to the study from the rows")
 
 
-def _told(st: optuna.Study, number: int, model: str, name: str) -> str:
-    """One line on a trial just told: how it ended, its value (a pruned one: the dev
-    perplexity it had reached), the best so far."""
+def trial_number(rows: pd.DataFrame, model: str, point_id: Any) -> int | None:
+    """A trial's number as search.md and the search figure give it: the place of its row
+    among the model's rows, from 0 (Optuna's own numbers also count the trials cut short
+    and asked again); None for a trial with no row."""
+    if rows.empty or "model" not in rows:
+        return None
+    at = [i for i, p in enumerate(rows.loc[rows["model"] == model, "point_id"]) if p == point_id]
+    return at[-1] if at else None
+
+
+def _told(st: optuna.Study, number: int, model: str, name: str, rows: pd.DataFrame) -> str:
+    """One line on a trial just told, numbered by its row (trial_number): how it ended, its
+    value (a pruned one: the dev perplexity it had reached), the best so far."""
     t = st.trials[number]
     value = "" if t.value is None else f", best dev BLEU {t.value:.2f}"
     if t.state == optuna.trial.TrialState.PRUNED:  # Optuna's value: its last report
         last = t.intermediate_values[max(t.intermediate_values)] \
             if t.intermediate_values else None
         value = "" if last is None else f", dev perplexity {math.exp(-last):.1f}"
-    done = [x for x in st.trials if x.state == optuna.trial.TrialState.COMPLETE]
-    best = max(done, key=lambda x: x.value) if done else None
-    return (f"{name} {model}: trial {number} {t.state.name.lower()}{value}"
-            + (f"; best so far trial {best.number} ({best.value:.2f})" if best else ""))
+    k = trial_number(rows, model, t.user_attrs.get("point_id"))
+    best = best_row(rows, model)
+    return (f"{name} {model}: " + (f"trial {k}" if k is not None else
+                                   f"Optuna trial {number} (no row)")
+            + f" {t.state.name.lower()}{value}"
+            + (f"; best so far trial {trial_number(rows, model, best['point_id'])} "
+               f"({float(best[KEY]):.2f})" if best is not None else ""))
 
 
 FLOOR = -700.0  # reported for a curve whose perplexity is all infinite (a runaway model)
@@ -295,7 +309,8 @@ def summary(search: Search, out_dir: Path) -> pd.DataFrame:
             line["pruned"] = int((mine["stopped_by"] == "pruned").sum())
         if row is not None:
             recipe = recipe_of(row, space)
-            line |= {KEY: float(row[KEY]), **recipe,
+            line |= {"trial": trial_number(rows, base.subject, row["point_id"]),
+                     KEY: float(row[KEY]), **recipe,
                      "at_edge": ", ".join(k for k, v in recipe.items() if _at_edge(space[k], v))}
         out.append(line)
     return pd.DataFrame(out)

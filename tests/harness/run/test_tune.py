@@ -324,6 +324,9 @@ def test_the_search_figure_draws_a_line_per_trial_and_rings_the_recipe_chosen(tu
     for model in ("t", "l"):  # the figure's choice is the tuned suites' choice
         assert marked.loc[marked["chosen"] & (marked["model"] == model), "point_id"].item() \
             == recipe.best_row(rows, model)["point_id"]
+    # the figure's trial numbers are those `tvr tune` prints and search.md gives
+    assert [f"trial {tune.trial_number(rows, m, p)}" for m, p in
+            zip(rows["model"], rows["point_id"], strict=True)] == list(marked["recipe"])
 
 
 def test_a_knob_added_to_the_space_reads_as_the_default_its_old_trials_trained_with():
@@ -365,5 +368,5 @@ def test_a_pruned_trial_is_told_by_the_perplexity_it_reached():
     trial = st.ask({"x": optuna.distributions.FloatDistribution(0, 1)})
     trial.report(-math.log(40.0), 100)
     st.tell(trial, state=optuna.trial.TrialState.PRUNED)
-    line = tune._told(st, 0, "transformer", SEARCH)
-    assert "trial 0 pruned, dev perplexity 40.0" in line and "BLEU" not in line
+    line = tune._told(st, 0, "transformer", SEARCH, pd.DataFrame())
+    assert "Optuna trial 0 (no row) pruned, dev perplexity 40.0" in line and "BLEU" not in line
