@@ -125,6 +125,20 @@ def _only_one(out_dir: Path, search: Search, model: str) -> Iterator[None]:
                        f"--only") from None
 
 
+@contextmanager
+def _study_errors(out_dir: Path, search: Search) -> Iterator[None]:
+    """A study database that fails under a running search (damaged, replaced, its disk
+    full): one line; the rows written so far are kept, and a rerun rebuilds the study."""
+    try:
+        yield
+    except (SQLAlchemyError, optuna.exceptions.StorageInternalError) as exc:
+        path = results_path(out_dir, search.name).parent / "optuna.db"
+        raise click.ClickException(
+            f"{path}: the study failed ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
+            "every finished trial is in results.csv: move the study aside and run the same "
+            "command to rebuild it from them") from None
+
+
 def counts(st: optuna.Study) -> dict[str, int]:
     trials = st.get_trials(deepcopy=False)
     return {s: sum(t.state.name == s for t in trials) for s in STATES}
@@ -138,7 +152,7 @@ def tune_model(search: Search, base: Point, out_dir: Path, device: torch.device,
         raise BadInput(f"search {search.name!r}: its {base.subject} trials have no FLOP "
                        "budget (budget_flops), which its pruner's rungs are fractions of")
     unit, last = rung_unit(base, search), last_step(search)
-    with _only_one(out_dir, search, base.subject):
+    with _only_one(out_dir, search, base.subject), _study_errors(out_dir, search):
         st = study(search, base.subject, out_dir)
         _requeue_stale(st)
         failed = 0

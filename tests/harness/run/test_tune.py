@@ -370,3 +370,21 @@ def test_a_pruned_trial_is_told_by_the_perplexity_it_reached():
     st.tell(trial, state=optuna.trial.TrialState.PRUNED)
     line = tune._told(st, 0, "transformer", SEARCH, pd.DataFrame())
     assert "Optuna trial 0 (no row) pruned, dev perplexity 40.0" in line and "BLEU" not in line
+
+
+def test_a_study_that_fails_under_the_search_is_one_line_and_the_rows_stay(tmp_path):
+    """A study database that fails after it opened (here: every new trial refused, as a
+    full disk would) ends the search with one line naming the study and the way back, not
+    a traceback."""
+    import sqlite3
+
+    s = experiments.SEARCHES[SEARCH]()
+    tune.study(s, "transformer", tmp_path)
+    with sqlite3.connect(tmp_path / SEARCH / "optuna.db") as db:
+        db.execute("CREATE TRIGGER full BEFORE INSERT ON trials "
+                   "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+    result = tvr("tune", SEARCH, "--only", "transformer", "--trials", "1", "--out",
+                 str(tmp_path), "--tracking-uri", "none")
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    [line] = [x for x in result.output.splitlines() if "the study failed" in x]
+    assert "optuna.db" in line and "rebuild" in line and "Traceback" not in result.output
