@@ -242,20 +242,24 @@ def bleu_curves(out_dir: Path, suite: str) -> plt.Figure:
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 4),
                fontsize=8, frameon=False)
-    n = int(seeds.max())
+    fig.suptitle(_title(rows, int(seeds.max()), bool(len(sweep)), search), fontsize=10)
+    return fig
+
+
+def _title(rows: pd.DataFrame, n: int, sweep: bool, search: bool) -> str:
+    """bleu_curves' title: what a line is (recipe sweep, tuning search or Table 2), over
+    how many seeds, on how many test verses."""
     what = (f"line = mean over seeds, band = lowest to highest of {n} seeds" if n > 1
             else "one seed per line")
-    fig.suptitle(("Table 2 recipe sweep: dev BLEU (greedy) against training cost, a line per "
-                  "model and recipe (thick: the recipe chosen, lowest dev perplexity), "
-                  if len(sweep) else
-                  "Table 2 tuning search: dev BLEU (greedy) against training cost, a line per "
-                  "trial (thick: the trial chosen, highest dev BLEU on its curve), "
-                  if search else "Table 2: dev BLEU (greedy) against training cost, ")
-                 + what
-                 + (f"; test set {int(rows['test_sentences'].iloc[0])} verses"
-                    if "test_sentences" in rows and rows["test_sentences"].notna().any()
-                    else ""), fontsize=10)
-    return fig
+    return (("Table 2 recipe sweep: dev BLEU (greedy) against training cost, a line per "
+             "model and recipe (thick: the recipe chosen, lowest dev perplexity), "
+             if sweep else
+             "Table 2 tuning search: dev BLEU (greedy) against training cost, a line per "
+             "trial (thick: the trial chosen, highest dev BLEU on its curve), "
+             if search else "Table 2: dev BLEU (greedy) against training cost, ")
+            + what
+            + (f"; test set {int(rows['test_sentences'].iloc[0])} verses"
+               if "test_sentences" in rows and rows["test_sentences"].notna().any() else ""))
 
 
 def _with_recipe(rows: pd.DataFrame, sweep: pd.DataFrame) -> pd.DataFrame:

@@ -373,6 +373,30 @@ def _git_commit() -> str:
         return ""
 
 
+def _decode_checkpoints(venv: Path, cfg: dict[str, Any], work: Path, max_tokens: int,
+                        corpus: Corpus, tok: Tokenizer, echo: Callable[[str], None],
+                        threads: int) -> tuple[dict[str, list[str]], dict[str, Any]]:
+    """The hypotheses (pieces, by split) of the checkpoint kept, and the row's columns on
+    the choice. JoeyNMT validates every validation_freq updates: training that ends between
+    two validations (the budget, `updates`) leaves final weights it never scored, decoded
+    too and kept if their dev BLEU (ours, beam search) is higher than its best's."""
+    best, final = _best(work), _latest(work)
+    chosen: dict[str, Any] = {}
+    for kind, ckpt in (("best", best), ("final", final)):
+        if kind == "final" and final == best:
+            continue
+        echo(f"anchor: decoding dev and test with {ckpt.relative_to(work)} ({kind})")
+        hyps, seconds, cpu = decode(venv, cfg, work, max_tokens, ckpt, threads)
+        dev = score(from_pieces(tok, hyps["dev"]), [t for _, t in corpus.dev])["bleu"]
+        chosen[f"{kind}_checkpoint_dev_bleu"] = dev
+        chosen[f"{kind}_checkpoint_step"] = checkpoint_stats(ckpt)["steps"]
+        chosen["decode_s"] = chosen.get("decode_s", 0.0) + seconds
+        chosen["decode_cpu_s"] = chosen.get("decode_cpu_s", 0.0) + cpu
+        if kind == "best" or dev > chosen["best_checkpoint_dev_bleu"]:
+            kept, chosen["checkpoint"] = hyps, kind
+    return kept, chosen
+
+
 def run_anchor(config_path: Path, out_dir: Path, corpus: Corpus, tok: Tokenizer,
                max_tokens: int, venv: Path = VENV, budget_s: float = TRAIN_SECONDS,
                resume: bool = True, echo: Callable[[str], None] = print,
@@ -401,24 +425,8 @@ def run_anchor(config_path: Path, out_dir: Path, corpus: Corpus, tok: Tokenizer,
         shutil.rmtree(work)
     data = export(corpus, tok, max_tokens, work)
     state = train(venv, cfg, work, max_tokens, budget_s, echo, threads)
-    # JoeyNMT validates every validation_freq updates: training that ends between two
-    # validations (the budget, `updates`) leaves final weights it never scored, decoded too
-    # and kept if their dev BLEU (ours, beam search) is higher
-    best, final = _best(work), _latest(work)
-    chosen: dict[str, Any] = {}
-    for kind, ckpt in (("best", best), ("final", final)):
-        if kind == "final" and final == best:
-            continue
-        echo(f"anchor: decoding dev and test with {ckpt.relative_to(work)} ({kind})")
-        hyps, seconds, cpu = decode(venv, cfg, work, max_tokens, ckpt, threads)
-        dev = score(from_pieces(tok, hyps["dev"]), [t for _, t in corpus.dev])["bleu"]
-        chosen[f"{kind}_checkpoint_dev_bleu"] = dev
-        chosen[f"{kind}_checkpoint_step"] = checkpoint_stats(ckpt)["steps"]
-        chosen["decode_s"] = chosen.get("decode_s", 0.0) + seconds
-        chosen["decode_cpu_s"] = chosen.get("decode_cpu_s", 0.0) + cpu
-        if kind == "best" or dev > chosen["best_checkpoint_dev_bleu"]:
-            kept, chosen["checkpoint"] = hyps, kind
-    last = checkpoint_stats(final)
+    kept, chosen = _decode_checkpoints(venv, cfg, work, max_tokens, corpus, tok, echo, threads)
+    last = checkpoint_stats(_latest(work))
     stem = f"{model}-s{cfg.get('random_seed', 0)}-{digest}-cpu-{machine}"
     files: dict[str, list[str]] = {}
     values: dict[str, Any] = {}
