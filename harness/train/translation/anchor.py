@@ -74,7 +74,7 @@ WORK = "checkpoints"  # <out>/<suite>/checkpoints/<digest>/: data, sittings (git
 STOP_WAIT_S = 600  # how long JoeyNMT may take to save its checkpoint after SIGINT
 
 
-def _threads(n: int) -> dict[str, str]:
+def thread_env(n: int) -> dict[str, str]:
     """The environment that runs JoeyNMT's torch on `n` CPU threads and no GPU."""
     return {"OMP_NUM_THREADS": str(n), "MKL_NUM_THREADS": str(n),
             "OPENBLAS_NUM_THREADS": str(n), "CUDA_VISIBLE_DEVICES": ""}
@@ -226,7 +226,7 @@ def _joey(venv: Path, args: list[str], work: Path, log: Path, threads: int = 1
     checkpoint)."""
     with open(log, "ab") as out:
         return subprocess.Popen([str((venv / "bin" / "python").absolute()), "-m", "joeynmt",
-                                 *args], cwd=work, env=os.environ | _threads(threads), stdout=out,
+                                 *args], cwd=work, env=os.environ | thread_env(threads), stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True,
                                 preexec_fn=_hear_sigint)
 

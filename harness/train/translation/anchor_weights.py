@@ -35,7 +35,7 @@ from tokenizers import Tokenizer
 
 import models
 from harness.files import read_lines, write_atomic
-from harness.train.translation.anchor import VENV, _threads, from_pieces
+from harness.train.translation.anchor import VENV, from_pieces, thread_env
 from harness.train.translation.bpe import BOS, EOS, PAD, special_ids
 from harness.train.translation.data import batches
 from harness.train.translation.runner import translate
@@ -141,7 +141,7 @@ def joeynmt_logprobs(ckpt: Path, src: list[list[str]], trg: list[list[str]], our
         arg = json.dumps({"ckpt": str(Path(ckpt).resolve()), "src": src, "trg": trg,
                           "out": str(out)})
         subprocess.run([str(venv / "bin" / "python"), "-c", _JOEY, arg], check=True,
-                       env=os.environ | _threads(1), capture_output=True)
+                       env=os.environ | thread_env(1), capture_output=True)
         got = torch.load(out, weights_only=True)
     joey_id = {p: i for i, p in enumerate(got["itos"])}
     return got["logp"][..., torch.tensor([joey_id[p] for p in our_vocab])]
