@@ -77,9 +77,10 @@ def _config(row: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _brief(value: str) -> str:
-    """A searched float as a name spells it: 0.18669453058109578 is 0.1867 (the full value
-    is in the run's params and point_id tag)."""
-    if not re.fullmatch(r"-?\d+\.\d{5,}", value):
+    """A searched float as a name spells it: 0.18669453058109578 is 0.1867,
+    5.718740867244332e-05 is 5.719e-05 (the full value is in the run's params and point_id
+    tag)."""
+    if not re.fullmatch(r"-?\d+\.\d{5,}(e[-+]?\d+)?", value):
         return value
     return f"{float(value):.4g}"
 
