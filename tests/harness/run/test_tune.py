@@ -141,6 +141,13 @@ def test_pruned_trials_do_not_compete_and_edges_are_flagged():
     assert not tune._at_edge(("choice", (False, True)), True)  # yes or no: no edge
 
 
+def test_the_summary_gives_the_retrieval_bar_only_where_the_target_is_retrieval():
+    row = pd.Series({"target_from": "retrieval", "target_bleu": 5.4})
+    assert tune._retrieval(row) == {"retrieval_dev_bleu": 5.4}
+    assert tune._retrieval(pd.Series({"target_bleu": 0.01})) == {}  # a fixed target
+    assert tune._retrieval(pd.Series({"target_from": "retrieval", "target_bleu": None})) == {}
+
+
 class _Tiny(torch.nn.Module):
     """Logits from the target through one matmul: the FLOP counter sees its cost."""
 
