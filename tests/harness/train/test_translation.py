@@ -355,15 +355,15 @@ def test_table2_puts_baselines_first_and_summarises_seeds() -> None:
             else None, "flops_to_bleu": 5e11 if trained and i % 3 else None})
     table = table2(pd.DataFrame(rows)).set_index("model")
     assert list(table.index[:3]) == ["source-copy", "constant", "retrieval"]
-    assert len(table) == 7 and (table.loc["transformer", "seeds"] == 3)
-    lstm = [r for r in rows if r["model"] == "lstm"]
-    bleu = pd.Series([r["test_bleu"] for r in lstm])
-    assert table.loc["lstm", "test_bleu"] == bleu.mean()
-    assert table.loc["lstm", "test_bleu_sd"] == pytest.approx(bleu.std())
-    assert table.loc["lstm", "converged"] == sum(r["converged"] for r in lstm)
-    assert table.loc["lstm", "reached"] == sum(r["flops_to_bleu"] is not None for r in lstm)
-    assert table.loc["lstm", "train_tokens_per_s"] == 5e3
-    assert table.loc["lstm", "train_flops_per_s"] == 1e10
+    assert len(table) == 6 and (table.loc["transformer", "seeds"] == 3)
+    gru = [r for r in rows if r["model"] == "gru-attention"]
+    bleu = pd.Series([r["test_bleu"] for r in gru])
+    assert table.loc["gru-attention", "test_bleu"] == bleu.mean()
+    assert table.loc["gru-attention", "test_bleu_sd"] == pytest.approx(bleu.std())
+    assert table.loc["gru-attention", "converged"] == sum(r["converged"] for r in gru)
+    assert table.loc["gru-attention", "reached"] == sum(r["flops_to_bleu"] is not None for r in gru)
+    assert table.loc["gru-attention", "train_tokens_per_s"] == 5e3
+    assert table.loc["gru-attention", "train_flops_per_s"] == 1e10
     assert pd.isna(table.loc["retrieval", "converged"])
 
 
