@@ -10,7 +10,8 @@ h_t W_a s_j, context c_t, and h~_t = tanh(W_c [c_t; h_t]), which the output head
 Embedding and head are the ones every model shares (TokenEmbedding, OutputHead).
 
 The decoder steps one token at a time (input feeding makes step t need h~_{t-1}), so
-training and incremental decoding run the same `step`; `forward` is the teacher-forced loop.
+training and incremental decoding run the same recurrence (`_advance`); `forward`, the
+teacher-forced loop, embeds the targets and applies the head once over every position.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class AttentionRNNConfig:
     n_layers: int = 2  # encoder and decoder layers each
     dropout: float = 0.1
     max_len: int = 1024  # validated but unused: a recurrence runs on any length
-    rnn_impl: str = "fused"  # nn.LSTM/nn.GRU kernels; "cell": the explicit per-step loop
+    rnn_impl: str = "fused"  # nn.LSTM/nn.GRU kernels (decoder: their cells); "cell": explicit
     tie_weights: bool = True
 
     def __post_init__(self) -> None:
@@ -70,6 +71,28 @@ def run_rnn(rnn: nn.LSTM | nn.GRU, x: torch.Tensor, state: State | None, impl: s
         else:
             x, h = gru_layer(x, h0[layer], *p)
         hs.append(h)
+    return x, ((torch.stack(hs), torch.stack(cs)) if lstm else torch.stack(hs))
+
+
+def cell_step(rnn: nn.LSTM | nn.GRU, x: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
+    """One step, x (B, d_in) -> (B, d), through every layer of `rnn` with its parameters by
+    aten's fused cells (torch.lstm_cell / gru_cell, what nn.LSTMCell runs); dropout between
+    layers as nn.LSTM places it. The decoder steps one token at a time, and nn.LSTM on a
+    one-token sequence pays oneDNN's setup at every call (CPU: its backward took 4.4 ms a
+    step at d 180, B 56; these cells make training 1.1x faster)."""
+    lstm = isinstance(rnn, nn.LSTM)
+    hs, cs = [], []
+    for layer in range(rnn.num_layers):
+        p = [getattr(rnn, f"{n}_l{layer}") for n in ("weight_ih", "weight_hh", "bias_ih",
+                                                      "bias_hh")]
+        if layer > 0:
+            x = torch.nn.functional.dropout(x, rnn.dropout, rnn.training)
+        if lstm:
+            x, c = torch.lstm_cell(x, (state[0][layer], state[1][layer]), *p)
+            cs.append(c)
+        else:
+            x = torch.gru_cell(x, state[layer], *p)
+        hs.append(x)
     return x, ((torch.stack(hs), torch.stack(cs)) if lstm else torch.stack(hs))
 
 
@@ -128,22 +151,36 @@ class AttentionRNN(nn.Module):
     def step(self, token: torch.Tensor, memory: torch.Tensor, pad: torch.Tensor | None,
              state: DecoderState) -> tuple[torch.Tensor, DecoderState]:
         """One decoder step: token (B,) -> logits (B, V) and the next state."""
+        h_tilde, state = self._advance(self.drop(self.embed(token)), memory, pad, state)
+        return self.head(self.drop(h_tilde)), state
+
+    def _advance(self, emb: torch.Tensor, memory: torch.Tensor, pad: torch.Tensor | None,
+                 state: DecoderState) -> tuple[torch.Tensor, DecoderState]:
+        """The recurrence and attention of one step: the token's embedding (B, d) -> the
+        attentional state h~ (B, d), which the head reads, and the next state."""
         rnn_state, feed = state
-        x = torch.cat([self.drop(self.embed(token[:, None])), feed[:, None]], dim=-1)
-        h, rnn_state = run_rnn(self.decoder, x, rnn_state, self.impl)  # (B, 1, d)
+        x = torch.cat([emb, feed], dim=-1)  # (B, 2d): input feeding
+        if self.impl == "fused":
+            h, rnn_state = cell_step(self.decoder, x, rnn_state)
+            h = h[:, None]  # (B, 1, d)
+        else:
+            h, rnn_state = run_rnn(self.decoder, x[:, None], rnn_state, self.impl)
         scores = (self.attn(h) @ memory.transpose(1, 2))  # (B, 1, S)
         if pad is not None:
             scores = scores.masked_fill(pad[:, None, :], float("-inf"))
         context = scores.softmax(-1) @ memory  # (B, 1, d)
         h_tilde = torch.tanh(self.combine(torch.cat([context, h], dim=-1)))[:, 0]  # (B, d)
-        return self.head(self.drop(h_tilde)), (rnn_state, h_tilde)
+        return h_tilde, (rnn_state, h_tilde)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor,
                 src_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Teacher forcing: src (B, S), tgt_in (B, T) -> logits (B, T, V)."""
+        """Teacher forcing: src (B, S), tgt_in (B, T) -> logits (B, T, V). Only the
+        recurrence steps; the embeddings and the head (the largest product) run once over
+        every position (lstm-attention at d 180, 56 pairs: 1.1x faster training than a
+        head per step)."""
         memory, pad, state = self.encode(src, src_key_padding_mask)
-        logits = []
-        for t in range(tgt_in.size(1)):
-            out, state = self.step(tgt_in[:, t], memory, pad, state)
-            logits.append(out)
-        return torch.stack(logits, dim=1)
+        states = []
+        for emb in self.drop(self.embed(tgt_in)).unbind(1):  # one unbind: see models.rnn
+            h_tilde, state = self._advance(emb, memory, pad, state)
+            states.append(h_tilde)
+        return self.head(self.drop(torch.stack(states, dim=1)))

@@ -10,6 +10,7 @@ from torch import nn
 
 from models.minrnn import scan_sequential
 from models.rnn import Recurrent, gru_layer, lstm_layer
+from models.rnn_attention import cell_step
 
 F64 = dict(atol=1e-10, rtol=1e-10)  # float64 parity: rounding only
 B, N, D = 3, 6, 5
@@ -98,6 +99,27 @@ def test_gru_layer_matches_gru_cell() -> None:
         h = ref(x[:, t], h)
         torch.testing.assert_close(ys[:, t], h, **F64)
     torch.testing.assert_close(h_n, h, **F64)
+
+
+@pytest.mark.parametrize("layers", [1, 3])
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_the_attentional_decoders_step_matches_torch_rnn_on_one_token(kind: str,
+                                                                     layers: int) -> None:
+    """cell_step, the attentional decoder's fused step, against nn.LSTM / nn.GRU run on a
+    one-token sequence with the same parameters and state: outputs and gradients."""
+    ref = (nn.LSTM if kind == "lstm" else nn.GRU)(D, D, layers, batch_first=True).double()
+    x, states = rand(B, 1, D), initial_state(kind, layers)
+    y, state = ref(x, as_state(kind, states))
+    outs_r = (y, *final_states(kind, state))
+    y, state = cell_step(ref, x[:, 0], as_state(kind, states))
+    outs_c = (y[:, None], *final_states(kind, state))
+    torch.testing.assert_close(outs_c, outs_r, **F64)
+    g = torch.Generator().manual_seed(1)
+    weights = [torch.randn(o.shape, generator=g, dtype=o.dtype) for o in outs_r]
+    wrt = [x, *states, *ref.parameters()]
+    grads = [torch.autograd.grad(sum((o * w).sum() for o, w in zip(outs, weights, strict=True)),
+                                 wrt) for outs in (outs_c, outs_r)]
+    torch.testing.assert_close(*grads, **F64)
 
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
