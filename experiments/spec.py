@@ -146,6 +146,7 @@ class TranslateOptions:
     eval_max_words: int = 0  # dev/test pairs of at most this many words a side; 0: all
     beam: int = 4
     alpha: float = 0.6  # length penalty
+    alphas: tuple[float, ...] = ()  # a grid: the alpha with the best dev BLEU decodes dev and test
     target_bleu: float = 0.0  # FLOPs and seconds to reach this dev BLEU (curve); 0: none
     target_from: str = ""  # "retrieval": the target is that baseline's BLEU on the curve's verses
     speed_sentences: int = 16  # test sentences decoded with and without the cache, timed
@@ -159,9 +160,9 @@ class TranslateOptions:
     def columns(self) -> dict[str, Any]:
         out = _changed(self)
         match = out.pop("match", None)
-        for key in ("bitext", "recipe_keeps"):
+        for key in ("bitext", "recipe_keeps", "alphas"):
             if key in out:
-                out[key] = ";".join(out[key])
+                out[key] = ";".join(map(str, out[key]))
         return {**out, **(match.columns() if match else {})}
 
 

@@ -9,7 +9,10 @@ prefix) returns the next-token logits (B, V) for each row's prefix (B, t) (BOS f
 the new state; select(state, idx) keeps rows idx (beam search reorders its hypotheses).
 Beam search follows the paper: beam 4, length penalty lp(Y) = ((5 + |Y|) / 6)^alpha with
 alpha 0.6 (Wu et al., 2016), output at most input length + 50 tokens; a sentence is done
-once it has `beam` finished hypotheses (fairseq's rule).
+once it has `beam` finished hypotheses (fairseq's rule). Which hypotheses finish does not
+depend on alpha (the beam ranks by log-probability; alpha only ranks the finished), so one
+search (`beam_candidates`) gives the output of every alpha (`pick`): the paper chose its
+alpha on the development set, and so can a caller, at the cost of one search.
 """
 
 from __future__ import annotations
@@ -188,12 +191,28 @@ def length_penalty(length: int, alpha: float) -> float:
     return ((5 + length) / 6) ** alpha
 
 
-@torch.no_grad()
 def beam_search(model: nn.Module, src: torch.Tensor, pad: torch.Tensor | None, bos: int,
                 eos: int, beam: int = 4, alpha: float = 0.6, cache: bool = True
                 ) -> list[list[int]]:
     """Batched beam search (module docstring); each sentence's best finished hypothesis by
     log-probability / lp(length), without BOS and EOS."""
+    return [pick(f, alpha) for f in beam_candidates(model, src, pad, bos, eos, beam, cache)]
+
+
+def pick(finished: list[tuple[float, list[int]]], alpha: float) -> list[int]:
+    """The best of a sentence's finished hypotheses (log-probability, tokens) by
+    log-probability / lp(length + EOS); the first on a tie; [] if none finished."""
+    if not finished:
+        return []
+    return max(finished, key=lambda h: h[0] / length_penalty(len(h[1]) + 1, alpha))[1]
+
+
+@torch.no_grad()
+def beam_candidates(model: nn.Module, src: torch.Tensor, pad: torch.Tensor | None, bos: int,
+                    eos: int, beam: int = 4, cache: bool = True
+                    ) -> list[list[tuple[float, list[int]]]]:
+    """Batched beam search's finished hypotheses per sentence, (log-probability, tokens
+    without BOS and EOS), up to `beam` each, in the order they finished."""
     B, K = src.size(0), beam
     st = stepper(model, cache)
     rows = torch.arange(B, device=src.device).repeat_interleave(K)  # beam b*K+k of sentence b
@@ -212,18 +231,17 @@ def beam_search(model: nn.Module, src: torch.Tensor, pad: torch.Tensor | None, b
         cand = (scores.view(-1, 1) + logp).view(B, -1)  # (B, K*V)
         top, flat = cand.topk(2 * K, dim=1)  # enough to keep K that do not end
         origin, token = flat // logp.size(1), flat % logp.size(1)
-        keep_src, keep_tok, keep_score = _advance(top, origin, token, prefix, finished, eos, K,
-                                                   alpha)
+        keep_src, keep_tok, keep_score = _advance(top, origin, token, prefix, finished, eos, K)
         if all(len(f) >= K for f in finished):
             break
         idx = (torch.arange(B, device=src.device)[:, None] * K + keep_src).view(-1)
         state = st.select(state, idx)
         prefix = torch.cat([prefix.index_select(0, idx), keep_tok.view(-1, 1)], dim=1)
         scores = keep_score
-    return [max(f, key=lambda h: h[0])[1] if f else [] for f in finished]
+    return finished
 
 
-def _advance(top, origin, token, prefix, finished, eos: int, K: int, alpha: float):
+def _advance(top, origin, token, prefix, finished, eos: int, K: int):
     """Move the candidates among the best K that end in EOS to `finished` (for sentences not
     yet done) and keep the best K that do not; returns their origin beam, token and score,
     (B, K) each. With K = 1 this is greedy search."""
@@ -234,7 +252,7 @@ def _advance(top, origin, token, prefix, finished, eos: int, K: int, alpha: floa
         for j in range(K):  # EOS among the best K candidates only, as fairseq
             if eos_l[b][j] and len(finished[b]) < K and top_l[b][j] > float("-inf"):
                 toks = prefix[b * K + origin_l[b][j], 1:].tolist()
-                finished[b].append((top_l[b][j] / length_penalty(len(toks) + 1, alpha), toks))
+                finished[b].append((top_l[b][j], toks))
     # the best K non-EOS candidates per sentence (a non-EOS score of -inf stays dead)
     masked = top.masked_fill(is_eos, float("-inf"))
     order = masked.argsort(dim=1, descending=True, stable=True)[:, :K]

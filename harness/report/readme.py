@@ -258,8 +258,8 @@ def translation(out: Path) -> str:
     sizes = ", ".join(f"{first[f'corpus_{k}']:.0f} {k}" for k in ("train", "dev", "test")
                       if f"corpus_{k}" in df and pd.notna(first.get(f"corpus_{k}")))
     shown = [c for c in ("model", "seeds", "n_params", "dev_bleu", "test_bleu", "test_bleu_sd",
-                         "dev_chrf", "test_chrf", "test_repeat_rate", "dev_ppl", "epochs",
-                         "train_flops", "train_s",
+                         "dev_chrf", "test_chrf", "test_repeat_rate", "test_len_ratio",
+                         "alpha_chosen", "dev_ppl", "epochs", "train_flops", "train_s",
                          "target_bleu", "reached", "flops_to_bleu", "seconds_to_bleu", "mfu",
                          "converged", "decode_sent_per_s_cached")
              if c in table]
@@ -278,6 +278,10 @@ def translation(out: Path) -> str:
             "whose dev curve reached it; `converged`: seeds whose dev curve had flattened; "
             + ("`test_repeat_rate`: the share of test outputs repeating a word trigram 3+ "
                "times; " if "test_repeat_rate" in shown else "")
+            + ("`test_len_ratio`: output length over the reference's (BLEU's brevity "
+               "penalty below 1); " if "test_len_ratio" in shown else "")
+            + ("`alpha_chosen`: the length penalty chosen on dev (mean over seeds); "
+               if "alpha_chosen" in shown else "")
             + "decoding in sentences/s."
             + (" A model named `<config> (<toolkit> <version>)` is a third-party toolkit's "
                "(`scripts/anchor`), trained on the same split and subwords for a wall-clock "

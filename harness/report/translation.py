@@ -15,9 +15,9 @@ from harness.errors import BadInput
 from harness.results import load_results, read_results, read_series, results_path
 
 TABLE2_VALUES = ("n_params", "dev_bleu", "test_bleu", "test_bleu_sd", "dev_chrf", "test_chrf",
-                 "test_repeat_rate", "test_len_ratio", "dev_ppl", "epochs", "train_flops",
-                 "train_s", "train_tokens_per_s", "train_flops_per_s", "mfu", "target_bleu",
-                 "flops_to_bleu", "seconds_to_bleu",
+                 "test_repeat_rate", "test_len_ratio", "alpha_chosen", "dev_ppl", "epochs",
+                 "train_flops", "train_s", "train_tokens_per_s", "train_flops_per_s", "mfu",
+                 "target_bleu", "flops_to_bleu", "seconds_to_bleu",
                  "decode_sent_per_s_cached", "decode_sent_per_s_uncached")
 BASELINES = ("source-copy", "constant", "retrieval")  # their rows first, in this order
 TABLE3_COLUMNS = {"n_layers": "N", "d_model": "d_model", "d_ff": "d_ff", "n_heads": "h",
@@ -44,23 +44,40 @@ RECIPE_COLUMNS = ("peak_lr", "warmup_steps", "dropout", "attn_dropout", "label_s
 
 def last_recipe(rows: pd.DataFrame) -> pd.DataFrame:
     """Per model, only the rows of its last measured recipe: a suite run again after its
-    search found a better recipe trains new points beside the old ones, whose seeds must not
-    be averaged or tested with the new ones. Rows keep their order."""
-    kept = [c for c in RECIPE_COLUMNS if c in rows]
-    if not kept or rows.empty:
+    search found a better recipe (or with other options: a grid of length penalties)
+    trains new points beside the old ones, whose seeds must not be averaged or tested with
+    the new ones. A recipe is the RECIPE_COLUMNS and the point id without its seed. Rows
+    keep their order."""
+    if rows.empty:
         return rows
-    recipe = rows[kept].apply(lambda r: "|".join(map(str, r)), axis=1)  # NaN as "nan"
+    kept = [c for c in RECIPE_COLUMNS if c in rows]
+    recipe = rows[kept].apply(lambda r: "|".join(map(str, r)), axis=1) if kept else \
+        pd.Series("", index=rows.index)  # NaN as "nan"
+    if {"point_id", "seed"} <= set(rows):
+        recipe += "|" + _unseeded(rows)
     order = rows.sort_values("measured_at", kind="stable", na_position="first").index \
         if "measured_at" in rows else rows.index
     last = recipe.loc[order].groupby(rows.loc[order, "model"], sort=False).last()
     return rows[recipe == rows["model"].map(last)]
 
 
+def _unseeded(rows: pd.DataFrame) -> pd.Series:
+    """Each row's point id without its seed (`...-s<seed>`, as experiments.spec names
+    points): what it trained and how it decoded; "" for an id not named so."""
+    seeds = pd.to_numeric(rows["seed"], errors="coerce")
+    out = []
+    for pid, seed in zip(rows["point_id"].astype(str), seeds, strict=True):
+        head, sep, tail = pid.removesuffix("-compiled").rpartition("-s")
+        out.append(head if sep and pd.notna(seed) and tail == f"{seed:.0f}" else "")
+    return pd.Series(out, index=rows.index)
+
+
 def table2(df: pd.DataFrame, toolkit: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per model, baselines first: means over seeds (`seeds` counts them; `test_bleu_sd` is
-    the standard deviation of test BLEU across seeds) of BLEU, chrF, dev perplexity,
-    training FLOPs (forward + backward, counted), seconds, throughput (target subwords/s,
-    counted FLOP/s, MFU against the machine's measured matmul peak), FLOPs and seconds to
+    the standard deviation of test BLEU across seeds) of BLEU, chrF, dev perplexity, the
+    length penalty chosen on dev, training FLOPs (forward + backward, counted), seconds,
+    throughput (target subwords/s, counted FLOP/s, MFU against the machine's measured
+    matmul peak), FLOPs and seconds to
     reach the target dev BLEU (`reached` seeds did), `converged` seeds (dev curve
     flattened), decoding speed with and without the cache. `toolkit`: scripts/anchor's rows;
     those trained on the same split, subwords and length limit are added last, each model

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import models
-from models.decoding import MAX_EXTRA, beam_search, greedy
+from models.decoding import MAX_EXTRA, beam_search, greedy, pick
 
 BOS, EOS, PAD = 2, 3, 0
 FAMILIES = [("transformer", {"norm": "post"}), ("transformer", {"norm": "pre"}),
@@ -98,3 +98,12 @@ def test_a_sentence_decodes_alike_alone_and_in_a_mixed_batch(name, config, impl,
         both = model(mixed, bos, src_key_padding_mask=pad)[0]
         one = model(short, bos[:1], src_key_padding_mask=torch.zeros_like(short, dtype=bool))[0]
     torch.testing.assert_close(both, one, atol=1e-5, rtol=1e-5)
+
+
+def test_the_length_penalty_ranks_the_finished_hypotheses_only() -> None:
+    """alpha 0 takes the most likely; a large alpha the longer one, whose log-probability
+    per lp(length + EOS) is higher: -1.5 / ((5 + 7) / 6)^2 = -0.375 > -1.0 / (7 / 6)^2."""
+    finished = [(-1.0, [7]), (-1.5, [7, 8, 9, 10, 11, 12])]
+    assert pick(finished, 0.0) == [7] and pick(finished, 2.0) == [7, 8, 9, 10, 11, 12]
+    assert pick([(-1.0, [1]), (-1.0, [2])], 0.6) == [1] and pick([], 0.6) == []
+

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import random
 import time
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ from harness.train.translation.data import (
 from harness.train.translation.scoring import score
 from harness.train.translation.tfidf import TfIdf
 from harness.train.translation.train import Plan, TrainLog, perplexity, to_reach, train
-from models.decoding import beam_search, greedy
+from models.decoding import beam_candidates, greedy, pick
 
 DECODE_BATCH = 32  # sentences per decoding batch
 FLAT_WINDOW, FLAT_BLEU, FLAT_FRACTION = 3, 0.5, 0.05  # a flattened dev curve: convergence()
@@ -130,19 +131,43 @@ def _held_out(tok: Tokenizer, pairs: tuple[tuple[str, str], ...], opts: Translat
 def translate(model: nn.Module, tok: Tokenizer, src: list[list[int]], device: torch.device,
               beam: int = 0, alpha: float = 0.6, cache: bool = True) -> list[str]:
     """Detokenised translations of `src` (beam 0: greedy), in order."""
+    if beam:
+        return by_alpha(model, tok, src, device, beam, (alpha,), cache)[alpha]
+    return tok.decode_batch(_batched(model, tok, src, device,
+                                     lambda *batch: greedy(model, *batch, cache=cache)))
+
+
+def by_alpha(model: nn.Module, tok: Tokenizer, src: list[list[int]], device: torch.device,
+             beam: int, alphas: tuple[float, ...], cache: bool = True
+             ) -> dict[float, list[str]]:
+    """Beam search's detokenised translations of `src` under each length penalty in
+    `alphas`, from one search (models.decoding.pick), in order."""
+    found = _batched(model, tok, src, device,
+                     lambda *batch: beam_candidates(model, *batch, beam=beam, cache=cache))
+    return {a: tok.decode_batch([pick(f, a) for f in found]) for a in alphas}
+
+
+def _batched(model: nn.Module, tok: Tokenizer, src: list[list[int]], device: torch.device,
+             search: Callable[..., list]) -> list:
+    """search(src, pad, bos, eos) over `src` in batches of DECODE_BATCH, in eval mode."""
     ids = special_ids(tok)
     was = model.training
     model.eval()
-    out: list[list[int]] = []
+    out: list = []
     for k in range(0, len(src), DECODE_BATCH):
         chunk = src[k: k + DECODE_BATCH]
         b = make_batch(chunk, [[0]] * len(chunk), ids).to(device)
-        if beam:
-            out += beam_search(model, b.src, b.pad, ids["<s>"], ids["</s>"], beam, alpha, cache)
-        else:
-            out += greedy(model, b.src, b.pad, ids["<s>"], ids["</s>"], cache)
+        out += search(b.src, b.pad, ids["<s>"], ids["</s>"])
     model.train(was)
-    return tok.decode_batch(out)
+    return out
+
+
+def choose_alpha(hyps: dict[float, list[str]], refs: list[str]) -> tuple[float, str]:
+    """The length penalty whose translations score the highest corpus BLEU (the first of
+    the grid on a tie), and every alpha's BLEU as text ("0.6:10.39;1:11.2")."""
+    bleu = {a: score(h, refs)["bleu"] for a, h in hyps.items()}
+    best = max(bleu, key=bleu.__getitem__)
+    return best, ";".join(f"{a:g}:{b:.2f}" for a, b in bleu.items())
 
 
 def decode_speed(model: nn.Module, tok: Tokenizer, src: list[list[int]], device: torch.device,
@@ -184,12 +209,20 @@ def score_split(split: str, hyps: list[str], refs: list[str], corpus: corpora.Co
 
 
 def _final(model, tok, corpus, opts, device, stem, files) -> dict[str, Any]:
-    """Beam-search dev and test, scored; hypotheses (and references) added to `files`."""
+    """Beam-search dev and test, scored; hypotheses (and references) added to `files`. With
+    a grid of length penalties (opts.alphas), the one with the highest dev BLEU decodes
+    dev and test, as the paper chose its alpha on the development set."""
     out: dict[str, Any] = {}
+    alpha = opts.alpha
     for split in ("dev", "test") if opts.score_test else ("dev",):
         src, _, refs = _held_out(tok, held_out(corpus, split, opts, opts.final_sentences), opts)
-        hyps = translate(model, tok, src, device, opts.beam, opts.alpha)
-        out |= score_split(split, hyps, refs, corpus, opts, stem, files)
+        choose = split == "dev" and bool(opts.alphas) and opts.beam > 0
+        hyps = (by_alpha(model, tok, src, device, opts.beam, opts.alphas if choose else (alpha,))
+                if opts.beam else {alpha: translate(model, tok, src, device)})  # 0: greedy
+        if choose:
+            alpha, out["dev_bleu_by_alpha"] = choose_alpha(hyps, refs)
+            out["alpha_chosen"] = alpha
+        out |= score_split(split, hyps[alpha], refs, corpus, opts, stem, files)
     return out
 
 

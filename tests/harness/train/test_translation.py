@@ -202,6 +202,20 @@ def test_saved_hypotheses_rescore_to_the_reported_bleu_exactly(tiny_run) -> None
         assert str(bleu.get_signature()) == row["bleu_signature"]
     assert row["train_flops"] > 0 and row["train_s"] > 0 and row["dev_ppl"] > 1
     assert row["cache_same_tokens"] == 1
+    # the length penalty chosen on dev (the suite's grid), its dev BLEU the row's
+    by_alpha = dict(kv.split(":") for kv in row["dev_bleu_by_alpha"].split(";"))
+    assert set(by_alpha) == {"0.6", "1", "2"} and row["alpha_chosen"] in (0.6, 1.0, 2.0)
+    assert float(by_alpha[f"{row['alpha_chosen']:g}"]) == round(row["dev_bleu"], 2)
+
+
+def test_the_length_penalty_chosen_is_the_best_on_dev_and_the_first_on_a_tie() -> None:
+    from harness.train.translation.runner import choose_alpha
+
+    refs = ["the lord spake unto moses saying", "and god saw the light"]
+    hyps = {0.6: ["the lord spake", "and god"], 1.0: refs, 2.0: refs}
+    assert choose_alpha(hyps, refs)[0] == 1.0  # the best; 2.0 ties it and comes later
+    assert choose_alpha(hyps, refs)[1].startswith("0.6:") and ";1:100.00;2:100.00" in \
+        choose_alpha(hyps, refs)[1]
 
 
 def test_source_copy_baseline_scores_near_zero(tiny_run) -> None:
@@ -432,6 +446,20 @@ def test_table2_shows_a_models_last_recipe_only(tmp_path) -> None:
     tuned = read_results(tmp_path / "translation-cpu-tuned" / "results.csv")
     assert not recipes(tuned.assign(dev_ppl=9.0)).empty  # rows naming no search: a sweep
     assert recipes(tuned.assign(dev_ppl=9.0, recipe="translation-cpu-tune")).empty
+
+
+def test_rows_of_other_options_are_another_recipe() -> None:
+    """Points of one searched recipe run again with other options (a grid of length
+    penalties: another point id, the same recipe columns) are not averaged with the old."""
+    from harness.report.translation import last_recipe
+
+    rows = pd.DataFrame([{"model": "transformer", "seed": s, "peak_lr": 1e-3,
+                          "point_id": f"table2-translate-transformer{opts}-n0-d128-b64-s{s}",
+                          "measured_at": f"2026-12-0{day}T00:00:00+00:00"}
+                         for opts, day, seeds in (("", 1, 3), ("-alphas=0.0;0.2", 2, 2))
+                         for s in range(seeds)])
+    kept = last_recipe(rows)
+    assert len(kept) == 2 and kept["point_id"].str.contains("alphas").all()
 
 
 def test_the_recipe_table_marks_each_models_lowest_dev_perplexity() -> None:
