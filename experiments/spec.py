@@ -248,3 +248,6 @@ class Search:
     eta: int = 3  # successive halving's reduction factor
     rungs: int = 3  # the first rung at budget / eta^(rungs - 1)
     startup: int = 6  # random trials before the sampler models the space
+    # per model, recipes known to work (values of its space), tried before the sampler's own
+    # proposals, as Optuna's enqueue_trial: a search must not miss the best recipe known
+    known: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)

@@ -155,6 +155,8 @@ def tune_model(search: Search, base: Point, out_dir: Path, device: torch.device,
     with _only_one(out_dir, search, base.subject), _study_errors(out_dir, search):
         st = study(search, base.subject, out_dir)
         _requeue_stale(st)
+        for recipe in search.known.get(base.subject, ()):  # once: not if a trial has it
+            st.enqueue_trial(dict(recipe), skip_if_exists=True)
         failed = 0
         while (c := counts(st))["COMPLETE"] + c["PRUNED"] < trials:
             if failed == MAX_FAILED:

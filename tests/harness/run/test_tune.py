@@ -61,6 +61,20 @@ def test_trials_are_rows_and_the_best_recipe_is_in_the_tuned_points_id_and_row(t
     assert f"search {SEARCH!r} has finished 2 of its {trials} transformer trials" in printed
 
 
+def test_a_known_recipe_is_the_first_trial_and_is_not_asked_again(tmp_path):
+    """Search.known: the recipe is tried before the sampler's proposals, once, whatever
+    the reruns."""
+    known = {"peak_lr": 5e-3, "n_layers": 1, "batch_tokens": 128}
+    s = dataclasses.replace(experiments.SEARCHES[SEARCH](), known={"lstm": (known,)})
+    base = next(b for b in s.base if b.subject == "lstm")
+    for trials in (1, 2):
+        tune.tune_model(s, base, tmp_path, torch.device("cpu"), None, trials, progress=False)
+    rows = read_results(results_path(tmp_path, SEARCH))
+    assert len(rows) == 2
+    assert [recipe.recipe_of(r, s.space["lstm"]) == known for _, r in rows.iterrows()] == \
+        [True, False]
+
+
 def test_a_rerun_continues_the_study_and_a_cut_trial_is_asked_again(tuned):
     out, _ = tuned
     s = experiments.SEARCHES[SEARCH]()

@@ -302,6 +302,13 @@ def test_the_cpu_suite_takes_its_recipes_from_its_search() -> None:
         for key in ("budget_flops", "eval_flops", "patience", "steps", "bpe", "max_tokens"):
             assert getattr(b.options, key) == getattr(final_opts, key), key
     assert search.space["transformer"]["peak_lr"] == ("log", 1e-4, 1e-2)
+    from harness.run.tune import distributions
+
+    for model, known in search.known.items():  # a known recipe is a point of the space
+        dists = distributions(search.space[model])
+        for r in known:
+            assert set(r) == set(dists)
+            assert all(dists[k]._contains(dists[k].to_internal_repr(v)) for k, v in r.items())
     assert {"norm", "attn_dropout"} <= set(search.space["transformer"])
     r = CliRunner().invoke(cli, ["run", "translation-cpu", "--dry-run"])
     assert r.exit_code == 2 and "tvr tune translation-cpu-tune" in r.output
