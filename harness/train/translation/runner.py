@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from sacrebleu.metrics import BLEU
 from tokenizers import Tokenizer
 from torch import nn
 
@@ -165,7 +166,7 @@ def _batched(model: nn.Module, tok: Tokenizer, src: list[list[int]], device: tor
 def choose_alpha(hyps: dict[float, list[str]], refs: list[str]) -> tuple[float, str]:
     """The length penalty whose translations score the highest corpus BLEU (the first of
     the grid on a tie), and every alpha's BLEU as text ("0.6:10.39;1:11.2")."""
-    bleu = {a: score(h, refs)["bleu"] for a, h in hyps.items()}
+    bleu = {a: BLEU().corpus_score(h, [refs]).score for a, h in hyps.items()}  # as score()
     best = max(bleu, key=bleu.__getitem__)
     return best, ";".join(f"{a:g}:{b:.2f}" for a, b in bleu.items())
 
