@@ -135,18 +135,21 @@ def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Pa
               executor: LocalExecutor | RayExecutor | None = None,
               headline: Callable[[], tuple[dict[str, float], dict[str, str]]] | None = None,
               keep_checkpoints: bool = False,
-              prune: Callable[[Point, int, Any], bool] | None = None) -> SweepSummary:
+              prune: Callable[[Point, int, Any], bool] | None = None,
+              redo: frozenset[str] = frozenset()) -> SweepSummary:
     """Measure every point not already done on this device of this machine; one results row
     and one MLflow child run each. The executor (default: this process, one point after
     another) decides where points run; rows are written here, as each point finishes. The
     parent run gets the summary metrics, the results files, this machine's environment
     report and `outputs()` (tables, figures) as artifacts, `headline()`'s metrics and tags
-    (n*, exponents, verdicts); `description` is the experiment's note."""
+    (n*, exponents, verdicts); `description` is the experiment's note. The points in `redo`
+    are measured again though done (a search's trial pruned by an older rule), resuming
+    from a checkpoint of their own as any point does."""
     executor = executor or LocalExecutor()
     path = results_path(out_dir, suite)
     summary = SweepSummary(suite, path)
     machine = this_machine()
-    done = done_points(path, device.type, machine) if resume else set()
+    done = done_points(path, device.type, machine) - redo if resume else set()
     todo = [p for p in points if p.point_id not in done]
     summary.resumed = len(points) - len(todo)
     facts = {"machine": machine, **executor.facts(device), **code_facts()}
@@ -165,7 +168,7 @@ def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Pa
         # closed on any exit, a stop signal's included: its line ends before the next message
         try:
             with closing(bar), closing(executor.run(todo, ctx, max_memory, _skipper(
-                    claims, summary, resume))) as finished:
+                    claims, summary, resume, redo))) as finished:
                 for done in signals.checked(finished):  # a stop a library swallowed
                     bar.set_postfix_str(label(done.point, trained_width(done.point)), False)
                     bar.update(1)
@@ -181,12 +184,13 @@ def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Pa
     return summary
 
 
-def _skipper(claims: Claims, summary: SweepSummary, resume: bool) -> Callable[[Point], bool]:
+def _skipper(claims: Claims, summary: SweepSummary, resume: bool,
+             redo: frozenset[str] = frozenset()) -> Callable[[Point], bool]:
     """Whether to skip a point: a sweep beside this one in the same folder may have measured
     it meanwhile, or be measuring it now (its claim); else this sweep claims it."""
 
     def measured_meanwhile(point: Point) -> bool:
-        skip = claim_or_skip(claims, point.point_id, resume)
+        skip = claim_or_skip(claims, point.point_id, resume and point.point_id not in redo)
         summary.resumed += skip == "done"
         summary.elsewhere += skip == "elsewhere"
         return skip is not None

@@ -8,7 +8,12 @@ whose best dev perplexity, at a rung of training FLOPs (budget / eta^k), is not 
 1/eta of the trials that reached that rung. The objective stays the best greedy dev BLEU on
 the trial's curve; the rungs rank by perplexity because early in training, at the first
 rung, greedy BLEU is near 0 for every Transformer recipe (0.01-1.5 in the CPU search) and
-ranks them by chance, while perplexity already separates them.
+ranks them by chance, while perplexity already separates them. A trial is judged only once
+its warm-up is over: mid-warm-up its learning rate is a fraction of its peak, and a rung
+there ranks warm-up lengths, not recipes (in the CPU search 19 of the 21 Transformer trials
+pruned at a rung were still warming up, the recipe that later did best among them too). It
+first reports at its first evaluation past the warm-up, and Optuna's pruner then compares
+that value at each rung it has passed.
 
 The study lives in <out>/NAME/optuna.db (SQLite), so a search stopped anywhere continues
 where it was: a trial cut short (RUNNING in the study) is marked failed and asked again
@@ -17,8 +22,9 @@ and the study is rebuilt from them: a row no trial of the study names (a lost or
 database) is told to it as a finished trial, or a pruned one with its curve's reports,
 which the sampler learns from (the pruner's rungs compare only trials it measured). Not
 told: error rows, recipes outside today's space, and trials pruned by an older rule (on
-another value than the one the rungs compare now). One process per model at a time (a file
-lock); two models may run side by side.
+another value than the one the rungs compare now, or mid-warm-up): those are asked again,
+with the same recipe, and trained again from the start. One process per model at a time (a
+file lock); two models may run side by side.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from harness.errors import BadInput
 from harness.results import read_results, read_series, results_path, series_path
 from harness.run.sweep import run_suite
 from harness.train.translation.recipe import KEY, best_row, recipe_of, with_recipe
+from harness.train.translation.runner import warmup_steps
 from harness.train.translation.train import Curve
 
 STATES = ("COMPLETE", "PRUNED", "FAIL")
@@ -68,6 +75,7 @@ def distributions(space: Mapping[str, Dimension]
 
 STEPS_PER_RUNG = 100  # pruner steps in the first rung: each evaluation a step of its own
 PRUNE_ON = "dev_ppl"  # the curve value the rungs compare: -ln of its best so far is reported
+RULE = f"{PRUNE_ON}-after-warmup"  # names the study: one pruned by another rule is not reused
 
 
 def rung_unit(base: Point, search: Search) -> float:
@@ -86,8 +94,7 @@ def study(search: Search, model: str, out_dir: Path) -> optuna.Study:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         st = optuna.create_study(
-            # named by what the rungs compare: a study pruned on another value is not reused
-            study_name=f"{search.name}-{model}-{PRUNE_ON}", storage=f"sqlite:///{path}",
+            study_name=f"{search.name}-{model}-{RULE}", storage=f"sqlite:///{path}",
             load_if_exists=True, direction="maximize",
             pruner=optuna.pruners.SuccessiveHalvingPruner(min_resource=STEPS_PER_RUNG,
                                                           reduction_factor=search.eta))
@@ -155,7 +162,10 @@ def tune_model(search: Search, base: Point, out_dir: Path, device: torch.device,
     with _only_one(out_dir, search, base.subject), _study_errors(out_dir, search):
         st = study(search, base.subject, out_dir)
         _requeue_stale(st)
-        for recipe in search.known.get(base.subject, ()):  # once: not if a trial has it
+        older = _older_rule(out_dir, search.name, base.subject, search.space[base.subject],
+                            unit, last)
+        # once each: not if a trial of the study has it
+        for recipe in [*search.known.get(base.subject, ()), *older.values()]:
             st.enqueue_trial(dict(recipe), skip_if_exists=True)
         failed = 0
         while (c := counts(st))["COMPLETE"] + c["PRUNED"] < trials:
@@ -169,7 +179,9 @@ def tune_model(search: Search, base: Point, out_dir: Path, device: torch.device,
 
             run_suite(search.name, [point], device, out_dir, tracking_uri, progress=progress,
                       description=f"tuning search {search.name}: trial {trial.number} of "
-                                  f"{base.subject}", prune=_pruner(trial, unit, last))
+                                  f"{base.subject}",
+                      prune=_pruner(trial, unit, last, warmup_steps(point.options)),
+                      redo=frozenset(older) & {point.point_id})
             outcome = _outcome(out_dir, search.name, point)
             failed = failed + 1 if outcome.get("state") == optuna.trial.TrialState.FAIL else 0
             st.tell(trial, **outcome)
@@ -186,27 +198,19 @@ def _tell_rows(st: optuna.Study, out_dir: Path, name: str, model: str,
     today's space, and a trial pruned on another value than PRUNE_ON (its curve does not
     have it): where that rule pruned by chance, the sampler would learn its recipe is bad.
     The pruner's rungs do not count told trials (Optuna keeps its rung records private)."""
-    rows = read_results(results_path(out_dir, name))
-    if rows.empty or "model" not in rows:
-        return
     known = {t.user_attrs.get("point_id") for t in st.get_trials(deepcopy=False)}
-    series = read_series(out_dir, name) if series_path(out_dir, name).exists() else \
-        pd.DataFrame()
-    curves = {p: {m: list(zip(g["step"], g["value"], strict=True)) for m, g in c.groupby("metric")}
-              for p, c in series.groupby("point_id")} if not series.empty else {}
     dists = distributions(space)
     told = 0
-    mine = rows[rows["model"] == model].drop_duplicates("point_id", keep="last")
-    for _, row in mine.iterrows():
-        outcome, curve = _outcome_of(row), curves.get(row["point_id"], {})
+    for row, curve in _rows(out_dir, name, model):
+        outcome = _outcome_of(row)
+        reports = _reports(curve, unit, last, _warmup(row))
         if row["point_id"] in known or outcome.get("state") == optuna.trial.TrialState.FAIL \
-                or (outcome.get("state") == optuna.trial.TrialState.PRUNED
-                    and PRUNE_ON not in curve):
+                or (outcome.get("state") == optuna.trial.TrialState.PRUNED and not reports):
             continue
         try:  # Optuna checks each value against its range
             trial = optuna.trial.create_trial(
                 params=recipe_of(row, space), user_attrs={"point_id": row["point_id"]},
-                distributions=dists, intermediate_values=_reports(curve, unit, last),
+                distributions=dists, intermediate_values=reports,
                 state=outcome.get("state", optuna.trial.TrialState.COMPLETE),
                 value=outcome.get("values"))
         except (ValueError, BadInput) as exc:
@@ -216,6 +220,43 @@ def _tell_rows(st: optuna.Study, out_dir: Path, name: str, model: str,
         told += 1
     if told:
         say(f"{name} {model}: {told} trials told to the study from the rows")
+
+
+def _rows(out_dir: Path, name: str, model: str) -> Iterator[tuple[pd.Series, Curve]]:
+    """Each point's last row of `model` in the search, with its stored curve."""
+    rows = read_results(results_path(out_dir, name))
+    if rows.empty or "model" not in rows:
+        return
+    series = read_series(out_dir, name) if series_path(out_dir, name).exists() else \
+        pd.DataFrame()
+    curves = {p: {m: list(zip(g["step"], g["value"], strict=True)) for m, g in c.groupby("metric")}
+              for p, c in series.groupby("point_id")} if not series.empty else {}
+    for _, row in rows[rows["model"] == model].drop_duplicates("point_id", keep="last").iterrows():
+        yield row, curves.get(row["point_id"], {})
+
+
+def _older_rule(out_dir: Path, name: str, model: str, space: Mapping[str, Dimension],
+                unit: float, last: int) -> dict[str, dict[str, Any]]:
+    """point id -> recipe of each trial of `model` pruned by an older rule: its curve has no
+    report today's rule would have made (none of PRUNE_ON, or none past its warm-up), so
+    today's pruner could not have stopped it. A recipe outside today's space is left out."""
+    out: dict[str, dict[str, Any]] = {}
+    for row, curve in _rows(out_dir, name, model):
+        if _outcome_of(row).get("state") != optuna.trial.TrialState.PRUNED \
+                or _reports(curve, unit, last, _warmup(row)):
+            continue
+        try:
+            recipe = recipe_of(row, space)
+        except BadInput:
+            continue
+        if all(_inside(space[k], v) for k, v in recipe.items()):
+            out[str(row["point_id"])] = recipe
+    return out
+
+
+def _inside(dim: Dimension, value: Any) -> bool:
+    kind, *args = dim
+    return value in args[0] if kind == "choice" else args[0] <= value <= args[1]
 
 
 def trial_number(rows: pd.DataFrame, model: str, point_id: Any) -> int | None:
@@ -249,18 +290,20 @@ def _told(st: optuna.Study, number: int, model: str, name: str, rows: pd.DataFra
 FLOOR = -700.0  # reported for a curve whose perplexity is all infinite (a runaway model)
 
 
-def _pruner(trial: optuna.Trial, unit: float, last: int
+def _pruner(trial: optuna.Trial, unit: float, last: int, warmup: int = 0
             ) -> Callable[[Point, int, Curve], bool]:
     """The trial's pruning hook: report -ln of the best dev perplexity on the curve so far
     (a resumed run's included; higher is better, as the study's direction; FLOOR where none
     is finite) at each FLOP step (one value per step: a tiny run's evaluations may share
-    one), then ask the pruner; never at or past the last rung (`last` steps: the budget),
-    where a trial has spent what it may and finished."""
+    one), then ask the pruner; not before the update `warmup` (the learning rate's peak),
+    and never at or past the last rung (`last` steps: the budget), where a trial has spent
+    what it may and finished."""
     reported: set[int] = set()
 
     def prune(point: Point, flops: int, curve: Curve) -> bool:
         value, step = _value(curve), int(flops // unit)
-        if value is None or step in reported or step >= last:
+        if value is None or step in reported or step >= last \
+                or curve[PRUNE_ON][-1][0] < warmup:
             return False
         reported.add(step)
         trial.report(value, step)
@@ -276,18 +319,24 @@ def _value(curve: Curve) -> float | None:
     return max(FLOOR, -math.log(min(ppl))) if ppl else None
 
 
-def _reports(curve: Curve, unit: float, last: int) -> dict[int, float]:
+def _reports(curve: Curve, unit: float, last: int, warmup: int = 0) -> dict[int, float]:
     """A stored curve's pruner reports, as its hook made them: at each evaluation after the
-    first, by FLOP step, the first evaluation of a step only."""
+    first and from the update `warmup` on, by FLOP step, the first evaluation of a step only."""
     flops, ppl = dict(curve.get("train_flops", [])), curve.get(PRUNE_ON, [])
     out: dict[int, float] = {}
     for i, (step, _) in enumerate(ppl):
         k = int(flops.get(step, 0) // unit)
-        if step and k < last and k not in out:
+        if step and step >= warmup and k < last and k not in out:
             value = _value({PRUNE_ON: ppl[:i + 1]})
             if value is not None:
                 out[k] = value
     return out
+
+
+def _warmup(row: pd.Series) -> int:
+    """A trial row's warm-up in updates (0 where the row has none)."""
+    value = pd.to_numeric(row.get("warmup_steps"), errors="coerce")
+    return 0 if pd.isna(value) else int(value)
 
 
 def _outcome(out_dir: Path, name: str, point: Point) -> dict[str, Any]:
