@@ -148,7 +148,7 @@ def translation_cpu_tune() -> Search:
     Optuna's TPE sampler over TRANSFORMER_SPACE or SHARED_SPACE, each trained as a final run
     is (TUNED: the same FLOP budget, warm-up in updates, early stopping on dev) and pruned by
     successive halving on its best dev perplexity (the whole dev set) at 1/9 and 1/3 of the
-    budget; one seed; dev only (test never decoded); KNOWN recipes first. The best finished
+    budget, once its warm-up is over; one seed; dev only (test never decoded); KNOWN recipes first. The best finished
     trial per model is its recipe (the highest best dev BLEU on the curve). Resumable: a
     rerun continues the study where it stopped. Measured on a 2-core AMD EPYC, one process
     per core: a whole Transformer trial 25 min (1+1 layers) to 40-56 min (3+3), one pruned

@@ -246,6 +246,43 @@ def test_the_rungs_compare_the_best_dev_perplexity_and_a_spent_trial_is_never_pr
     assert runaway.reports == [(tune.FLOOR, 100)]
 
 
+def test_a_trial_is_judged_only_once_its_warm_up_is_over():
+    """Mid-warm-up a rung would rank warm-up lengths: the hook reports from the first
+    evaluation at or past the warm-up's last update, and a stored curve is read the same."""
+    trial = _Trial()
+    prune = tune._pruner(trial, unit=10.0, last=900, warmup=50)
+    curve = {"dev_ppl": [(0, float("nan")), (40, 30.0)],
+             "train_flops": [(0, 0), (40, 1000), (60, 2000)]}
+    assert not prune(None, 1000, curve) and trial.reports == []  # update 40 of a 50 warm-up
+    curve["dev_ppl"].append((60, 35.0))
+    assert prune(None, 2000, curve)  # judged, by the best so far (warm-up's included)
+    assert trial.reports == [(-math.log(30.0), 200)]
+    assert tune._reports(curve, 10.0, 900, warmup=50) == {200: -math.log(30.0)}
+    assert tune._reports(curve, 10.0, 900) == {100: -math.log(30.0), 200: -math.log(30.0)}
+
+
+def test_a_trial_pruned_by_an_older_rule_is_asked_again_and_trained_again(tmp_path):
+    """A pruned row whose curve has no report today's rule would make (here: none of the
+    value the rungs compare) is not told to a new study: its recipe is asked again first and
+    its point trained again, its new row (in place of the old) the trial's outcome."""
+    s = experiments.SEARCHES[SEARCH]()
+    base = next(b for b in s.base if b.subject == "lstm")
+    tune.tune_model(s, base, tmp_path, torch.device("cpu"), None, 1, progress=False)
+    path, series = results_path(tmp_path, SEARCH), tmp_path / SEARCH / "series.csv"
+    rows = read_results(path).assign(stopped_by="pruned")
+    rows.to_csv(path, index=False)
+    curves = pd.read_csv(series)
+    curves[curves["metric"] != tune.PRUNE_ON].to_csv(series, index=False)
+    (tmp_path / SEARCH / "optuna.db").unlink()  # as a new rule names a new study
+    st = tune.tune_model(s, base, tmp_path, torch.device("cpu"), None, 1, progress=False)
+    again = read_results(path)  # trained again: its new row replaces the pruned one
+    assert list(again["point_id"]) == list(rows["point_id"])
+    assert again["stopped_by"].iloc[0] != "pruned"
+    assert tune.PRUNE_ON in set(read_series(tmp_path, SEARCH)["metric"])
+    assert [t.state.name for t in st.get_trials()] == ["COMPLETE"]
+    assert st.trials[0].params == recipe.recipe_of(rows.iloc[0], s.space["lstm"])
+
+
 def test_diverged_trials_are_results_and_bad_studies_are_one_line(tmp_path):
     rows = pd.DataFrame({"point_id": ["p"], "status": ["diverged"], recipe.KEY: [0.5]})
     results_path(tmp_path, "s").parent.mkdir(parents=True)
