@@ -11,7 +11,7 @@ rung, greedy BLEU is near 0 for every Transformer recipe (0.01-1.5 in the CPU se
 ranks them by chance, while perplexity already separates them. A trial is judged only once
 its warm-up is over: mid-warm-up its learning rate is a fraction of its peak, and a rung
 there ranks warm-up lengths, not recipes (in the CPU search 19 of the 21 Transformer trials
-pruned at a rung were still warming up, the recipe that later did best among them too). It
+pruned at a rung were still warming up, the toolkit comparison's recipe among them). It
 first reports at its first evaluation past the warm-up, and Optuna's pruner then compares
 that value at each rung it has passed.
 
@@ -195,8 +195,8 @@ def _tell_rows(st: optuna.Study, out_dir: Path, name: str, model: str,
     """Tell the study each row of `model` that none of its trials names (a point's last
     row): finished, with its value, or pruned, with the reports its pruning hook made (the
     sampler ranks a pruned trial by its last). Left out: an error row, a recipe outside
-    today's space, and a trial pruned on another value than PRUNE_ON (its curve does not
-    have it): where that rule pruned by chance, the sampler would learn its recipe is bad.
+    today's space, and a trial pruned by an older rule (_older_rule): where that rule pruned
+    by chance, the sampler would learn its recipe is bad.
     The pruner's rungs do not count told trials (Optuna keeps its rung records private)."""
     known = {t.user_attrs.get("point_id") for t in st.get_trials(deepcopy=False)}
     dists = distributions(space)
