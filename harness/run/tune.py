@@ -3,24 +3,24 @@ model, its trials measured as the points of the suite NAME by the sweep (rows, c
 checkpoints and MLflow runs as for `tvr run`).
 
 Optuna, not a hand-written loop: its TPE sampler proposes each trial's recipe from those
-finished; its SuccessiveHalvingPruner (asynchronous successive halving, ASHA) stops a trial
-whose best dev perplexity, at a rung of training FLOPs (budget / eta^k), is not in the top
-1/eta of the trials that reached that rung. The objective stays the best greedy dev BLEU on
+finished; a pruner of its kind (RungPruner: asynchronous successive halving, ASHA) stops a
+trial whose best dev perplexity, at a rung of training FLOPs (budget / eta^k), is not in the
+top 1/eta of the trials that reached that rung. The objective stays the best greedy dev BLEU on
 the trial's curve; the rungs rank by perplexity because early in training, at the first
 rung, greedy BLEU is near 0 for every Transformer recipe (0.01-1.5 in the CPU search) and
 ranks them by chance, while perplexity already separates them. A trial is judged only once
 its warm-up is over: mid-warm-up its learning rate is a fraction of its peak, and a rung
 there ranks warm-up lengths, not recipes (in the CPU search 19 of the 21 Transformer trials
 pruned at a rung were still warming up, the toolkit comparison's recipe among them). It
-first reports at its first evaluation past the warm-up, and Optuna's pruner then compares
-that value at each rung it has passed.
+first reports at its first evaluation past the warm-up, and is compared at the rung that
+evaluation falls in, with the values the other trials reported in the same rung.
 
 The study lives in <out>/NAME/optuna.db (SQLite), so a search stopped anywhere continues
 where it was: a trial cut short (RUNNING in the study) is marked failed and asked again
 with the same recipe, and its point resumes from its checkpoint. The rows are the record
 and the study is rebuilt from them: a row no trial of the study names (a lost or new
 database) is told to it as a finished trial, or a pruned one with its curve's reports,
-which the sampler learns from (the pruner's rungs compare only trials it measured). Not
+which the sampler and the pruner's rungs learn from. Not
 told: error rows, recipes outside today's space, and trials pruned by an older rule (on
 another value than the one the rungs compare now, or mid-warm-up): those are asked again,
 with the same recipe, and trained again from the start. One process per model at a time (a
@@ -52,6 +52,10 @@ from harness.train.translation.runner import warmup_steps
 from harness.train.translation.train import Curve
 
 STATES = ("COMPLETE", "PRUNED", "FAIL")
+# the trials whose reports a rung compares: a failed one (cut short) is asked again, and its
+# reports would count twice
+LIVE = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED,
+        optuna.trial.TrialState.RUNNING)
 MAX_FAILED = 3  # trials in a row without a result (error rows): a bug, not a bad recipe
 
 
@@ -75,7 +79,50 @@ def distributions(space: Mapping[str, Dimension]
 
 STEPS_PER_RUNG = 100  # pruner steps in the first rung: each evaluation a step of its own
 PRUNE_ON = "dev_ppl"  # the curve value the rungs compare: -ln of its best so far is reported
-RULE = f"{PRUNE_ON}-after-warmup"  # names the study: one pruned by another rule is not reused
+RULE = f"{PRUNE_ON}-by-rung-after-warmup"  # names the study: one pruned by another rule is
+# not reused
+
+
+class RungPruner(optuna.pruners.BasePruner):
+    """Asynchronous successive halving (ASHA) for a maximised report, where each trial is
+    compared only at the rung its report falls in. Rung k spans the steps [min_resource *
+    eta^k, min_resource * eta^(k+1)); a trial's value there is its first report in that span;
+    it is promoted if that value is in the top 1/eta (at least the best one) of the values of
+    every trial of the study with a report in the span (told ones included), its own too.
+
+    Why not Optuna's SuccessiveHalvingPruner: a trial's first report counts there at every
+    rung below its step too (Optuna records it in trial system attributes), so a trial judged
+    only after a long warm-up would be ranked by its late value against the others' early
+    ones; and a trial told to a rebuilt study never competes (its rung records are Optuna's
+    own). Here the rungs are read from the reports themselves."""
+
+    def __init__(self, min_resource: int, eta: int) -> None:
+        self.min_resource, self.eta = min_resource, eta
+
+    def rung(self, step: int) -> int:
+        """The rung whose span holds `step`; -1 below the first."""
+        k = -1
+        while step >= self.min_resource * self.eta ** (k + 1):
+            k += 1
+        return k
+
+    def value_at(self, trial: optuna.trial.FrozenTrial, k: int) -> tuple[int, float] | None:
+        """(step, value) of the trial's first report in rung k's span, None if none."""
+        steps = sorted(s for s in trial.intermediate_values if self.rung(s) == k)
+        return (steps[0], trial.intermediate_values[steps[0]]) if steps else None
+
+    def prune(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> bool:
+        step = trial.last_step
+        if step is None or (k := self.rung(step)) < 0 or self.value_at(trial, k)[0] != step:
+            return False  # before the first rung, or judged at this rung already
+        value = trial.intermediate_values[step]
+        if math.isnan(value):
+            return True
+        values = [v[1] for t in study.get_trials(deepcopy=False, states=LIVE)
+                  if t.number != trial.number and (v := self.value_at(t, k)) is not None
+                  and not math.isnan(v[1])]
+        top = sorted([*values, value], reverse=True)[:max(1, (len(values) + 1) // self.eta)]
+        return value < top[-1]
 
 
 def rung_unit(base: Point, search: Search) -> float:
@@ -96,8 +143,7 @@ def study(search: Search, model: str, out_dir: Path) -> optuna.Study:
         st = optuna.create_study(
             study_name=f"{search.name}-{model}-{RULE}", storage=f"sqlite:///{path}",
             load_if_exists=True, direction="maximize",
-            pruner=optuna.pruners.SuccessiveHalvingPruner(min_resource=STEPS_PER_RUNG,
-                                                          reduction_factor=search.eta))
+            pruner=RungPruner(STEPS_PER_RUNG, search.eta))
     except (SQLAlchemyError, RuntimeError, ValueError) as exc:  # damaged, another version's
         raise BadInput(f"{path}: not a study Optuna {optuna.__version__} can open "
                        f"({type(exc).__name__}); move it aside to start the search "
@@ -196,8 +242,8 @@ def _tell_rows(st: optuna.Study, out_dir: Path, name: str, model: str,
     row): finished, with its value, or pruned, with the reports its pruning hook made (the
     sampler ranks a pruned trial by its last). Left out: an error row, a recipe outside
     today's space, and a trial pruned by an older rule (_older_rule): where that rule pruned
-    by chance, the sampler would learn its recipe is bad.
-    The pruner's rungs do not count told trials (Optuna keeps its rung records private)."""
+    by chance, the sampler would learn its recipe is bad. The pruner's rungs read the told
+    trials' reports as they read those of trials it measured."""
     known = {t.user_attrs.get("point_id") for t in st.get_trials(deepcopy=False)}
     dists = distributions(space)
     told = 0

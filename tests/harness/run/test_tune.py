@@ -201,10 +201,54 @@ def test_the_flop_budget_and_the_pruner_stop_training():
     assert math.isfinite(log.best)
 
 
-def test_the_pruner_is_optunas_successive_halving(tmp_path):
+def test_the_pruner_halves_by_rung_and_the_sampler_is_optunas_tpe(tmp_path):
     st = tune.study(experiments.SEARCHES[SEARCH](), "lstm", tmp_path)
-    assert isinstance(st.pruner, optuna.pruners.SuccessiveHalvingPruner)
+    assert isinstance(st.pruner, tune.RungPruner) and st.pruner.eta == 3
     assert isinstance(st.sampler, optuna.samplers.TPESampler)
+
+
+def test_each_rung_compares_the_values_reported_in_its_own_span():
+    """Rungs at steps [100, 300), [300, 900): a trial's first report in a span is its value
+    there, compared with every trial's (told ones too) in the same span only; the top 1/3
+    (at least the best) goes on."""
+    pruner = tune.RungPruner(100, 3)
+    assert [pruner.rung(s) for s in (99, 100, 299, 300, 899, 900)] == [-1, 0, 0, 1, 1, 2]
+    st = optuna.create_study(direction="maximize", pruner=pruner)
+    dist = {"x": optuna.distributions.FloatDistribution(0, 1)}
+
+    def told(reports: dict[int, float]) -> None:
+        st.add_trial(optuna.trial.create_trial(
+            params={"x": 0.5}, distributions=dist, intermediate_values=reports,
+            state=optuna.trial.TrialState.PRUNED))
+
+    told({100: -5.0})  # an early starter, judged at rung 0
+    told({100: -6.0, 300: -3.0})
+    told({400: -2.0})  # a long warm-up: its first report in rung 1
+
+    def judged(*reports: tuple[int, float]) -> list[bool]:
+        trial = st.ask(dist)
+        out = []
+        for step, value in reports:
+            trial.report(value, step)
+            out.append(trial.should_prune())
+        st.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        return out
+
+    # rung 0 holds -5 and -6 (not the long warm-up's later -2): -4.5 is the best of 3
+    assert judged((100, -4.5)) == [False]
+    # at 150 it is not judged again in rung 0; in rung 1 (-3, -2 and its own) it is not best
+    assert judged((100, -4.0), (150, -1.0), (300, -2.5)) == [False, False, True]
+    # a late first report is judged in its own rung only: -1.9 is the best of rung 1
+    assert judged((500, -1.9)) == [False]
+    # five in rung 0 with it (-6, -5, -4.5, -4, -3.9): the best goes on
+    assert judged((120, -3.9)) == [False]
+    # six with it: the top 2 (-3.9, -4) go on, -4.2 does not
+    assert judged((110, -4.2)) == [True]
+    # a failed trial (cut short, asked again) does not count: its reports would count twice
+    cut = st.ask(dist)
+    cut.report(-3.0, 100)
+    st.tell(cut, state=optuna.trial.TrialState.FAIL)
+    assert judged((100, -3.95)) == [False]  # the top 2 of seven: -3.9 and itself, not -3
 
 
 class _Trial:
