@@ -208,6 +208,43 @@ def test_saved_hypotheses_rescore_to_the_reported_bleu_exactly(tiny_run) -> None
     assert float(by_alpha[f"{row['alpha_chosen']:g}"]) == round(row["dev_bleu"], 2)
 
 
+def test_gpu_check_headline_gives_each_trained_model_beside_the_checkouts_row(
+        tiny_run, tmp_path, monkeypatch) -> None:
+    import importlib.machinery
+    import importlib.util
+
+    script = Path(__file__).resolve().parents[3] / "scripts" / "gpu-check"
+    loader = importlib.machinery.SourceFileLoader("gpu_check", str(script))
+    check = importlib.util.module_from_spec(importlib.util.spec_from_loader("gpu_check", loader))
+    loader.exec_module(check)
+    rows = read_results(results_path(tiny_run, "translation-tiny"))
+    ours = rows[rows["model"] == "transformer"].iloc[0]
+    # the checkout's row of the same model and seed: another machine's, twice as slow
+    other = rows.assign(train_s=rows["train_s"] * 2, machine="elsewhere")
+    (tmp_path / "results" / "translation-tiny").mkdir(parents=True)
+    other.to_csv(tmp_path / "results" / "translation-tiny" / "results.csv", index=False)
+    monkeypatch.setattr(check, "REPO", tmp_path)
+    table = dict(check.translation_rows(tiny_run, "translation-tiny"))
+    assert table["translation-tiny points"] == "4 ok"
+    assert list(table) == ["translation-tiny points", "translation-tiny: transformer seed 0"]
+    line = table["translation-tiny: transformer seed 0"]
+    assert line.startswith(f"dev BLEU {ours['dev_bleu']:.2f}, test BLEU {ours['test_bleu']:.2f}"
+                           f", 12 updates in {ours['train_s']:.1f} s on cpu")
+    assert line.endswith("(2.0x this one's time)") and "(cpu, elsewhere)" in line
+    # a row of the same point on another split is not compared
+    other.assign(corpus_split="0123456789").to_csv(
+        tmp_path / "results" / "translation-tiny" / "results.csv", index=False)
+    line = dict(check.translation_rows(tiny_run, "translation-tiny"))[
+        "translation-tiny: transformer seed 0"]
+    assert line.endswith("is of another split (corpus_split 0123456789): not compared")
+    other.drop(columns="corpus_split").to_csv(
+        tmp_path / "results" / "translation-tiny" / "results.csv", index=False)
+    line = dict(check.translation_rows(tiny_run, "translation-tiny"))[
+        "translation-tiny: transformer seed 0"]
+    assert line.endswith("is of another split (none recorded): not compared")
+    assert check.translation_rows(tmp_path / "none", "translation-tiny")[0][1].startswith("no ")
+
+
 def test_the_length_penalty_chosen_is_the_best_on_dev_and_the_first_on_a_tie() -> None:
     from harness.train.translation.runner import choose_alpha
 
