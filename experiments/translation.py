@@ -148,12 +148,12 @@ def translation_cpu_tune() -> Search:
     Optuna's TPE sampler over TRANSFORMER_SPACE or SHARED_SPACE, each trained as a final run
     is (TUNED: the same FLOP budget, warm-up in updates, early stopping on dev) and pruned by
     successive halving on its best dev perplexity (the whole dev set) at 1/9 and 1/3 of the
-    budget, once its warm-up is over; one seed; dev only (test never decoded); KNOWN recipes first. The best finished
-    trial per model is its recipe (the highest best dev BLEU on the curve). Resumable: a
-    rerun continues the study where it stopped. Measured on a 2-core AMD EPYC, one process
-    per core: a whole Transformer trial 25 min (1+1 layers) to 40-56 min (3+3), one pruned
-    on perplexity 2-7 min; a whole attentional RNN trial 45-95 min. About 24 trials per
-    model: 8-10 core-hours each."""
+    budget, once its warm-up is over; one seed; dev only (test never decoded); KNOWN recipes
+    first. The best finished trial per model is its recipe (the highest best dev BLEU on the
+    curve). Resumable: a rerun continues the study where it stopped. Measured on a 2-core
+    AMD EPYC, one process per core: a whole Transformer trial 25 min (1+1 layers) to 40-56
+    min (3+3), one pruned on perplexity 2-7 min; a whole attentional RNN trial 45-95 min.
+    About 24 trials per model: 8-10 core-hours each."""
     base = tuple(translate_point("translation-cpu-tune", m, CPU_D_MODEL, CPU_BATCH, 0,
                                  arch=CPU_ARCH, **(TUNED | {"score_test": False,
                                                             "speed_sentences": 0}))

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from experiments.spec import Point
+from experiments.spec import Point, TranslateOptions
 from harness import signals
 from harness.files import write_lines
 from harness.measure.machine import BUSY_SHARE, environment_report, usable_cpus
@@ -46,6 +46,7 @@ from harness.track.names import run_names
 from harness.track.tracker import Tracker
 from harness.track.values import code_facts
 from harness.train.points import trained_width
+from harness.train.translation.runner import split_of
 
 
 @dataclass
@@ -149,7 +150,10 @@ def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Pa
     path = results_path(out_dir, suite)
     summary = SweepSummary(suite, path)
     machine = this_machine()
-    done = done_points(path, device.type, machine) - redo if resume else set()
+    done = done_points(path, device.type, machine) if resume else set()
+    redo = redo | of_another_split(path, [p for p in points if p.point_id in done],
+                                   device.type, machine)
+    done -= redo
     todo = [p for p in points if p.point_id not in done]
     summary.resumed = len(points) - len(todo)
     facts = {"machine": machine, **executor.facts(device), **code_facts()}
@@ -182,6 +186,30 @@ def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Pa
         summary.wall_s = time.perf_counter() - started
         _finish(tracker, summary, path, outputs, headline)
     return summary
+
+
+def of_another_split(path: Path, points: list[Point], device: str, machine: str) -> set[str]:
+    """The translation points among `points` (done on `device` of `machine`) whose row there
+    was trained or scored on another split than the one they would load now, or names none
+    (a row from before rows named their split): the corpus, its split or its filters changed
+    since, so the row is not this point's result, and the point runs again (its new row
+    replaces the old)."""
+    translate = [p for p in points if isinstance(p.options, TranslateOptions)]
+    if not translate:
+        return set()
+    rows = read_results(path)
+    rows = rows[(rows["device"].astype(str) == device) & (rows["machine"].astype(str) == machine)]
+    recorded = (rows.groupby("point_id")["corpus_split"].agg(lambda s: set(s.astype(str)))
+                if "corpus_split" in rows else {})
+    digests: dict[Any, str] = {}  # one digest per distinct corpus
+    stale = set()
+    for p in translate:
+        key = (p.options.bitext, p.options.reverse)
+        if key not in digests:
+            digests[key] = split_of(p)
+        if recorded.get(p.point_id, set()) != {digests[key]}:
+            stale.add(p.point_id)
+    return stale
 
 
 def _skipper(claims: Claims, summary: SweepSummary, resume: bool,

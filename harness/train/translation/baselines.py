@@ -19,6 +19,7 @@ from sacrebleu.metrics import BLEU
 
 from experiments.spec import Point
 from harness.runner import Context, Result
+from harness.train.translation import corpus as corpora
 from harness.train.translation.runner import held_out, load_corpus, options, score_split
 from harness.train.translation.tfidf import CHAR_NGRAMS, TfIdf
 
@@ -29,7 +30,8 @@ def _run(point: Point, ctx: Context, translate_split, extra: dict[str, Any]) -> 
     """Score `translate_split(pairs) -> hypotheses` on dev and test, hypotheses saved."""
     opts = options(point)
     corpus = load_corpus(opts)
-    values: dict[str, Any] = {"n_params": 0, "train_flops": 0, "train_s": 0.0, **extra}
+    values: dict[str, Any] = {"n_params": 0, "train_flops": 0, "train_s": 0.0,
+                              "corpus_split": corpora.split_digest(corpus), **extra}
     digest = hashlib.sha256(point.point_id.encode()).hexdigest()[:12]
     stem = f"{point.subject}-{digest}-{ctx.device.type}-{ctx.machine}"
     files: dict[str, list[str]] = {}

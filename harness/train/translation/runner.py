@@ -63,6 +63,11 @@ def load_corpus(opts: TranslateOptions) -> corpora.Corpus:
     return corpora.bible(opts.reverse)
 
 
+def split_of(point: Point) -> str:
+    """The digest of the split `point` would train and score on now (its row's corpus_split)."""
+    return corpora.split_digest(load_corpus(options(point)))
+
+
 @cache
 def _matched(model: str, ref_model: str, ref: Config, own: Config) -> tuple[int, int]:
     """(d_model, its parameter count) of `model` matching `ref_model` built from `ref`."""

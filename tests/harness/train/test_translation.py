@@ -245,6 +245,37 @@ def test_gpu_check_headline_gives_each_trained_model_beside_the_checkouts_row(
     assert check.translation_rows(tmp_path / "none", "translation-tiny")[0][1].startswith("no ")
 
 
+def test_a_row_of_another_split_is_not_done_and_its_point_runs_again(tiny_run, tmp_path):
+    import shutil
+
+    from experiments import SUITES
+    from harness.results import this_machine
+    from harness.run.sweep import of_another_split
+
+    shutil.copytree(tiny_run / "translation-tiny", tmp_path / "translation-tiny")
+    path = results_path(tmp_path, "translation-tiny")
+    rows = read_results(path)
+    assert rows["corpus_split"].nunique() == 1 and rows["corpus_split"].notna().all()
+    ids = dict(zip(rows["model"], rows["point_id"], strict=True))
+    # the Transformer's row from an older split, the constant's from before rows named one
+    rows.loc[rows["model"] == "transformer", "corpus_split"] = "0123456789"
+    rows.loc[rows["model"] == "constant", "corpus_split"] = None
+    rows.to_csv(path, index=False)
+    points = [p for p in SUITES["translation-tiny"]() if p.point_id in set(ids.values())]
+    assert len(points) == 4
+    assert of_another_split(path, points, "cpu", this_machine()) == {
+        ids["transformer"], ids["constant"]}
+    result = tvr("run", "translation-tiny", "--out", str(tmp_path), "--device", "cpu",
+                 "--tracking-uri", "none", "--only", "constant", "--only", "source-copy")
+    assert result.exit_code == 0, result.output
+    again = read_results(path).set_index("model")
+    assert again.loc["constant", "corpus_split"] == again.loc["source-copy", "corpus_split"]
+    assert again.loc["constant", "measured_at"] > rows.set_index("model").loc[
+        "source-copy", "measured_at"]  # run again; the source copy was not
+    assert again.loc["source-copy", "measured_at"] == rows.set_index("model").loc[
+        "source-copy", "measured_at"]
+
+
 def test_the_length_penalty_chosen_is_the_best_on_dev_and_the_first_on_a_tie() -> None:
     from harness.train.translation.runner import choose_alpha
 
