@@ -305,14 +305,19 @@ def read_results(path: Path) -> pd.DataFrame:
 FINAL_STATUSES = ("ok", "diverged")  # a diverged run is a result: rerunning it changes nothing
 
 
-def done_points(path: Path, device: str, machine: str) -> set[str]:
-    """point_ids already finished (FINAL_STATUSES) on `device` of `machine`: what resume
-    skips. Rows from another machine or device never stand in for this one's."""
+def finished_rows(path: Path, device: str, machine: str) -> pd.DataFrame:
+    """The rows finished (FINAL_STATUSES) on `device` of `machine`: what resume skips. Rows
+    from another machine or device never stand in for this one's."""
     frame = read_results(path)
     done = frame["status"].isin(FINAL_STATUSES)
     done &= frame["device"].astype(str) == device
     done &= frame["machine"].astype(str) == machine
-    return set(frame.loc[done, "point_id"].astype(str))
+    return frame[done]
+
+
+def done_points(path: Path, device: str, machine: str) -> set[str]:
+    """point_ids of finished_rows: what resume skips."""
+    return set(finished_rows(path, device, machine)["point_id"].astype(str))
 
 
 _chosen_machine: ContextVar[str | None] = ContextVar("chosen_machine", default=None)

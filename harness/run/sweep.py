@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import torch
 
 from experiments.spec import Point, TranslateOptions
@@ -30,7 +31,7 @@ from harness.results import (
     SERIES_FILE,
     append_row,
     append_series,
-    done_points,
+    finished_rows,
     read_results,
     read_series,
     results_path,
@@ -150,9 +151,9 @@ def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Pa
     path = results_path(out_dir, suite)
     summary = SweepSummary(suite, path)
     machine = this_machine()
-    done = done_points(path, device.type, machine) if resume else set()
-    redo = redo | of_another_split(path, [p for p in points if p.point_id in done],
-                                   device.type, machine)
+    finished = finished_rows(path, device.type, machine)
+    done = set(finished["point_id"].astype(str)) if resume else set()
+    redo = redo | of_another_split(finished, [p for p in points if p.point_id in done])
     done -= redo
     todo = [p for p in points if p.point_id not in done]
     summary.resumed = len(points) - len(todo)
@@ -188,17 +189,15 @@ def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Pa
     return summary
 
 
-def of_another_split(path: Path, points: list[Point], device: str, machine: str) -> set[str]:
-    """The translation points among `points` (done on `device` of `machine`) whose row there
-    was trained or scored on another split than the one they would load now, or names none
-    (a row from before rows named their split): the corpus, its split or its filters changed
-    since, so the row is not this point's result, and the point runs again (its new row
-    replaces the old)."""
+def of_another_split(rows: pd.DataFrame, points: list[Point]) -> set[str]:
+    """The translation points among `points` whose finished row in `rows` (this device's
+    and machine's: results.finished_rows) was trained or scored on another split than the
+    one they would load now, or names none (a row from before rows named their split): the
+    corpus, its split or its filters changed since, so the row is not this point's result,
+    and the point runs again (its new row replaces the old)."""
     translate = [p for p in points if isinstance(p.options, TranslateOptions)]
     if not translate:
         return set()
-    rows = read_results(path)
-    rows = rows[(rows["device"].astype(str) == device) & (rows["machine"].astype(str) == machine)]
     recorded = (rows.groupby("point_id")["corpus_split"].agg(lambda s: set(s.astype(str)))
                 if "corpus_split" in rows else {})
     digests: dict[Any, str] = {}  # one digest per distinct corpus

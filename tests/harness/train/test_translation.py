@@ -249,7 +249,7 @@ def test_a_row_of_another_split_is_not_done_and_its_point_runs_again(tiny_run, t
     import shutil
 
     from experiments import SUITES
-    from harness.results import this_machine
+    from harness.results import finished_rows, this_machine
     from harness.run.sweep import of_another_split
 
     shutil.copytree(tiny_run / "translation-tiny", tmp_path / "translation-tiny")
@@ -263,7 +263,7 @@ def test_a_row_of_another_split_is_not_done_and_its_point_runs_again(tiny_run, t
     rows.to_csv(path, index=False)
     points = [p for p in SUITES["translation-tiny"]() if p.point_id in set(ids.values())]
     assert len(points) == 4
-    assert of_another_split(path, points, "cpu", this_machine()) == {
+    assert of_another_split(finished_rows(path, "cpu", this_machine()), points) == {
         ids["transformer"], ids["constant"]}
     result = tvr("run", "translation-tiny", "--out", str(tmp_path), "--device", "cpu",
                  "--tracking-uri", "none", "--only", "constant", "--only", "source-copy")
