@@ -48,38 +48,11 @@ class AttentionRNNConfig:
         check_flag("tie_weights", self.tie_weights)
 
 
-def run_rnn(rnn: nn.LSTM | nn.GRU, x: torch.Tensor, state: State | None, impl: str
-            ) -> tuple[torch.Tensor, State]:
-    """rnn(x, state) through its fused kernel, or through models.rnn's explicit cell loop
-    with the same parameters (impl="cell"); dropout between layers as nn.LSTM places it."""
-    if impl == "fused":
-        return rnn(x, state)
-    L, B, d = rnn.num_layers, x.size(0), rnn.hidden_size
-    lstm = isinstance(rnn, nn.LSTM)
-    zeros = x.new_zeros(L, B, d)
-    h0, c0 = (state if state is not None else (zeros, zeros)) if lstm else (
-        state if state is not None else zeros, None)
-    hs, cs = [], []
-    for layer in range(L):
-        p = [getattr(rnn, f"{n}_l{layer}") for n in ("weight_ih", "weight_hh", "bias_ih",
-                                                      "bias_hh")]
-        if layer > 0:
-            x = torch.nn.functional.dropout(x, rnn.dropout, rnn.training)
-        if lstm:
-            x, h, c = lstm_layer(x, h0[layer], c0[layer], *p)
-            cs.append(c)
-        else:
-            x, h = gru_layer(x, h0[layer], *p)
-        hs.append(h)
-    return x, ((torch.stack(hs), torch.stack(cs)) if lstm else torch.stack(hs))
-
-
-def cell_step(rnn: nn.LSTM | nn.GRU, x: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
-    """One step, x (B, d_in) -> (B, d), through every layer of `rnn` with its parameters by
-    aten's fused cells (torch.lstm_cell / gru_cell, what nn.LSTMCell runs); dropout between
-    layers as nn.LSTM places it. The decoder steps one token at a time, and nn.LSTM on a
-    one-token sequence pays oneDNN's setup at every call (CPU: its backward took 4.4 ms a
-    step at d 180, B 56; these cells make training 1.1x faster)."""
+def _layers(rnn: nn.LSTM | nn.GRU, x: torch.Tensor, state: State, layer_fn) -> tuple[
+        torch.Tensor, State]:
+    """x through every layer of `rnn` with its parameters, `layer_fn(x, h0, c0, params) ->
+    (x, h, c)` running one layer (c0 and c are None for a GRU); dropout between layers as
+    nn.LSTM places it; the layers' final states stacked as nn.LSTM/nn.GRU return them."""
     lstm = isinstance(rnn, nn.LSTM)
     hs, cs = [], []
     for layer in range(rnn.num_layers):
@@ -87,13 +60,42 @@ def cell_step(rnn: nn.LSTM | nn.GRU, x: torch.Tensor, state: State) -> tuple[tor
                                                       "bias_hh")]
         if layer > 0:
             x = torch.nn.functional.dropout(x, rnn.dropout, rnn.training)
-        if lstm:
-            x, c = torch.lstm_cell(x, (state[0][layer], state[1][layer]), *p)
-            cs.append(c)
-        else:
-            x = torch.gru_cell(x, state[layer], *p)
-        hs.append(x)
+        h0, c0 = (state[0][layer], state[1][layer]) if lstm else (state[layer], None)
+        x, h, c = layer_fn(x, h0, c0, p)
+        hs.append(h)
+        cs.append(c)
     return x, ((torch.stack(hs), torch.stack(cs)) if lstm else torch.stack(hs))
+
+
+def run_rnn(rnn: nn.LSTM | nn.GRU, x: torch.Tensor, state: State | None, impl: str
+            ) -> tuple[torch.Tensor, State]:
+    """rnn(x, state) through its fused kernel, or through models.rnn's explicit cell loop
+    with the same parameters (impl="cell")."""
+    if impl == "fused":
+        return rnn(x, state)
+    lstm = isinstance(rnn, nn.LSTM)
+    if state is None:
+        zeros = x.new_zeros(rnn.num_layers, x.size(0), rnn.hidden_size)
+        state = (zeros, zeros) if lstm else zeros
+    if lstm:
+        return _layers(rnn, x, state, lambda x, h, c, p: lstm_layer(x, h, c, *p))
+    return _layers(rnn, x, state, lambda x, h, c, p: (*gru_layer(x, h, *p), None))
+
+
+def cell_step(rnn: nn.LSTM | nn.GRU, x: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
+    """One step, x (B, d_in) -> (B, d), through every layer of `rnn` by aten's fused cells
+    (torch.lstm_cell / gru_cell, what nn.LSTMCell runs). The decoder steps one token at a
+    time, and nn.LSTM on a one-token sequence pays oneDNN's setup at every call (CPU: its
+    backward took 4.4 ms a step at d 180, B 56; these cells make training 1.1x faster)."""
+    def lstm(x: torch.Tensor, h: torch.Tensor, c: torch.Tensor, p: list) -> tuple:
+        h, c = torch.lstm_cell(x, (h, c), *p)
+        return h, h, c
+
+    def gru(x: torch.Tensor, h: torch.Tensor, _c: None, p: list) -> tuple:
+        h = torch.gru_cell(x, h, *p)
+        return h, h, None
+
+    return _layers(rnn, x, state, lstm if isinstance(rnn, nn.LSTM) else gru)
 
 
 def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
