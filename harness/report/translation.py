@@ -61,6 +61,18 @@ def last_recipe(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[recipe == rows["model"].map(last)]
 
 
+COMPLETE_SEEDS = 3  # a suite shows as Table 2's reference once each model has this many
+
+
+def complete(rows: pd.DataFrame) -> bool:
+    """Whether a suite's trained rows (runner translate) hold the Transformer and another
+    model, each with COMPLETE_SEEDS seeds of its last recipe: a suite cut short (a model's
+    seeds still running, only the old recipe's rows of another) is not yet a reference. A
+    model none of whose points has finished is not seen: the rows are all that is stored."""
+    seeds = last_recipe(rows).groupby("model")["seed"].nunique()
+    return "transformer" in seeds and len(seeds) > 1 and bool((seeds >= COMPLETE_SEEDS).all())
+
+
 def _unseeded(rows: pd.DataFrame) -> pd.Series:
     """Each row's point id without its seed (`...-s<seed>`, as experiments.spec names
     points): what it trained and how it decoded; "" for an id not named so."""

@@ -129,10 +129,11 @@ def test_a_sections_machine_line_names_the_command_that_measures_it(suite, comma
     assert f"`{command}` measures the machine at hand" in _machine(rows, rows)
 
 
-def test_table2_block_moves_to_an_earlier_suite_once_it_has_every_model_with_3_seeds(tmp_path):
+def test_table2_block_moves_to_a_better_suite_once_its_models_have_3_seeds(tmp_path):
     """The README's Table 2 stays on the suite measured so far (translation-cpu) while its
-    successor has some models or seeds only, and moves once the successor trains all of
-    them with 3 seeds each."""
+    successor lacks the Transformer, another model, or a seed of either, and moves once the
+    successor's models have 3 seeds each, though it trains fewer models (the tuned suite
+    leaves out the plain LSTM, which its search found does not translate)."""
     import pandas as pd
 
     from harness.report.readme import table2_suite
@@ -150,11 +151,13 @@ def test_table2_block_moves_to_an_earlier_suite_once_it_has_every_model_with_3_s
     assert table2_suite(tmp_path) == "translation-quick"
     write("translation-cpu", {"transformer": 3, "lstm": 3, "gru-attention": 3})
     assert table2_suite(tmp_path) == "translation-cpu"
-    write("translation-cpu-tuned", {"transformer": 3, "lstm": 3})
+    write("translation-cpu-tuned", {"gru-attention": 3})
     assert table2_suite(tmp_path) == "translation-cpu"
-    write("translation-cpu-tuned", {"transformer": 3, "lstm": 2, "gru-attention": 3})
+    write("translation-cpu-tuned", {"transformer": 3})
     assert table2_suite(tmp_path) == "translation-cpu"
-    write("translation-cpu-tuned", {"transformer": 3, "lstm": 3, "gru-attention": 3})
+    write("translation-cpu-tuned", {"transformer": 3, "gru-attention": 2})
+    assert table2_suite(tmp_path) == "translation-cpu"
+    write("translation-cpu-tuned", {"transformer": 3, "gru-attention": 3})
     assert table2_suite(tmp_path) == "translation-cpu-tuned"
 
 
