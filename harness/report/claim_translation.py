@@ -1,11 +1,12 @@
-"""Claims about translation (the paper's Table 2), judged from the suite the README's Table
-2 shows: the first of SUITES (`translation-cpu-tuned`, then `translation-cpu`) whose
-Transformer and recurrent models have 3 seeds each, else `translation-quick`: test BLEU and chrF of the saved hypotheses (beam 4), against the trivial
-baselines of the same suite, compared by a paired bootstrap and approximate randomization
-over sentences with each model's seeds kept together (harness.report.clustered), which must
-agree, and, as a consistency check, every seed ordering the two models alike, all behind the
-power gates. The exact permutation test over seeds is reported too; at 3 + 3 seeds it
-cannot go below p = 0.1, so it informs and does not decide."""
+"""Claims about translation (the paper's Table 2), judged from the suite the README's Table 2
+shows: the first of SUITES (`translation-cpu-tuned`, then `translation-cpu`) whose
+Transformer and recurrent models have 3 seeds each, else `translation-quick`: test BLEU and
+chrF of the saved hypotheses (beam 4), against the trivial baselines of the same suite,
+compared by a paired bootstrap and approximate randomization over sentences with each
+model's seeds kept together (harness.report.clustered), which must agree, and, as a
+consistency check, every seed ordering the two models alike, all behind the power gates. The
+exact permutation test over seeds is reported too; at 3 + 3 seeds it cannot go below p =
+0.1, so it informs and does not decide."""
 
 from __future__ import annotations
 
@@ -35,7 +36,12 @@ from harness.report.gates import (
     seed_tests,
     seeds_gate,
 )
-from harness.report.translation import BASELINES, complete, last_recipe
+from harness.report.translation import (
+    BASELINES,
+    comparable,
+    table2_choice,
+    trained_runs,
+)
 from harness.report.verdicts import CONTRADICTS, QUALIFIED, SUPPORTS
 
 # the tuned CPU reference first (each model's recipe searched), then the earlier one, then
@@ -71,21 +77,20 @@ def _fixed_seed():
 
 
 def _suite(stored: Stored) -> str:
-    """The suite the README's Table 2 shows (harness.report.readme.table2_suite, by the same
-    rule): the first of SUITES that is complete (the Transformer and a recurrent model, 3
-    seeds each of their last recipes), else the last whose trained models can be compared
-    (the demo suite). A reference sitting cut short (baselines only, a model's seeds still
-    to run) leaves the verdict where it was."""
-    comparable = []
+    """The suite the README's Table 2 shows, by the same rule
+    (harness.report.translation.table2_choice): the first of SUITES whose Transformer and
+    recurrent models have 3 seeds each, else the demo suite. A reference sitting cut short
+    (baselines only, a model's seeds still to run) leaves the verdict where it was. Only the
+    suite chosen counts as read (Stored.read: the claim's points)."""
+    seen = len(stored.read)
+    runs = {}
     for suite in SUITES:
         try:
-            rows = _runs_in(stored, suite)
+            runs[suite] = trained_runs(stored.rows(suite))
         except Missing:
             continue
-        if complete(rows):
-            return suite
-        comparable.append(suite)
-    return comparable[-1] if comparable else SUITES[-1]
+    del stored.read[seen:]
+    return table2_choice(runs) or SUITES[-1]
 
 
 def _lines(stored: Stored, files: list[str]) -> list[list[str]]:
@@ -174,12 +179,8 @@ def _runs(stored: Stored) -> pd.DataFrame:
 
 
 def _runs_in(stored: Stored, suite: str) -> pd.DataFrame:
-    rows = stored.rows(suite, runner="translate")
-    if "measured_at" in rows:
-        rows = rows.sort_values("measured_at", kind="stable")
-    rows = rows[rows["device"] == rows["device"].iloc[-1]]  # one device: the last measured
-    rows = last_recipe(rows).drop_duplicates(["model", "seed"], keep="last")
-    if "transformer" not in set(rows["model"]) or rows["model"].nunique() < 2:
+    rows = trained_runs(stored.rows(suite, runner="translate"))
+    if not comparable(rows):
         raise Missing(suite, f"suite {suite} lacks the Transformer or a recurrent model")
     return rows
 

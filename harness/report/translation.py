@@ -61,16 +61,44 @@ def last_recipe(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[recipe == rows["model"].map(last)]
 
 
-COMPLETE_SEEDS = 3  # a suite shows as Table 2's reference once each model has this many
+COMPLETE_SEEDS = 3  # a suite is Table 2's reference once each model has this many
 
 
-def complete(rows: pd.DataFrame) -> bool:
-    """Whether a suite's trained rows (runner translate) hold the Transformer and another
-    model, each with COMPLETE_SEEDS seeds of its last recipe: a suite cut short (a model's
-    seeds still running, only the old recipe's rows of another) is not yet a reference. A
-    model none of whose points has finished is not seen: the rows are all that is stored."""
-    seeds = last_recipe(rows).groupby("model")["seed"].nunique()
-    return "transformer" in seeds and len(seeds) > 1 and bool((seeds >= COMPLETE_SEEDS).all())
+def trained_runs(rows: pd.DataFrame) -> pd.DataFrame:
+    """A suite's finished rows (ok or diverged: a diverged seed is a result, never rerun) as
+    Table 2 and its claim compare them: trained models only, on the device measured last,
+    each model's last recipe, one row per model and seed."""
+    rows = rows[rows["runner"].astype(str) == "translate"] if "runner" in rows else rows[:0]
+    if rows.empty:
+        return rows
+    if "measured_at" in rows:
+        rows = rows.sort_values("measured_at", kind="stable")
+    if "device" in rows:  # a row naming no device matches another naming none
+        device = rows["device"].astype(str).fillna("")
+        rows = rows[device == device.iloc[-1]]
+    return last_recipe(rows).drop_duplicates(["model", "seed"], keep="last")
+
+
+def comparable(runs: pd.DataFrame) -> bool:
+    """trained_runs hold the Transformer and another model."""
+    models = set(runs["model"]) if "model" in runs else set()
+    return "transformer" in models and len(models) > 1
+
+
+def table2_choice(suites: dict[str, pd.DataFrame]) -> str | None:
+    """The suite Table 2 and its claim read, of `suites` (name -> trained_runs, best first):
+    the first complete one (comparable, every model with COMPLETE_SEEDS seeds: a suite cut
+    short, a model's seeds still running, is not a reference yet), else the last comparable
+    one, else the last with trained runs; None if none has any. A model none of whose points
+    has finished is not seen: the rows are all that is stored."""
+    for name, runs in suites.items():
+        if comparable(runs) and (runs.groupby("model")["seed"].nunique() >= COMPLETE_SEEDS).all():
+            return name
+    for kept in (comparable, lambda runs: not runs.empty):
+        found = [name for name, runs in suites.items() if kept(runs)]
+        if found:
+            return found[-1]
+    return None
 
 
 def _unseeded(rows: pd.DataFrame) -> pd.Series:

@@ -129,6 +129,50 @@ def test_a_sections_machine_line_names_the_command_that_measures_it(suite, comma
     assert f"`{command}` measures the machine at hand" in _machine(rows, rows)
 
 
+TUNED, CPU, QUICK = "translation-cpu-tuned", "translation-cpu", "translation-quick"
+
+
+@pytest.mark.parametrize("suites, chosen", [
+    # the reference complete beside a comparable demo: the reference
+    ({TUNED: {"transformer": 3, "gru-attention": 3}, QUICK: {"transformer": 1, "lstm": 1}},
+     TUNED),
+    # a diverged seed is a finished seed (never rerun): the reference is complete
+    ({TUNED: {"transformer": 3, "gru-attention": (2, 1, 0)}, CPU: {"transformer": 3, "lstm": 3}},
+     TUNED),
+    # one model's seeds on a GPU, the other's on the CPU: the last device only, so not complete
+    ({TUNED: {"transformer": 3, "gru-attention": (0, 0, 3)}, CPU: {"transformer": 3, "lstm": 3}},
+     CPU),
+    # nothing complete: the last comparable suite, not a demo cut short to one model
+    ({CPU: {"transformer": 2, "lstm": 2}, QUICK: {"lstm": 1}}, CPU),
+    # nothing comparable: the last with trained runs
+    ({CPU: {"lstm": 3}, QUICK: {"lstm": 1}}, QUICK),
+])
+def test_the_readme_and_the_ledger_read_the_same_table2_suite(tmp_path, suites, chosen):
+    """One rule picks Table 2's suite for the README's block and for the ledger's verdict
+    (harness.report.translation.table2_choice); counts are (ok, diverged, ok on cuda)."""
+    import pandas as pd
+
+    from harness.report import claim_translation
+    from harness.report.evidence import Stored
+    from harness.report.readme import table2_suite
+
+    for suite, models in suites.items():
+        rows = []
+        for m, n in models.items():
+            ok, diverged, gpu = (n, 0, 0) if isinstance(n, int) else n
+            kinds = [("ok", "cpu")] * ok + [("diverged", "cpu")] * diverged + [("ok", "cuda")] * gpu
+            rows += [{"suite": suite, "point_id": f"{suite}-{m}-s{s}", "status": status,
+                      "device": device, "runner": "translate", "model": m, "seed": s,
+                      "study": "table2", "measured_at": f"2026-12-01T00:{s:02d}:00+00:00"}
+                     for s, (status, device) in enumerate(kinds)]
+        (tmp_path / suite).mkdir()
+        pd.DataFrame(rows).to_csv(tmp_path / suite / "results.csv", index=False)
+    stored = Stored(tmp_path)
+    assert table2_suite(tmp_path) == chosen
+    assert claim_translation._suite(stored) == chosen
+    assert stored.read == []  # choosing reads nothing into a claim's points
+
+
 def test_table2_block_moves_to_a_better_suite_once_its_models_have_3_seeds(tmp_path):
     """The README's Table 2 stays on the suite measured so far (translation-cpu) while its
     successor lacks the Transformer, another model, or a seed of either, and moves once the
