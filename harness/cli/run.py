@@ -228,7 +228,8 @@ def bench_cmd(out: str, device: str, dtype: str, tracking_uri: str | None, quick
 @click.command("tune", epilog="""\b
 Examples:
   tvr tune translation-cpu-tune                     # every model, the search's trial count
-  tvr tune translation-cpu-tune --only transformer  # one model (run another beside it)
+  tvr tune translation-cpu-tune --only transformer  # one model (run another beside it,
+                                                    #   or the same: two processes, one study)
   tvr tune translation-cpu-tune --trials 8          # stop once 8 trials per model finished
   tvr tune translation-cpu-tune --summary           # the best recipe so far, nothing run""")
 @click.argument("search", metavar="SEARCH")

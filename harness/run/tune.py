@@ -23,8 +23,9 @@ database) is told to it as a finished trial, or a pruned one with its curve's re
 which the sampler and the pruner's rungs learn from. Not
 told: error rows, recipes outside today's space, and trials pruned by an older rule (on
 another value than the one the rungs compare now, or mid-warm-up): those are asked again,
-with the same recipe, and trained again from the start. One process per model at a time (a
-file lock); two models may run side by side.
+with the same recipe, and trained again from the start. Several processes may tune one model
+together, one per core (Optuna's parallel search: each asks the same study for its next
+trial); only one that runs alone tidies the study as it starts. Models may run side by side.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from harness.train.translation.recipe import KEY, best_row, recipe_of, with_reci
 from harness.train.translation.runner import warmup_steps
 from harness.train.translation.train import Curve
 
-STATES = ("COMPLETE", "PRUNED", "FAIL")
+STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING")
 MAX_FAILED = 3  # trials in a row without a result (error rows): a bug, not a bad recipe
 
 
@@ -90,7 +91,10 @@ def last_step(search: Search) -> int:
     return STEPS_PER_RUNG * search.eta ** (search.rungs - 1)
 
 
-def study(search: Search, model: str, out_dir: Path) -> optuna.Study:
+def study(search: Search, model: str, out_dir: Path, slot: int = 0, alone: bool = True
+          ) -> optuna.Study:
+    """The model's study, told the rows it lacks (by a lone process: _worker), with a TPE
+    sampler seeded by its trials so far and the process's slot."""
     path = results_path(out_dir, search.name).parent / "optuna.db"
     path.parent.mkdir(parents=True, exist_ok=True)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -104,11 +108,13 @@ def study(search: Search, model: str, out_dir: Path) -> optuna.Study:
                        f"({type(exc).__name__}); move it aside to start the search "
                        "again") from None
     base = next(b for b in search.base if b.subject == model)
-    _tell_rows(st, out_dir, search.name, model, search.space[model], rung_unit(base, search),
-               last_step(search))
+    if alone:
+        _tell_rows(st, out_dir, search.name, model, search.space[model],
+                   rung_unit(base, search), last_step(search))
     # seeded by the trials so far, told ones included: a restarted or rebuilt search does
-    # not replay its first draws (a replayed recipe is a trial already run)
-    st.sampler = optuna.samplers.TPESampler(seed=len(st.get_trials()),
+    # not replay its first draws (a replayed recipe is a trial already run); and by the
+    # slot: two processes started together do not draw alike
+    st.sampler = optuna.samplers.TPESampler(seed=len(st.get_trials()) + 1000 * slot,
                                             n_startup_trials=search.startup)
     return st
 
@@ -120,17 +126,42 @@ def _requeue_stale(st: optuna.Study) -> None:
         st.enqueue_trial(t.params, skip_if_exists=False)
 
 
+MAX_WORKERS = 16  # processes tuning one model at once
+
+
 @contextmanager
-def _only_one(out_dir: Path, search: Search, model: str) -> Iterator[None]:
-    lock = results_path(out_dir, search.name).parent / f".tune-{model}.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
+def _worker(out_dir: Path, search: Search, model: str) -> Iterator[tuple[int, bool]]:
+    """This process's slot among those tuning `model` (Optuna's parallel search: more
+    processes on the same study, one per core; slot 0 is the first's), and whether it is
+    the only one: only a lone process tidies the study (fails the trials a stopped process
+    left RUNNING and asks them again, tells it the rows, queues the known recipes), since
+    another's RUNNING trial is live."""
+    folder = results_path(out_dir, search.name).parent
+    folder.mkdir(parents=True, exist_ok=True)
+    locks = [FileLock(str(folder / f".tune-{model}{f'.{k}' if k else ''}.lock"))
+             for k in range(MAX_WORKERS)]
+    mine = next((k for k, lock in enumerate(locks) if _took(lock)), None)
+    if mine is None:
+        raise BadInput(f"search {search.name!r} of {model} has {MAX_WORKERS} processes "
+                       "running already; wait for one to end")
     try:
-        with FileLock(str(lock), timeout=0):
-            yield
+        others = [k for k, lock in enumerate(locks) if k != mine and not _took(lock, release=True)]
+        if others:
+            say(f"{search.name} {model}: joining {len(others)} other process(es) on its study")
+        yield mine, not others
+    finally:
+        locks[mine].release()
+
+
+def _took(lock: FileLock, release: bool = False) -> bool:
+    """Whether `lock` was free (and is now held, unless `release`)."""
+    try:
+        lock.acquire(timeout=0)
     except Timeout:
-        raise BadInput(f"search {search.name!r} of {model} is already running in another "
-                       f"process (lock {lock}); wait for it, or tune another model with "
-                       f"--only") from None
+        return False
+    if release:
+        lock.release()
+    return True
 
 
 @contextmanager
@@ -160,16 +191,19 @@ def tune_model(search: Search, base: Point, out_dir: Path, device: torch.device,
         raise BadInput(f"search {search.name!r}: its {base.subject} trials have no FLOP "
                        "budget (budget_flops), which its pruner's rungs are fractions of")
     unit, last = rung_unit(base, search), last_step(search)
-    with _only_one(out_dir, search, base.subject), _study_errors(out_dir, search):
-        st = study(search, base.subject, out_dir)
-        _requeue_stale(st)
+    with _worker(out_dir, search, base.subject) as (slot, alone), \
+            _study_errors(out_dir, search):
+        st = study(search, base.subject, out_dir, slot, alone)
         older = _older_rule(out_dir, search.name, base.subject, search.space[base.subject],
                             unit, last)
-        # once each: not if a trial of the study has it
-        for recipe in [*search.known.get(base.subject, ()), *older.values()]:
-            st.enqueue_trial(dict(recipe), skip_if_exists=True)
+        if alone:
+            _requeue_stale(st)
+            # once each: not if a trial of the study has it
+            for recipe in [*search.known.get(base.subject, ()), *older.values()]:
+                st.enqueue_trial(dict(recipe), skip_if_exists=True)
         failed = 0
-        while (c := counts(st))["COMPLETE"] + c["PRUNED"] < trials:
+        # another process's trial under way counts: together they stop at `trials`
+        while (c := counts(st))["COMPLETE"] + c["PRUNED"] + c["RUNNING"] < trials:
             if failed == MAX_FAILED:
                 raise click.ClickException(
                     f"{failed} trials of {base.subject} in a row ended without a result; see "

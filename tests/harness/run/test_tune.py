@@ -90,6 +90,33 @@ def test_a_rerun_continues_the_study_and_a_cut_trial_is_asked_again(tuned):
     assert len(read_results(results_path(out, SEARCH))) == 3
 
 
+def test_a_second_process_joins_the_study_and_leaves_the_others_trial_alone(tmp_path):
+    """Two processes tune one model together: a process holding the first worker's lock
+    with a trial under way (RUNNING in the study) is live, so the second does not fail and
+    re-ask that trial, and counts it toward --trials; alone again, a rerun tidies."""
+    from filelock import FileLock
+
+    s = experiments.SEARCHES[SEARCH]()
+    folder = results_path(tmp_path, SEARCH).parent
+    folder.mkdir(parents=True)
+    live = tune.study(s, "lstm", tmp_path).ask(
+        {k: tune.distribution(d) for k, d in s.space["lstm"].items()})
+    with FileLock(str(folder / ".tune-lstm.lock")):  # the first process, mid-trial
+        joined = tvr("tune", SEARCH, "--only", "lstm", "--trials", "2", "--out", str(tmp_path),
+                     "--tracking-uri", "none")
+    assert joined.exit_code == 0, joined.output
+    assert "joining 1 other process(es)" in joined.output
+    trials = tune.study(s, "lstm", tmp_path).get_trials()
+    assert trials[live.number].state.name == "RUNNING"  # not failed under its process
+    assert [t.state.name for t in trials].count("COMPLETE") == 1  # 1 + the live one = 2
+    alone = tvr("tune", SEARCH, "--only", "lstm", "--trials", "2", "--out", str(tmp_path),
+                "--tracking-uri", "none")
+    assert alone.exit_code == 0 and "joining" not in alone.output, alone.output
+    trials = tune.study(s, "lstm", tmp_path).get_trials()
+    assert trials[live.number].state.name == "FAIL"  # its process gone: asked again
+    assert trials[-1].params == live.params and trials[-1].state.name == "COMPLETE"
+
+
 def test_a_lost_study_is_told_again_from_the_rows(tuned, tmp_path):
     """The rows are the record: a study started afresh (its database lost, or a rule for
     the rungs changed) is told every trial row with its recipe, value and state, once."""
