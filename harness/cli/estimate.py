@@ -16,13 +16,14 @@ if TYPE_CHECKING:
 
 def dry_run(suite: str, name: str, points: list[Point], o: RunOptions) -> None:
     """Print the ids of the points a sweep would measure, then one line: how many it would
-    skip as done (what resume skips: harness.results.done_points) and their expected time
+    skip as done (what resume skips: harness.run.sweep.skipped) and their expected time
     from the reference rows in <out> (harness.report.estimate). Writes nothing."""
     import torch
 
     from harness.measure.compare import peak_rate
     from harness.report.estimate import estimate
-    from harness.results import done_points, results_path, this_machine
+    from harness.results import results_path, this_machine
+    from harness.run.sweep import skipped
 
     # the device the sweep would run on; a dry run for CUDA on a machine without it still
     # lists and estimates (unscaled), where the sweep itself would refuse
@@ -30,7 +31,7 @@ def dry_run(suite: str, name: str, points: list[Point], o: RunOptions) -> None:
     device = torch.device(o.device if o.device != "auto" else "cuda" if cuda else "cpu")
     machine = this_machine()
     path = results_path(Path(o.out), name)
-    done = done_points(path, device.type, machine) if o.resume else set()
+    done, _ = skipped(path, points, device.type, machine, o.resume)
     todo = [p.point_id for p in points if p.point_id not in done]
     for point_id in todo:
         click.echo(point_id)

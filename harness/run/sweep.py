@@ -151,10 +151,7 @@ def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Pa
     path = results_path(out_dir, suite)
     summary = SweepSummary(suite, path)
     machine = this_machine()
-    finished = finished_rows(path, device.type, machine)
-    done = set(finished["point_id"].astype(str)) if resume else set()
-    redo = redo | of_another_split(finished, [p for p in points if p.point_id in done])
-    done -= redo
+    done, redo = skipped(path, points, device.type, machine, resume, redo)
     todo = [p for p in points if p.point_id not in done]
     summary.resumed = len(points) - len(todo)
     facts = {"machine": machine, **executor.facts(device), **code_facts()}
@@ -187,6 +184,19 @@ def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Pa
         summary.wall_s = time.perf_counter() - started
         _finish(tracker, summary, path, outputs, headline)
     return summary
+
+
+def skipped(path: Path, points: list[Point], device: str, machine: str, resume: bool,
+            redo: frozenset[str] = frozenset()) -> tuple[set[str], frozenset[str]]:
+    """The ids among `points` a sweep skips, those finished on `device` of `machine` (with
+    `resume`), and those it measures again though finished: the ones in `redo` and the
+    ones trained on another split (of_another_split)."""
+    if not resume:
+        return set(), redo
+    finished = finished_rows(path, device, machine)
+    done = set(finished["point_id"].astype(str))
+    redo = redo | of_another_split(finished, [p for p in points if p.point_id in done])
+    return done - redo, redo
 
 
 def of_another_split(rows: pd.DataFrame, points: list[Point]) -> set[str]:

@@ -265,6 +265,11 @@ def test_a_row_of_another_split_is_not_done_and_its_point_runs_again(tiny_run, t
     assert len(points) == 4
     assert of_another_split(finished_rows(path, "cpu", this_machine()), points) == {
         ids["transformer"], ids["constant"]}
+    dry = tvr("run", "translation-tiny", "--out", str(tmp_path), "--device", "cpu",
+              "--dry-run")  # lists what the run below measures
+    assert dry.exit_code == 0, dry.output
+    assert {ids["transformer"], ids["constant"]} <= set(dry.output.splitlines())
+    assert ids["source-copy"] not in dry.output.splitlines()
     result = tvr("run", "translation-tiny", "--out", str(tmp_path), "--device", "cpu",
                  "--tracking-uri", "none", "--only", "constant", "--only", "source-copy")
     assert result.exit_code == 0, result.output
