@@ -385,14 +385,18 @@ def _cost_panels(axes, wide: pd.DataFrame, rows: pd.DataFrame, seeds: pd.Series,
                  colors: dict) -> None:
     """Dev BLEU against FLOPs (axes[0]) and seconds (axes[1]): per model and recipe the mean
     over seeds and a lowest-to-highest band (a recipe not chosen: a thin line), and the
-    retrieval target where the rows have it."""
+    retrieval target where the rows have it. Seeds are matched by evaluation, the k-th of
+    each (at the same update where evaluations are every n updates; at about the same
+    FLOPs, not the same update, where they are every n FLOPs), and placed at their mean
+    FLOPs and seconds."""
     others = False
     for (model, recipe), curves in wide.groupby(["model", "recipe"], sort=False):
-        g = curves.groupby("step")
+        g = curves.assign(k=curves.groupby("point_id")["step"].rank(method="first")
+                          ).groupby("k")
         band = g["dev_bleu_greedy"].agg(["mean", "min", "max", "count"]).reset_index()
-        band = band[band["count"] == band["count"].max()]  # steps every seed reached
-        x = {"flops": g["train_flops"].mean().loc[band["step"]].to_numpy(),
-             "s": g["train_s"].mean().loc[band["step"]].to_numpy()}
+        band = band[band["count"] == band["count"].max()]  # evaluations every seed reached
+        x = {"flops": g["train_flops"].mean().loc[band["k"]].to_numpy(),
+             "s": g["train_s"].mean().loc[band["k"]].to_numpy()}
         n = seeds[(model, recipe)]
         chosen = bool(curves["chosen"].iloc[0])
         label = (f"{model} ({recipe}; {n} seed{'s' if n > 1 else ''})" if recipe else

@@ -402,3 +402,27 @@ def test_a_recipe_sweep_draws_a_line_per_recipe_and_what_its_choice_reads():
     assert len(chosen) == df["model"].nunique()
     assert all("lr " in c and "dropout " in c and "1 seed" in c for c in chosen)
     assert "choice" in panel
+
+
+def test_seeds_evaluated_at_different_updates_share_one_curve():
+    """Evaluations every n FLOPs fall on a different update in each seed: the mean line
+    matches the seeds by evaluation, so it has every evaluation all of them reached (matched
+    by update it kept the few updates the seeds happened to share)."""
+    suite = "translation-cpu-tuned"
+    if not (RESULTS / suite / SERIES_FILE).exists():
+        pytest.skip(f"no {suite} results")
+    from harness.results import read_series
+
+    rows = load_results(RESULTS, [suite])
+    gru = rows[(rows["model"] == "gru-attention") & (rows["status"] == "ok")]
+    if gru["seed"].nunique() < 3:
+        pytest.skip(f"{suite} has fewer than 3 attentional GRU seeds")
+    curves = read_series(RESULTS, suite)
+    curves = curves[curves["point_id"].isin(gru["point_id"])
+                    & (curves["metric"] == "dev_bleu_greedy")]
+    steps = curves.groupby("point_id")["step"].apply(frozenset)
+    assert len(set(steps)) == len(steps)  # the seeds' evaluations are at different updates
+    fig = translation.bleu_curves(RESULTS, suite)
+    (line,) = [ln for ln in fig.axes[0].lines if ln.get_label().startswith("gru-attention")]
+    plt.close(fig)
+    assert len(line.get_xdata()) == min(len(s) for s in steps)
