@@ -391,6 +391,7 @@ def _cost_panels(axes, wide: pd.DataFrame, rows: pd.DataFrame, seeds: pd.Series,
     FLOPs and seconds."""
     others = False
     for (model, recipe), curves in wide.groupby(["model", "recipe"], sort=False):
+        curves = curves[curves["dev_bleu_greedy"].notna()]  # an evaluation: BLEU measured
         g = curves.assign(k=curves.groupby("point_id")["step"].rank(method="first")
                           ).groupby("k")
         band = g["dev_bleu_greedy"].agg(["mean", "min", "max", "count"]).reset_index()

@@ -25,7 +25,9 @@ told: error rows, recipes outside today's space, and trials pruned by an older r
 another value than the one the rungs compare now, or mid-warm-up): those are asked again,
 with the same recipe, and trained again from the start. Several processes may tune one model
 together, one per core (Optuna's parallel search: each asks the same study for its next
-trial); only one that runs alone tidies the study as it starts. Models may run side by side.
+trial; _Worker): a trial under way in one counts toward the others' trials, one whose
+process is gone is asked again, and only one that runs alone tells the study the rows as it
+starts. Models may run side by side.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -119,36 +122,51 @@ def study(search: Search, model: str, out_dir: Path, slot: int = 0, alone: bool 
     return st
 
 
-def _requeue_stale(st: optuna.Study) -> None:
-    """Trials left RUNNING by a process that was stopped: failed, their recipe asked again."""
-    for t in st.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        st.tell(t.number, state=optuna.trial.TrialState.FAIL)
-        st.enqueue_trial(t.params, skip_if_exists=False)
-
-
 MAX_WORKERS = 16  # processes tuning one model at once
 
 
+@dataclass
+class _Worker:
+    """One process among those tuning a model on one study (Optuna's parallel search: more
+    processes, one per core, each asking the study for its next trial). Each holds a slot
+    (a file lock; slot 0 the first's), and its trials name it, so a RUNNING trial whose
+    slot is free, or is this process's own before it asked anything, was left by a process
+    that is gone. The study is changed under a lock shared by all (`setup`): the one that
+    runs alone tidies it, and a trial is counted and asked by one process at a time."""
+
+    slot: int
+    alone: bool
+    locks: list[FileLock]
+    setup: FileLock
+
+    def requeue_dead(self, st: optuna.Study) -> None:
+        """Trials left RUNNING by a process that is gone: failed, their recipe asked again."""
+        for t in st.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            k = int(t.user_attrs.get("slot", 0))  # trials asked before slots: the first's
+            if k == self.slot or k >= len(self.locks) or _took(self.locks[k], release=True):
+                st.tell(t.number, state=optuna.trial.TrialState.FAIL)
+                st.enqueue_trial(t.params, skip_if_exists=False)
+
+
 @contextmanager
-def _worker(out_dir: Path, search: Search, model: str) -> Iterator[tuple[int, bool]]:
-    """This process's slot among those tuning `model` (Optuna's parallel search: more
-    processes on the same study, one per core; slot 0 is the first's), and whether it is
-    the only one: only a lone process tidies the study (fails the trials a stopped process
-    left RUNNING and asks them again, tells it the rows, queues the known recipes), since
-    another's RUNNING trial is live."""
+def _worker(out_dir: Path, search: Search, model: str) -> Iterator[_Worker]:
+    """A free slot among the processes tuning `model`, and whether it is the only one."""
     folder = results_path(out_dir, search.name).parent
     folder.mkdir(parents=True, exist_ok=True)
     locks = [FileLock(str(folder / f".tune-{model}{f'.{k}' if k else ''}.lock"))
              for k in range(MAX_WORKERS)]
-    mine = next((k for k, lock in enumerate(locks) if _took(lock)), None)
-    if mine is None:
-        raise BadInput(f"search {search.name!r} of {model} has {MAX_WORKERS} processes "
-                       "running already; wait for one to end")
+    setup = FileLock(str(folder / f".tune-{model}.setup.lock"))
+    with setup:
+        mine = next((k for k, lock in enumerate(locks) if _took(lock)), None)
+        if mine is None:
+            raise BadInput(f"search {search.name!r} of {model} has {MAX_WORKERS} processes "
+                           "running already; wait for one to end")
+        others = [k for k, lock in enumerate(locks)
+                  if k != mine and not _took(lock, release=True)]
+    if others:
+        say(f"{search.name} {model}: joining {len(others)} other process(es) on its study")
     try:
-        others = [k for k, lock in enumerate(locks) if k != mine and not _took(lock, release=True)]
-        if others:
-            say(f"{search.name} {model}: joining {len(others)} other process(es) on its study")
-        yield mine, not others
+        yield _Worker(mine, not others, locks, setup)
     finally:
         locks[mine].release()
 
@@ -191,24 +209,27 @@ def tune_model(search: Search, base: Point, out_dir: Path, device: torch.device,
         raise BadInput(f"search {search.name!r}: its {base.subject} trials have no FLOP "
                        "budget (budget_flops), which its pruner's rungs are fractions of")
     unit, last = rung_unit(base, search), last_step(search)
-    with _worker(out_dir, search, base.subject) as (slot, alone), \
-            _study_errors(out_dir, search):
-        st = study(search, base.subject, out_dir, slot, alone)
+    with _worker(out_dir, search, base.subject) as me, _study_errors(out_dir, search):
         older = _older_rule(out_dir, search.name, base.subject, search.space[base.subject],
                             unit, last)
-        if alone:
-            _requeue_stale(st)
-            # once each: not if a trial of the study has it
-            for recipe in [*search.known.get(base.subject, ()), *older.values()]:
-                st.enqueue_trial(dict(recipe), skip_if_exists=True)
+        with me.setup:
+            st = study(search, base.subject, out_dir, me.slot, me.alone)
+            if me.alone:  # once each: not if a trial of the study has it
+                for recipe in [*search.known.get(base.subject, ()), *older.values()]:
+                    st.enqueue_trial(dict(recipe), skip_if_exists=True)
         failed = 0
-        # another process's trial under way counts: together they stop at `trials`
-        while (c := counts(st))["COMPLETE"] + c["PRUNED"] + c["RUNNING"] < trials:
+        while True:
             if failed == MAX_FAILED:
                 raise click.ClickException(
                     f"{failed} trials of {base.subject} in a row ended without a result; see "
                     f"{results_path(out_dir, search.name).parent / 'errors.log'}")
-            trial = st.ask(dists)
+            with me.setup:  # counted and asked by one process at a time
+                me.requeue_dead(st)
+                # a trial under way in another process counts: together they stop at `trials`
+                if (c := counts(st))["COMPLETE"] + c["PRUNED"] + c["RUNNING"] >= trials:
+                    break
+                trial = st.ask(dists)
+                trial.set_user_attr("slot", me.slot)
             point = with_recipe(base, dict(trial.params))
             trial.set_user_attr("point_id", point.point_id)
 

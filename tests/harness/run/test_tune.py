@@ -91,16 +91,19 @@ def test_a_rerun_continues_the_study_and_a_cut_trial_is_asked_again(tuned):
 
 
 def test_a_second_process_joins_the_study_and_leaves_the_others_trial_alone(tmp_path):
-    """Two processes tune one model together: a process holding the first worker's lock
-    with a trial under way (RUNNING in the study) is live, so the second does not fail and
-    re-ask that trial, and counts it toward --trials; alone again, a rerun tidies."""
+    """Two processes tune one model together: a trial of a live process (its slot's lock
+    held, RUNNING in the study) is left alone and counts toward --trials; one whose process
+    is gone (its slot free) is failed and asked again; alone again, a rerun tidies."""
     from filelock import FileLock
 
     s = experiments.SEARCHES[SEARCH]()
     folder = results_path(tmp_path, SEARCH).parent
     folder.mkdir(parents=True)
-    live = tune.study(s, "lstm", tmp_path).ask(
-        {k: tune.distribution(d) for k, d in s.space["lstm"].items()})
+    st = tune.study(s, "lstm", tmp_path)
+    dists = {k: tune.distribution(d) for k, d in s.space["lstm"].items()}
+    live = st.ask(dists)  # a trial asked before slots: the first process's
+    dead = st.ask(dists)
+    dead.set_user_attr("slot", 3)  # no process holds slot 3
     with FileLock(str(folder / ".tune-lstm.lock")):  # the first process, mid-trial
         joined = tvr("tune", SEARCH, "--only", "lstm", "--trials", "2", "--out", str(tmp_path),
                      "--tracking-uri", "none")
@@ -108,7 +111,9 @@ def test_a_second_process_joins_the_study_and_leaves_the_others_trial_alone(tmp_
     assert "joining 1 other process(es)" in joined.output
     trials = tune.study(s, "lstm", tmp_path).get_trials()
     assert trials[live.number].state.name == "RUNNING"  # not failed under its process
-    assert [t.state.name for t in trials].count("COMPLETE") == 1  # 1 + the live one = 2
+    assert trials[dead.number].state.name == "FAIL"
+    (done,) = [t for t in trials if t.state.name == "COMPLETE"]  # 1 + the live one = 2
+    assert done.params == dead.params and done.user_attrs["slot"] == 1  # asked again
     alone = tvr("tune", SEARCH, "--only", "lstm", "--trials", "2", "--out", str(tmp_path),
                 "--tracking-uri", "none")
     assert alone.exit_code == 0 and "joining" not in alone.output, alone.output
