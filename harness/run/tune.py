@@ -25,7 +25,7 @@ told: error rows, recipes outside today's space, and trials pruned by an older r
 another value than the one the rungs compare now, or mid-warm-up): those are asked again,
 with the same recipe, and trained again from the start. Several processes may tune one model
 together, one per core (Optuna's parallel search: each asks the same study for its next
-trial; _Worker): a trial under way in one counts toward the others' trials, one whose
+trial; harness.run.workers): a trial under way in one counts toward the others' trials, one whose
 process is gone is asked again, and only one that runs alone tells the study the rows as it
 starts. Models may run side by side.
 """
@@ -35,7 +35,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +42,6 @@ import click
 import optuna
 import pandas as pd
 import torch
-from filelock import FileLock, Timeout
 from sqlalchemy.exc import SQLAlchemyError
 
 from experiments.spec import Dimension, Point, Search
@@ -52,6 +50,7 @@ from harness.errors import BadInput
 from harness.results import read_results, read_series, results_path, series_path
 from harness.run.pruner import RungPruner
 from harness.run.sweep import run_suite
+from harness.run.workers import worker
 from harness.train.translation.recipe import KEY, best_row, recipe_of, with_recipe
 from harness.train.translation.runner import warmup_steps
 from harness.train.translation.train import Curve
@@ -96,8 +95,8 @@ def last_step(search: Search) -> int:
 
 def study(search: Search, model: str, out_dir: Path, slot: int = 0, alone: bool = True
           ) -> optuna.Study:
-    """The model's study, told the rows it lacks (by a lone process: _worker), with a TPE
-    sampler seeded by its trials so far and the process's slot."""
+    """The model's study, told the rows it lacks (by a lone process: harness.run.workers),
+    with a TPE sampler seeded by its trials so far and the process's slot."""
     path = results_path(out_dir, search.name).parent / "optuna.db"
     path.parent.mkdir(parents=True, exist_ok=True)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -120,66 +119,6 @@ def study(search: Search, model: str, out_dir: Path, slot: int = 0, alone: bool 
     st.sampler = optuna.samplers.TPESampler(seed=len(st.get_trials()) + 1000 * slot,
                                             n_startup_trials=search.startup)
     return st
-
-
-MAX_WORKERS = 16  # processes tuning one model at once
-
-
-@dataclass
-class _Worker:
-    """One process among those tuning a model on one study (Optuna's parallel search: more
-    processes, one per core, each asking the study for its next trial). Each holds a slot
-    (a file lock; slot 0 the first's), and its trials name it, so a RUNNING trial whose
-    slot is free, or is this process's own before it asked anything, was left by a process
-    that is gone. The study is changed under a lock shared by all (`setup`): the one that
-    runs alone tidies it, and a trial is counted and asked by one process at a time."""
-
-    slot: int
-    alone: bool
-    locks: list[FileLock]
-    setup: FileLock
-
-    def requeue_dead(self, st: optuna.Study) -> None:
-        """Trials left RUNNING by a process that is gone: failed, their recipe asked again."""
-        for t in st.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-            k = int(t.user_attrs.get("slot", 0))  # trials asked before slots: the first's
-            if k == self.slot or k >= len(self.locks) or _took(self.locks[k], release=True):
-                st.tell(t.number, state=optuna.trial.TrialState.FAIL)
-                st.enqueue_trial(t.params, skip_if_exists=False)
-
-
-@contextmanager
-def _worker(out_dir: Path, search: Search, model: str) -> Iterator[_Worker]:
-    """A free slot among the processes tuning `model`, and whether it is the only one."""
-    folder = results_path(out_dir, search.name).parent
-    folder.mkdir(parents=True, exist_ok=True)
-    locks = [FileLock(str(folder / f".tune-{model}{f'.{k}' if k else ''}.lock"))
-             for k in range(MAX_WORKERS)]
-    setup = FileLock(str(folder / f".tune-{model}.setup.lock"))
-    with setup:
-        mine = next((k for k, lock in enumerate(locks) if _took(lock)), None)
-        if mine is None:
-            raise BadInput(f"search {search.name!r} of {model} has {MAX_WORKERS} processes "
-                           "running already; wait for one to end")
-        others = [k for k, lock in enumerate(locks)
-                  if k != mine and not _took(lock, release=True)]
-    if others:
-        say(f"{search.name} {model}: joining {len(others)} other process(es) on its study")
-    try:
-        yield _Worker(mine, not others, locks, setup)
-    finally:
-        locks[mine].release()
-
-
-def _took(lock: FileLock, release: bool = False) -> bool:
-    """Whether `lock` was free (and is now held, unless `release`)."""
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        return False
-    if release:
-        lock.release()
-    return True
 
 
 @contextmanager
@@ -209,7 +148,8 @@ def tune_model(search: Search, base: Point, out_dir: Path, device: torch.device,
         raise BadInput(f"search {search.name!r}: its {base.subject} trials have no FLOP "
                        "budget (budget_flops), which its pruner's rungs are fractions of")
     unit, last = rung_unit(base, search), last_step(search)
-    with _worker(out_dir, search, base.subject) as me, _study_errors(out_dir, search):
+    folder = results_path(out_dir, search.name).parent
+    with worker(folder, search.name, base.subject) as me, _study_errors(out_dir, search):
         older = _older_rule(out_dir, search.name, base.subject, search.space[base.subject],
                             unit, last)
         with me.setup:
