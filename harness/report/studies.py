@@ -15,7 +15,7 @@ from functools import partial
 
 import pandas as pd
 
-from harness.report import ablations, curves, rematch, translation
+from harness.report import ablations, curves, rematch, translation_curves
 from harness.report.curves import Draw
 from harness.report.stats import censored_text, fmt, spread
 from harness.report.study_tables import StudyTable, study_table
@@ -134,7 +134,7 @@ STUDIES: tuple[Study, ...] = (
             "log10 ratio trained": _spread("grad_decay_trained")}),)),
     # their tables are the suite's own (REPORT.md's rematch and translation sections)
     Study(rematch.STUDY, figures={"mqar-state": (rematch.mqar_state, "train")}),
-    Study("table2", figures={"bleu-vs-cost": (translation.bleu_curves, "translate")}),
+    Study("table2", figures={"bleu-vs-cost": (translation_curves.bleu_curves, "translate")}),
 )
 BY_NAME = {s.name: s for s in STUDIES}
 TABLE_RUNNERS = frozenset(t.runner for s in STUDIES for t in s.tables)

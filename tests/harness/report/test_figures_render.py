@@ -27,7 +27,7 @@ from matplotlib.text import Text
 from experiments.rematch import THROUGHPUT
 from harness.errors import BadInput
 from harness.report import figures as plots
-from harness.report import rematch, translation
+from harness.report import rematch, translation_curves
 from harness.report.curves import FRACTION, NONNEGATIVE, band, caption, clip_text
 from harness.report.rematch import LOOP_FIX
 from harness.report.stats import t_interval
@@ -392,7 +392,7 @@ def test_a_recipe_sweep_draws_a_line_per_recipe_and_what_its_choice_reads():
     if not (RESULTS / "translation-cpu-recipes" / RESULTS_FILE).exists():
         pytest.skip("no translation-cpu-recipes results")
     df = load_results(RESULTS, ["translation-cpu-recipes"])
-    fig = translation.bleu_curves(RESULTS, "translation-cpu-recipes")
+    fig = translation_curves.bleu_curves(RESULTS, "translation-cpu-recipes")
     lines = [ln for ln in fig.axes[0].lines if len(ln.get_xdata()) > 2]  # not the target
     labels = fig.legends[0].get_texts()
     panel = fig.axes[2].get_title()
@@ -422,7 +422,28 @@ def test_seeds_evaluated_at_different_updates_share_one_curve():
                     & (curves["metric"] == "dev_bleu_greedy")]
     steps = curves.groupby("point_id")["step"].apply(frozenset)
     assert len(set(steps)) == len(steps)  # the seeds' evaluations are at different updates
-    fig = translation.bleu_curves(RESULTS, suite)
+    fig = translation_curves.bleu_curves(RESULTS, suite)
     (line,) = [ln for ln in fig.axes[0].lines if ln.get_label().startswith("gru-attention")]
     plt.close(fig)
     assert len(line.get_xdata()) == min(len(s) for s in steps)
+
+
+def test_a_recipe_measured_again_draws_only_its_last_recipe():
+    """A suite run again after its search found a better recipe keeps the old rows beside
+    the new: the figure, as Table 2, draws each model's last recipe only (a seed of the old
+    recipe was averaged into the Transformer's dots and bands before)."""
+    from harness.report.translation import finished, last_recipe
+
+    suite = "translation-cpu-tuned"
+    if not (RESULTS / suite / SERIES_FILE).exists():
+        pytest.skip(f"no {suite} results")
+    rows = finished(load_results(RESULTS, [suite]), "table2")
+    rows = rows[rows["runner"] == "translate"]
+    kept = last_recipe(rows)
+    if len(kept) == len(rows):
+        pytest.skip(f"every row of {suite} is of its model's last recipe")
+    fig = translation_curves.bleu_curves(RESULTS, suite)
+    dots = sum(len(c.get_offsets()) for c in fig.axes[-1].collections
+               if c.get_facecolors().size)  # the seeds' dots; the mean bars have no faces
+    plt.close(fig)
+    assert dots == len(kept) < len(rows)

@@ -437,7 +437,7 @@ def test_the_search_figure_draws_a_line_per_trial_and_rings_the_recipe_chosen(tu
     trial's value; made-up rows: a pruned trial with the highest value is not chosen."""
     import matplotlib.pyplot as plt
 
-    from harness.report.translation import _with_trials, bleu_curves
+    from harness.report.translation_curves import _with_trials, bleu_curves
 
     out, _ = tuned
     fig = bleu_curves(out, SEARCH)
