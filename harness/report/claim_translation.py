@@ -309,6 +309,21 @@ def _pair_gates(pair: list[Test], by: dict[str, pd.DataFrame],
                         "tests no longer separate them")]
 
 
+def _convergence(by: dict[str, pd.DataFrame]) -> str:
+    """How many seeds of each model had a dev curve that flattened before its budget ran out
+    (the rows' `converged`), and what a verdict is then about: BLEU at this budget where no
+    seed of a model flattened."""
+    if not all("converged" in g for g in by.values()):
+        return ""
+    flat = {m: int(pd.to_numeric(g["converged"], errors="coerce").fillna(0).gt(0).sum())
+            for m, g in by.items()}
+    rising = [m for m, n in flat.items() if n == 0]
+    return ("; dev curve flattened before the budget: " + ", ".join(
+        f"{m} {n} of {len(by[m])} seeds" for m, n in flat.items())
+        + (f" (BLEU at this training budget, not at convergence, for {', '.join(rising)})"
+           if rising else ""))
+
+
 def table2_bleu_at_cost(stored: Stored) -> Evidence:
     suite = _suite(stored)
     rows = _runs(stored)
@@ -344,6 +359,7 @@ def table2_bleu_at_cost(stored: Stored) -> Evidence:
     if not fraction:
         measured += ("; training FLOPs are matched, so \"a fraction of the training cost\" "
                      "is not tested here")
+    measured += _convergence(by)
     return Evidence(
         f"{suite}: the Transformer and parameter-matched recurrent encoder-decoders, "
         f"{len(refs)} test verses, beam 4, against {', '.join(BASELINES)}",

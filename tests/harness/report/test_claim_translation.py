@@ -240,3 +240,15 @@ def test_a_retuned_models_seeds_are_not_mixed_with_its_earlier_recipe(tmp_path):
     kept = claim_translation._runs(stored)
     assert set(kept.loc[kept["model"] == "transformer", "peak_lr"]) == {1e-3}
     assert sorted(kept.loc[kept["model"] == "transformer", "seed"]) == [0, 1, 2]
+
+
+def test_the_measured_line_says_which_seeds_converged(tmp_path):
+    """A model none of whose seeds' dev curves flattened is compared at the budget: the
+    ledger says so rather than reading its BLEU as converged."""
+    _suite(tmp_path, poor, good)
+    rows = pd.read_csv(tmp_path / SUITE / "results.csv")
+    rows["converged"] = [None] * 3 + [0, 0, 0, 1, 1, 0]  # transformer, then lstm-attention
+    rows.to_csv(tmp_path / SUITE / "results.csv", index=False)
+    measured = judge(CLAIMS[0], Stored(tmp_path)).measured
+    assert "transformer 0 of 3 seeds, lstm-attention 2 of 3 seeds" in measured
+    assert "not at convergence, for transformer" in measured
