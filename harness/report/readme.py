@@ -242,7 +242,7 @@ def table2_suite(out: Path) -> str:
 def translation(out: Path) -> str:
     """Table 2 from the suite table2_suite picks, with the corpus it ran on, its baselines,
     and the third-party toolkit's rows on the same data."""
-    from harness.report.translation import same_data, table2, toolkit_rows
+    from harness.report.translation import last_recipe, same_data, table2, toolkit_rows
 
     suite = table2_suite(out)
     df = _rows(out, suite)
@@ -265,8 +265,13 @@ def translation(out: Path) -> str:
     verses = (f"{'a seeded draw of ' if drawn > 0 else 'all '}{first['dev_sentences']:.0f} "
               f"dev and {first['test_sentences']:.0f} test verses"
               + (f" of at most {words:.0f} words a side" if words > 0 else ""))
-    return (f"`tvr run {suite}` ({len(df)} points, {df['wall_s'].sum():.0f} s of "
-            f"point wall time on {_machine(df)}; corpus pairs: {sizes or 'see results.csv'}"
+    trained = df[df["runner"] == "translate"]
+    earlier = len(trained) - len(last_recipe(trained))  # a model trained again, recipe searched
+    return (f"`tvr run {suite}` ({len(df)} points"
+            + (f", {earlier} of them of an earlier recipe and not in the table" if earlier
+               else "")
+            + f"; {df['wall_s'].sum():.0f} s of point wall time on {_machine(df)}; corpus "
+            f"pairs: {sizes or 'see results.csv'}"
             f"). BLEU and chrF: sacrebleu, beam 4, on {verses}; `test_bleu_sd`: standard "
             "deviation over seeds; `train_flops` counted forward + backward; `target_bleu`: "
             "the retrieval baseline's dev BLEU on the curve's verses, `reached` the seeds "

@@ -238,3 +238,24 @@ def test_only_a_key_error_on_a_column_the_rows_lack_becomes_a_line():
     for exc in (KeyError("a"), KeyError(("a", 1)), KeyError(3)):
         with pytest.raises(KeyError):
             lacking("s", exc, cols)
+
+
+def test_table2_header_counts_the_points_of_an_earlier_recipe():
+    """A suite trained again with a better recipe keeps the old rows, which Table 2 leaves
+    out: the line above the table says how many of its points (and their wall time) are
+    those, so the count matches the rows shown."""
+    from harness.report import readme
+    from harness.report.translation import finished, last_recipe
+    from harness.results import load_results
+
+    suite = "translation-cpu-tuned"
+    results = ROOT / "results"
+    if not (results / suite / "results.csv").exists():
+        pytest.skip(f"no {suite} results")
+    rows = finished(load_results(results, [suite]), "table2")
+    rows = rows[rows["runner"] == "translate"]
+    earlier = len(rows) - len(last_recipe(rows))
+    if readme.table2_suite(results) != suite or not earlier:
+        pytest.skip(f"Table 2 reads another suite, or {suite} has no earlier recipe's rows")
+    assert f", {earlier} of them of an earlier recipe and not in the table; " in \
+        readme.translation(results).splitlines()[0]
