@@ -169,9 +169,10 @@ def translation_cpu_tuned() -> list[Point]:
     the recipe is in every point's id and row), trained as the trials were (TUNED: a budget
     of TUNED_BUDGET counted FLOPs, early stopping on dev); beam search on the whole dev and
     test sets with the length penalty chosen on dev (ALPHAS); and the three baselines on the
-    same sentences. Measured: 36 min per Transformer point on one core (31 of training, the
-    other core busy); expected from the best trials: 45-90 min per attentional RNN point;
-    ~6-8 core-hours in all, ~3-4 h with `--executor ray` on 2 cores (resumable)."""
+    same sentences. Measured on the committed reference (one point per core, one thread):
+    25-27 min per Transformer point, 33-36 min per attentional RNN point, 4.5 core-hours in
+    all; about 2.3 h on 2 cores with two sweeps into one --out (they share the points) or
+    `--executor ray` (resumable); `tvr run --dry-run` estimates it from those rows."""
     return baseline_points("translation-cpu-tuned", **TUNED) + [
         translate_point("translation-cpu-tuned", m, CPU_D_MODEL, CPU_BATCH, s, arch=CPU_ARCH,
                         **(TUNED | {"recipe": "translation-cpu-tune", "alphas": ALPHAS}))
