@@ -310,15 +310,15 @@ def _pair_gates(pair: list[Test], by: dict[str, pd.DataFrame],
 
 
 def _convergence(by: dict[str, pd.DataFrame]) -> str:
-    """How many seeds of each model had a dev curve that flattened before its budget ran out
-    (the rows' `converged`), and what a verdict is then about: BLEU at this budget where no
-    seed of a model flattened."""
+    """How many seeds of each model had a dev curve that flattened by the end of training
+    (the rows' `converged`, whether patience or the budget ended it), and what a verdict is
+    then about: BLEU at this budget where no seed of a model flattened."""
     if not all("converged" in g for g in by.values()):
         return ""
     flat = {m: int(pd.to_numeric(g["converged"], errors="coerce").fillna(0).gt(0).sum())
             for m, g in by.items()}
     rising = [m for m, n in flat.items() if n == 0]
-    return ("; dev curve flattened before the budget: " + ", ".join(
+    return ("; dev curve flattened (converged): " + ", ".join(
         f"{m} {n} of {len(by[m])} seeds" for m, n in flat.items())
         + (f" (BLEU at this training budget, not at convergence, for {', '.join(rising)})"
            if rising else ""))
