@@ -248,8 +248,8 @@ def translation(out: Path) -> str:
     df = _rows(out, suite)
     theirs = toolkit_rows(out)
     table = table2(df, theirs)
-    first = df[df["runner"] == "translate"].iloc[0] if (df["runner"] == "translate").any() \
-        else df.iloc[0]
+    trained = df[df["runner"] == "translate"]
+    first = trained.iloc[0] if len(trained) else df.iloc[0]
     sizes = ", ".join(f"{first[f'corpus_{k}']:.0f} {k}" for k in ("train", "dev", "test")
                       if f"corpus_{k}" in df and pd.notna(first.get(f"corpus_{k}")))
     shown = [c for c in ("model", "seeds", "n_params", "dev_bleu", "test_bleu", "test_bleu_sd",
@@ -265,7 +265,6 @@ def translation(out: Path) -> str:
     verses = (f"{'a seeded draw of ' if drawn > 0 else 'all '}{first['dev_sentences']:.0f} "
               f"dev and {first['test_sentences']:.0f} test verses"
               + (f" of at most {words:.0f} words a side" if words > 0 else ""))
-    trained = df[df["runner"] == "translate"]
     earlier = len(trained) - len(last_recipe(trained))  # a model trained again, recipe searched
     return (f"`tvr run {suite}` ({len(df)} points"
             + (f", {earlier} of them of an earlier recipe and not in the table" if earlier

@@ -162,7 +162,7 @@ def tune_model(search: Search, base: Point, out_dir: Path, device: torch.device,
             if failed == MAX_FAILED:
                 raise click.ClickException(
                     f"{failed} trials of {base.subject} in a row ended without a result; see "
-                    f"{results_path(out_dir, search.name).parent / 'errors.log'}")
+                    f"{folder / 'errors.log'}")
             with me.setup:  # counted and asked by one process at a time
                 me.requeue_dead(st)
                 # a trial under way in another process counts: together they stop at `trials`
