@@ -11,6 +11,7 @@ ValueError with one line (the CLI makes it bad input; a suite file names its fil
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import typing
 from collections.abc import Iterable
@@ -133,6 +134,71 @@ _PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a value that may name a f
 
 
 @dataclass(frozen=True)
+class Range:
+    """The values a setting may take, low..high, either end open: what one machine can run
+    and what the setting means (a learning rate is positive, a fraction at most 1)."""
+
+    low: float
+    high: float
+    open_low: bool = False  # low itself is refused: (0, 10] for a learning rate
+    open_high: bool = False
+
+    def holds(self, value: float) -> bool:
+        if isinstance(value, float) and not math.isfinite(value):  # an int is exact, any size
+            return False
+        above = value > self.low if self.open_low else value >= self.low
+        below = value < self.high if self.open_high else value <= self.high
+        return above and below
+
+    def text(self, type_: type) -> str:
+        """"an integer in [1, 10,000,000]", "a finite number in (0, 10]"."""
+        def end(x: float) -> str:
+            return f"{int(x):,}" if type_ is int else f"{x:g}"
+        kind = "an integer" if type_ is int else "a finite number"
+        return (f"{kind} in {'(' if self.open_low else '['}{end(self.low)}, "
+                f"{end(self.high)}{')' if self.open_high else ']'}")
+
+
+MAX_KNOB = 1 << 20  # any other integer setting (a config knob, a task keyword)
+MAX_FLOAT = 1e6  # any other number that is not an integer (dropout, clip, ...)
+# What --set (and a suite file's [set]) may give each setting: its meaning and what one
+# machine can run. A key not named here takes the bounds of its type below; a key whose
+# meaning depends on the options it belongs to (warm-up: updates of a training loop, a
+# fraction of a translation run's steps) is named per type.
+LIMITS: dict[str, Range | dict[type, Range]] = {
+    "seq_len": Range(1, 1 << 20), "d_model": Range(1, 1 << 16),
+    "batch_size": Range(1, 1 << 16), "seed": Range(0, (1 << 32) - 1),
+    "steps": Range(1, 10**7),  # an update at least: 0 would be a probe or the loop's default
+    "lr": Range(0, 10, open_low=True), "peak_lr": Range(0, 10, open_low=True),
+    "warmup": {int: Range(0, 10**7), float: Range(0, 1)},
+    "clip": Range(0, MAX_FLOAT, open_low=True), "target": Range(0, 1, open_low=True),
+    "eval_every": Range(1, 10**7), "eval_batches": Range(1, 10**4),
+    "bpe": Range(1, 1 << 20), "max_tokens": Range(1, 1 << 20),
+    "warmup_steps": Range(0, 10**7), "batch_tokens": Range(0, 1 << 24),
+    # a budget is one: 0 (the default's "none") is not a budget a user sets
+    "budget_flops": Range(0, 1e24, open_low=True), "eval_flops": Range(0, 1e24),
+    "label_smoothing": Range(0, 1, open_high=True), "dropout": Range(0, 1, open_high=True),
+    "attn_dropout": Range(0, 1, open_high=True),
+    "eval_sentences": Range(1, 1 << 20), "final_sentences": Range(0, 1 << 20),
+    "eval_max_words": Range(0, 1 << 20), "speed_sentences": Range(0, 1 << 20),
+    "beam": Range(1, 100), "alpha": Range(0, 10), "target_bleu": Range(0, 100),
+    "patience": Range(0, 10**6), "reps": Range(1, 10**4), "peak_n": Range(1, 1 << 16),
+    "threads": Range(1, 4096),
+}
+_BY_TYPE = {int: Range(-MAX_KNOB, MAX_KNOB), float: Range(-MAX_FLOAT, MAX_FLOAT)}
+
+
+def limit(key: str, type_: type) -> Range | None:
+    """The range a numeric setting `key` of type `type_` must fall in (None: not a number)."""
+    if type_ not in _BY_TYPE:
+        return None
+    known = LIMITS.get(key)
+    if isinstance(known, dict):
+        known = known.get(type_)
+    return known or _BY_TYPE[type_]
+
+
+@dataclass(frozen=True)
 class Set:
     """`--set KEY=VALUE`: one setting of every point that has it: a size (seq_len, d_model,
     batch_size, seed), a field of the point's options (steps, lr, peak_lr, ...) or a key of
@@ -173,10 +239,11 @@ class Set:
             return point
         where, type_ = kind
         value = _read(f"{self.option} {self.key}", self.value, type_)
+        allowed = limit(self.key, type_)
+        if allowed is not None and not allowed.holds(value):
+            raise ValueError(f"{self.option} {self.key}={self.value}: must be "
+                             f"{allowed.text(type_)}")
         if where == "point":
-            if value < (0 if self.key == "seed" else 1):
-                raise ValueError(f"{self.option} {self.key}={self.value}: must be at least "
-                                 f"{0 if self.key == 'seed' else 1}")
             return replace(point, **{self.key: value})
         if where == "options":
             return replace(point, options=replace(point.options, **{self.key: value}))

@@ -123,6 +123,34 @@ class Seconds(click.ParamType):
         return number
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, as a container or taskset gives it),
+    without importing torch (harness.measure.machine counts the same)."""
+    import os
+
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+class Threads(click.IntRange):
+    """A count of CPU threads: at least 1 and at most this machine's usable CPUs. More
+    threads than cores would not run: the row would name a count the run never had."""
+
+    name = "THREADS"
+
+    def __init__(self) -> None:
+        super().__init__(min=1)
+
+    def convert(self, value, param, ctx) -> int:
+        threads = super().convert(value, param, ctx)
+        cpus = usable_cpus()
+        if threads > cpus:
+            self.fail(f"{threads} is more than this machine's {cpus} usable CPUs; at most "
+                      f"{cpus}", param, ctx)
+        return threads
+
+
 def output_folder(out: str, what: str = "--out") -> Path:
     """The output directory, created if needed; unwritable -> bad input before any work."""
     if not out.strip():

@@ -12,6 +12,7 @@ from harness.cli.common import (
     Bytes,
     CheckedPath,
     Seconds,
+    Threads,
     complete_suites,
     out_option,
     output_folder,
@@ -118,11 +119,11 @@ def _renamed(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
 @click.option("--ray-address", default=None, metavar="ADDR",
               help="The Ray cluster to join (HOST:PORT, ray://HOST:PORT, auto); default "
                    "$RAY_ADDRESS, else a Ray instance started on this machine.")
-@click.option("--threads", type=click.IntRange(min=1), default=None,
-              help=f"CPU threads for torch (--executor local). Default for a suite with timed "
-                   f"points: {REFERENCE_THREADS}, the threads the committed reference was "
-                   "measured with, so that rows compare; otherwise torch's choice. Every row "
-                   "records its threads.")
+@click.option("--threads", type=Threads(), default=None,
+              help=f"CPU threads for torch (--executor local; at most this machine's CPUs). "
+                   f"Default for a suite with timed points: {REFERENCE_THREADS}, the threads "
+                   "the committed reference was measured with, so that rows compare; "
+                   "otherwise torch's choice. Every row records its threads.")
 @click.option("--cpus-per-point", type=click.IntRange(min=1), default=None,
               help="With --executor ray: CPUs (and torch threads) a training point reserves "
                    "(default 1); a timed point reserves its node's every CPU, or one GPU.")
@@ -174,9 +175,9 @@ Examples:
               show_default=True,
               help="Seconds of timed calls per contestant and repetition (a call longer than "
                    "this is timed once: more, shorter turns interleave better than long ones).")
-@click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="CPU threads for torch (default: torch's choice); one thread is steadier "
-                   "on cores shared with other jobs.")
+@click.option("--threads", type=Threads(), default=None,
+              help="CPU threads for torch (default: torch's choice; at most this machine's "
+                   "CPUs); one thread is steadier on cores shared with other jobs.")
 @click.option("--profile", "profile_", is_flag=True,
               help="Instead of timing: torch.profiler's per-op table of our transformer layer "
                    "vs PyTorch's, written to <out>/bench/profile.md.")
@@ -231,6 +232,8 @@ Examples:
   tvr tune translation-cpu-tune --only transformer  # one model (run another beside it,
                                                     #   or the same: two processes, one study)
   tvr tune translation-cpu-tune --trials 8          # stop once 8 trials per model finished
+  tvr tune translation-cpu-tune --storage postgresql+psycopg://me@db.lan/tune
+                                                    # one study for processes on several machines
   tvr tune translation-cpu-tune --summary           # the best recipe so far, nothing run""")
 @click.argument("search", metavar="SEARCH")
 @out_option
@@ -241,13 +244,20 @@ Examples:
                    "search's own count. A rerun continues the study.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
               show_default=True, help="auto = cuda when available, else cpu.")
-@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--threads", type=Threads(), default=1, show_default=True,
               help="CPU threads for torch (one search process per core).")
 @click.option("--tracking-uri", default=None, help="As for `tvr run`.")
+@click.option("--storage", default=None, metavar="URL",
+              help="The studies' database, any URL Optuna accepts (PostgreSQL for processes "
+                   "on several machines); default: sqlite:///<out>/SEARCH/optuna.db.")
+@click.option("--heartbeat", type=click.IntRange(min=1), default=60, show_default=True,
+              metavar="SECONDS", help="A trial under way beats this often in the study; one "
+                                      "silent for 3 beats (its process gone) is asked again.")
 @click.option("--summary", "summary_only", is_flag=True,
               help="Print the best recipe per model from the trials' rows and exit.")
 def tune_cmd(search: str, out: str, only: tuple[str, ...], trials: int | None, device: str,
-             threads: int, tracking_uri: str | None, summary_only: bool) -> None:
+             threads: int, tracking_uri: str | None, storage: str | None, heartbeat: int,
+             summary_only: bool) -> None:
     """Tune the recipe of each model of SEARCH with Optuna (TPE sampling, successive-halving
     pruning on the dev curve); each trial is a point of the suite SEARCH (rows in
     <out>/SEARCH/results.csv). A suite whose points name the search as their recipe
@@ -271,7 +281,8 @@ def tune_cmd(search: str, out: str, only: tuple[str, ...], trials: int | None, d
         torch.set_num_threads(threads)
         with stopping(out_dir / search / "results.csv"):
             for base in chosen:
-                st = tune.tune_model(s, base, out_dir, dev, uri, trials or s.trials, True)
+                st = tune.tune_model(s, base, out_dir, dev, uri, trials or s.trials, True,
+                                     storage, heartbeat)
                 click.echo(f"{search} {base.subject}: {tune.counts(st)}")
     from harness.files import write_atomic
 

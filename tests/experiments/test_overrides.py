@@ -85,7 +85,7 @@ def test_set_reaches_a_model_config_key_the_suite_leaves_at_its_default():
     ("steps=a/b", "letters, digits"),
     ("nosuch=1", "no point of suite"),
     ("seq_len=abc", "not an integer"),
-    ("seq_len=0", "at least 1"),
+    ("seq_len=0", r"an integer in \[1, 1,048,576\]"),
 ])
 def test_set_refuses_a_bad_key_or_value_in_one_line(text, needle):
     with pytest.raises(ValueError, match=needle):
@@ -128,3 +128,37 @@ def test_points_an_override_makes_equal_are_kept_once():
     assert len(ids) == len(set(ids)) and name == "quick-seq_len-64"
     assert {p.seq_len for p in points} == {64}
     assert len(ids) < len(experiments.points("quick"))
+
+
+@pytest.mark.parametrize("suite,text,allowed", [
+    ("translation-quick", "steps=0", "an integer in [1, 10,000,000]"),
+    ("translation-quick", "steps=99999999999999999999", "an integer in [1, 10,000,000]"),
+    ("translation-quick", "budget_flops=nan", "a finite number in (0, 1e+24]"),
+    ("translation-quick", "budget_flops=0", "a finite number in (0, 1e+24]"),
+    ("translation-quick", "peak_lr=inf", "a finite number in (0, 10]"),
+    ("translation-quick", "warmup=2", "a finite number in [0, 1]"),
+    ("convergence-smoke", "lr=nan", "a finite number in (0, 10]"),
+    ("convergence-smoke", "lr=0", "a finite number in (0, 10]"),
+    ("convergence-smoke", "lr=inf", "a finite number in (0, 10]"),
+    ("smoke", "seed=99999999999999999999", "an integer in [0, 4,294,967,295]"),
+    ("smoke", "d_model=999999999", "an integer in [1, 65,536]"),
+    ("smoke", "dropout=nan", "a finite number in [0, 1)"),
+])
+def test_set_refuses_a_value_outside_its_meaning_at_the_command_line(suite, text, allowed):
+    """A value the setting cannot mean (no steps, no budget, a learning rate of nan, a seed
+    past int64, a width no machine holds) is one line naming it and exit 2, before any point
+    runs: it once trained 1,000 steps for steps=0, ignored a nan budget, or trained on."""
+    result = CliRunner().invoke(cli, ["run", suite, "--set", text, "--dry-run"])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert lines == [f"Error: --set {text}: must be {allowed}"], result.output
+
+
+def test_set_keeps_values_within_their_meaning():
+    """The bounds refuse nothing a suite means: a fraction of warm-up, an integer one of a
+    training loop, a budget, a small learning rate."""
+    for suite, text in [("translation-quick", "warmup=0.1"), ("convergence-smoke", "warmup=100"),
+                        ("translation-quick", "budget_flops=1.2e14"),
+                        ("convergence-smoke", "lr=3e-4"), ("smoke", "seed=4294967295")]:
+        o.apply(experiments.points(suite), [o.Set.parse(text)], suite)
+
