@@ -81,6 +81,10 @@ BOUNDS = {"seq_len": (1, 1 << 20), "d_model": (1, 1 << 16), "batch_size": (1, 1 
           "alphabet_size": (2, 1 << 20)}
 MAX_KNOB = 1 << 20  # any other integer (a config knob, a task keyword)
 MAX_FLOAT = 1e6  # any number that is not an integer (lr, clip, target, dropout, ...)
+# Points a file may declare, its grids together (the largest built-in suite has a few
+# hundred): counted as the product of each grid's list lengths before any point is made,
+# so a 3,000 x 3,000 grid is one line, not gigabytes of points.
+MAX_POINTS = 10_000
 
 
 class SuiteFileError(ValueError):
@@ -153,8 +157,12 @@ def load(path: str | Path) -> tuple[str, str, list[Point]]:
     if not grids:
         raise f.fail("grid", "empty; declare at least one [[grid]] table")
     points: dict[str, Point] = {}  # point_id -> point: grids that overlap measure once
+    declared = 0  # points of the grids so far, overlaps included
     for i, grid in enumerate(grids):
-        for p in _grid(f, name, f.typed(grid, dict, f"grid[{i}]"), f"grid[{i}].", defaults):
+        made = _grid(f, name, f.typed(grid, dict, f"grid[{i}]"), f"grid[{i}].", defaults,
+                     MAX_POINTS - declared)
+        declared += len(made)
+        for p in made:
             points.setdefault(p.point_id, p)
     known = [*models.mixer_kinds(), *models.names()]
     points = _settings(f, name, f.typed(doc.get("set", {}), dict, "set"), points)
@@ -224,7 +232,10 @@ def _check_numbers(f: _File, value: Any, key: str, depth: int) -> None:
         raise f.fail(key, f"{value!r} is not a finite number within +-{MAX_FLOAT:g}")
 
 
-def _grid(f: _File, suite: str, grid: dict, at: str, defaults: dict) -> list[Point]:
+def _grid(f: _File, suite: str, grid: dict, at: str, defaults: dict, room: int
+          ) -> list[Point]:
+    """The grid's points; SuiteFileError when they would be more than `room` (counted
+    before any is made)."""
     f.keys({k: v for k, v in grid.items() if k not in OLD_SIZES}, GRID_KEYS, at)
     measure = f.typed(grid.get("measure", "layer"), str, f"{at}measure")
     if measure not in MEASURES:
@@ -263,10 +274,16 @@ def _grid(f: _File, suite: str, grid: dict, at: str, defaults: dict) -> list[Poi
                                             f"\"torch\"; valid: {', '.join(REFERENCE_KINDS)} "
                                             "(or versus = \"timer\")")
     own = f.typed(grid.get("config", {}), dict, f"{at}config")
+    knobs = {s: {k: _knob(f, v, f"{at}config.{k}")
+                 for k, v in (dict(defaults.get(s, {})) | own).items()} for s in subjects}
+    count = math.prod(len(v) for v in axes.values()) * sum(
+        math.prod(len(v) for v in knobs[s].values()) for s in subjects)
+    if count > room:
+        raise f.fail(at.rstrip("."), f"{count:,} points (the product of its lists' lengths); "
+                     f"a suite file declares at most {MAX_POINTS:,} in all")
     out = []
     for subject in subjects:
-        base = dict(defaults.get(subject, {})) | own
-        knob_axes = {k: _knob(f, v, f"{at}config.{k}") for k, v in base.items()}
+        knob_axes = knobs[subject]
         for cfg in product(**knob_axes):
             _check_config(f, measure, subject, cfg, axes["d_model"],
                           f"{at}config" if own else f"config.{subject}")

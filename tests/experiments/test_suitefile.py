@@ -143,3 +143,37 @@ def test_compare_against_torch_needs_a_reference_layer(tmp_path):
     with pytest.raises(SuiteFileError, match=r"grid\[0\]\.mixers: 'convolutional' has no PyTorch"):
         load(write(tmp_path, text % ("convolutional", "torch")))
     assert len(load(write(tmp_path, text % ("convolutional", "timer")))[2]) == 1
+
+
+@pytest.mark.parametrize("sizes", [(120, 120), (3000, 3000), (1, 9000, 2)])
+def test_a_grid_past_the_point_bound_is_refused_before_it_is_made(tmp_path, sizes):
+    """A 3,000 x 3,000 grid made `--dry-run` grow to gigabytes with no output: the product of
+    the lists' lengths (here with a second grid sharing the bound) is counted first."""
+    import time
+
+    from experiments.suitefile import MAX_POINTS
+
+    lists = [list(range(1, n + 1)) for n in sizes]
+    text = ('name = "big"\n[[grid]]\nmixers = ["lstm"]\n'
+            f"seq_len = {lists[0]}\nd_model = {lists[1]}\nbatch_size = 1\n")
+    if len(lists) > 2:  # 9,000 points, then 2 x 1,000 more: past the bound together
+        text += ('[[grid]]\nmixers = ["gru"]\n'
+                 f"seq_len = {lists[2]}\nd_model = {list(range(1, 1001))}\nbatch_size = 1\n")
+    path = write(tmp_path, text)
+    t0 = time.monotonic()
+    result = CliRunner().invoke(cli, ["run", "--suite-file", str(path), "--dry-run"])
+    assert time.monotonic() - t0 < 20
+    assert result.exit_code == 2, result.output[-300:]
+    (line,) = result.output.strip().splitlines()
+    grid = "grid[1]" if len(lists) > 2 else "grid[0]"
+    assert f"{path}: {grid}: " in line and f"at most {MAX_POINTS:,}" in line, line
+
+
+def test_a_grid_at_the_bound_is_made(tmp_path):
+    from experiments.suitefile import MAX_POINTS
+
+    side = int(MAX_POINTS ** 0.5)
+    path = write(tmp_path, 'name = "edge"\n[[grid]]\nmixers = ["lstm"]\n'
+                           f"seq_len = {list(range(1, side + 1))}\nd_model = "
+                           f"{list(range(1, side + 1))}\nbatch_size = 1\n")
+    assert len(load(path)[2]) == side * side <= MAX_POINTS
