@@ -53,6 +53,21 @@ def check_path(path: str | os.PathLike, what: str) -> Path:
     return Path(text)
 
 
+def folder_name(name: str, what: str) -> str:
+    """`name` as one folder right under --out (a suite's results folder); BadInput for a name
+    that would lead elsewhere: a path separator, '.' or '..', an absolute path, nothing."""
+    check_text(name, what)
+    separators = {"/", "\\", os.sep, os.altsep or "/"}
+    if not name.strip() or name in (".", "..") or any(s in name for s in separators) or \
+            os.path.isabs(name):
+        raise BadInput(f"{what} {_shown(name, 60)!r}: not a folder name under --out (one name: "
+                       "no '/' or '\\', not '.' or '..', not an absolute path)")
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        raise BadInput(f"{what} {_shown(name, 60)!r}: a name of {len(name.encode()):,} bytes; "
+                       f"a file system takes at most {MAX_NAME_BYTES}")
+    return name
+
+
 # What the system says of a path itself, not of the data in it: bad input, one line
 PATH_ERRNOS = frozenset({errno.ELOOP, errno.ENAMETOOLONG, errno.EACCES, errno.EPERM,
                          errno.EROFS, errno.ENOTDIR, errno.EISDIR})

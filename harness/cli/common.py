@@ -56,10 +56,23 @@ def out_option(func):  # noqa: ANN001, ANN201 -- a click decorator
                         type=CheckedPath(file_okay=False))(func)
 
 
+def suite_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A --suite or SUITE: one folder right under --out, never a path leading elsewhere
+    (`--suite /some/where` would read and write there)."""
+    from harness.inputs import folder_name
+
+    if value is None:
+        return None
+    try:
+        return folder_name(value, "suite")
+    except BadInput as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
 def suite_option(func):  # noqa: ANN001, ANN201 -- a click decorator
     """--suite: one suite with results under --out (optional)."""
     return click.option("--suite", default=None, metavar="SUITE",
-                        shell_complete=complete_stored_suites,
+                        shell_complete=complete_stored_suites, callback=suite_name,
                         help="Only this suite [default: every suite in --out].")(func)
 
 

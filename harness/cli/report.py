@@ -7,7 +7,13 @@ from pathlib import Path
 
 import click
 
-from harness.cli.common import complete_stored_suites, echo_json, out_option, suite_option
+from harness.cli.common import (
+    complete_stored_suites,
+    echo_json,
+    out_option,
+    suite_name,
+    suite_option,
+)
 from harness.errors import BadInput
 
 
@@ -71,6 +77,7 @@ Examples:
               help="json: {suite, machine, rows: [...], notes: [...]} on stdout.")
 @out_option
 @click.option("--suite", default=None, metavar="SUITE", shell_complete=complete_stored_suites,
+              callback=suite_name,
               help="Suite whose results to use [default: table1, or quick with --crossover].")
 @click.option("--crossover", is_flag=True, help="The n-versus-d crossover table instead.")
 @click.option("--wide", is_flag=True,
@@ -131,7 +138,8 @@ Examples:
 @click.argument("name", default="all", shell_complete=_complete_figures)
 @out_option
 @click.option("--suite", default="quick", show_default=True, metavar="SUITE",
-              shell_complete=complete_stored_suites, help="Suite whose results to use.")
+              shell_complete=complete_stored_suites, callback=suite_name,
+              help="Suite whose results to use.")
 @machine_option
 def plot_cmd(name: str, out: str, suite: str, machine: str | None) -> None:
     """Draw figure NAME (or all that suit SUITE's results) into <out>/<suite>/NAME.png.

@@ -20,6 +20,7 @@ from harness.cli.common import (
 )
 from harness.cli.sweeping import REFERENCE_THREADS, RunOptions, stopping
 from harness.errors import BadInput
+from harness.inputs import folder_name
 
 STATUSES = ("ok", "oom", "diverged", "error", "skipped")  # harness.results.STATUSES
 
@@ -140,6 +141,7 @@ def run_cmd(**options: Any) -> None:
     suite, description, points = suite_points(o.suite, o.suite_file)
     points, name = chosen_points(points, suite, o.only, o.corpus, o.bitext + o.parallel,
                                  o.reverse, o.dtype, o.compile_, o.set_)
+    folder_name(name, "suite")  # <out>/<name>/: a plugin's suite named "../x" stays under it
     if any(getattr(p.options, "recipe", "") for p in points):  # a search's best, in the ids
         from harness.train.translation.recipe import apply
 

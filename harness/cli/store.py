@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.common import complete_stored_suites, out_option, store_uri
+from harness.cli.common import complete_stored_suites, out_option, store_uri, suite_name
 from harness.errors import BadInput
 from harness.track.store import mask
 
@@ -15,7 +15,8 @@ from harness.track.store import mask
 Examples:
   tvr sync quick                     # rows the local store lacks
   tvr sync quick --tracking-uri http://mlflow.example:5000""")
-@click.argument("suite", metavar="SUITE", shell_complete=complete_stored_suites)
+@click.argument("suite", metavar="SUITE", shell_complete=complete_stored_suites,
+                callback=suite_name)
 @out_option
 @click.option("--tracking-uri", default=None, help="As for `tvr run`.")
 def sync_cmd(suite: str, out: str, tracking_uri: str | None) -> None:
