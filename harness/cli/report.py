@@ -118,7 +118,9 @@ def table_cmd(fmt: str, out: str, suite: str | None, crossover: bool, wide: bool
     if fmt == "markdown" and notes:
         click.echo("\n" + "\n".join(f"- {n}" for n in notes))
     if name and fmt == "markdown":
-        click.echo(f"\nMeasured on `{name}` ({whose}).")
+        from harness.report.markdown import code
+
+        click.echo(f"\nMeasured on {code(name)} ({whose}).")
     elif name:  # csv and latex stay clean on stdout
         click.echo(f"measured on `{name}` ({whose})", err=True)
 

@@ -19,6 +19,7 @@ from harness.report import tables
 from harness.report.claims import ledger
 from harness.report.claims import render as render_claims
 from harness.report.evidence import GPU_DIR, NO_ONEDNN
+from harness.report.markdown import code
 from harness.report.studies import TABLE_RUNNERS, study_tables
 from harness.report.table1 import is_table1, table1
 from harness.report.translation import (
@@ -50,13 +51,13 @@ def _machine(df: pd.DataFrame, every: pd.DataFrame) -> str:
     name = str(first.get("machine", ""))
     suite = str(first.get("suite", "SUITE"))
     cols = [c for c in ("device", "device_name", "threads", "torch_version") if c in df]
-    text = f"Measured on `{name}`: " + ", ".join(f"{c} {first[c]}" for c in cols)
+    text = f"Measured on {code(name)}: " + ", ".join(f"{c} {first[c]}" for c in cols)
     if "measured_at" in df and df["measured_at"].notna().any():
         dates = df["measured_at"].dropna().astype(str).str[:10]
         text += f", {dates.min()}" + (f" to {dates.max()}" if dates.max() != dates.min() else "")
     others = sorted(set(every["machine"].astype(str)) - {name}) if "machine" in every else []
     if others:
-        text += ". Also in this folder: " + ", ".join(f"`{m}`" for m in others)
+        text += ". Also in this folder: " + ", ".join(code(m) for m in others)
     command = COMMANDS.get(suite, f"tvr run {suite}")
     return text + (f". `{command}` measures the machine at hand; `tvr compare` puts two "
                    "machines side by side")
