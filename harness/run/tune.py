@@ -6,33 +6,45 @@ Optuna, not a hand-written loop: its TPE sampler proposes each trial's recipe fr
 finished; a pruner of its kind (RungPruner: asynchronous successive halving, ASHA) stops a
 trial whose best dev perplexity, at a rung of training FLOPs (budget / eta^k), is not in the
 top 1/eta of the trials that reached that rung. The objective stays the best greedy dev BLEU on
-the trial's curve; the rungs rank by perplexity because early in training, at the first
-rung, greedy BLEU is near 0 for every Transformer recipe (0.01-1.5 in the CPU search) and
-ranks them by chance, while perplexity already separates them. A trial is judged only once
+the trial's curve; the rungs rank by the dev perplexity, measured on the whole dev set at
+every evaluation, because early in training, at the first rung, greedy BLEU (on the
+curve's 200 verses) is near 0 for every Transformer recipe (0.01-1.5 in the CPU search).
+A trial is judged only once
 its warm-up is over: mid-warm-up its learning rate is a fraction of its peak, and a rung
 there ranks warm-up lengths, not recipes (in the CPU search 19 of the 21 Transformer trials
 pruned at a rung were still warming up, the toolkit comparison's recipe among them). It
 first reports at its first evaluation past the warm-up, and is compared at the rung that
 evaluation falls in, with the values the other trials reported in the same rung.
 
-The study lives in <out>/NAME/optuna.db (SQLite), so a search stopped anywhere continues
-where it was: a trial cut short (RUNNING in the study) is marked failed and asked again
-with the same recipe, and its point resumes from its checkpoint. The rows are the record
-and the study is rebuilt from them: a row no trial of the study names (a lost or new
-database) is told to it as a finished trial, or a pruned one with its curve's reports,
-which the sampler and the pruner's rungs learn from. Not
+The study lives in a storage Optuna opens (RDBStorage): <out>/NAME/optuna.db (SQLite) by
+default, or any database URL it accepts (`tvr tune --storage`: PostgreSQL for processes on
+several machines). A trial under way beats a heartbeat into the study (Optuna's own, from
+Study.optimize, every `heartbeat` seconds); one silent for GRACE of them, its process gone
+(killed, its machine lost), is failed by the next process that asks and asked again with
+the same recipe (Optuna's RetryFailedTrialCallback: the new trial names the dead one), and
+its point resumes from its checkpoint where the processes share a folder. A trial stopped
+by a signal is failed and asked again at once. So a search stopped anywhere continues
+where it was. The rows are the record and the study is rebuilt from them: a row no trial
+of the study names (a lost or new database) is told to it as a finished trial, or a pruned
+one with its curve's reports, which the sampler and the pruner's rungs learn from. Not
 told: error rows, recipes outside today's space, and trials pruned by an older rule (on
 another value than the one the rungs compare now, or mid-warm-up): those are asked again,
-with the same recipe, and trained again from the start. Several processes may tune one model
-together, one per core (Optuna's parallel search: each asks the same study for its next
-trial; harness.run.workers): a trial under way in one counts toward the others' trials, one whose
-process is gone is asked again, and only one that runs alone tells the study the rows as it
-starts. Models may run side by side.
+with the same recipe, and trained again from the start.
+
+Several processes may tune one model together, one per core or machine (Optuna's parallel
+search: each asks the same study for its next trial). `trials` counts the finished
+(completed or pruned) trials of the study, each point once, and the trials under way: a
+process stops once they reach it. When the rest are under way elsewhere it first waits one
+grace period, so a dead one among them is failed and retried here rather than left
+RUNNING. Two processes asking for the last trial in the same instant may both run one.
+Models may run side by side.
 """
 
 from __future__ import annotations
 
 import math
+import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,7 +54,8 @@ import click
 import optuna
 import pandas as pd
 import torch
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError, ProgrammingError, SQLAlchemyError
 
 from experiments.spec import Dimension, Point, Search
 from harness.console import say
@@ -50,13 +63,19 @@ from harness.errors import BadInput
 from harness.results import read_results, read_series, results_path, series_path
 from harness.run.pruner import RungPruner
 from harness.run.sweep import run_suite
-from harness.run.workers import worker
 from harness.train.translation.recipe import KEY, best_row, recipe_of, with_recipe
 from harness.train.translation.runner import warmup_steps
 from harness.train.translation.train import Curve
 
-STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING")
+STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING")
 MAX_FAILED = 3  # trials in a row without a result (error rows): a bug, not a bad recipe
+HEARTBEAT = 60  # seconds between the heartbeats of a trial under way (`tvr tune --heartbeat`)
+GRACE = 3  # heartbeats a trial may miss before it is taken for dead, failed and asked again
+RETRIES = 3  # times a dead trial is asked again: a recipe that kills its process (memory)
+OPEN_ATTEMPTS = 4  # opening a new database another process is creating the tables of
+# Optuna 4.9 renamed the callback that asks a dead trial again (RetryFailedTrialCallback)
+RETRY = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) \
+    or optuna.storages.RetryFailedTrialCallback
 
 
 def distribution(dim: Dimension) -> optuna.distributions.BaseDistribution:
@@ -93,97 +112,265 @@ def last_step(search: Search) -> int:
     return STEPS_PER_RUNG * search.eta ** (search.rungs - 1)
 
 
-def study(search: Search, model: str, out_dir: Path, slot: int = 0, alone: bool = True
-          ) -> optuna.Study:
-    """The model's study, told the rows it lacks (by a lone process: harness.run.workers),
-    with a TPE sampler seeded by its trials so far and the process's slot."""
+def storage_url(search: Search, out_dir: Path, storage: str | None = None) -> str:
+    """The URL of the search's studies: `storage` as given, or <out>/NAME/optuna.db."""
+    if storage:
+        return storage
     path = results_path(out_dir, search.name).parent / "optuna.db"
     path.parent.mkdir(parents=True, exist_ok=True)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return f"sqlite:///{path}"
+
+
+def shown(url: str) -> str:
+    """A storage URL as a line may show it: a SQLite file's path; another without password."""
     try:
-        st = optuna.create_study(
-            study_name=f"{search.name}-{model}-{RULE}", storage=f"sqlite:///{path}",
-            load_if_exists=True, direction="maximize",
-            pruner=RungPruner(STEPS_PER_RUNG, search.eta))
-    except (SQLAlchemyError, RuntimeError, ValueError) as exc:  # damaged, another version's
-        raise BadInput(f"{path}: not a study Optuna {optuna.__version__} can open "
-                       f"({type(exc).__name__}); move it aside to start the search "
-                       "again") from None
-    base = next(b for b in search.base if b.subject == model)
-    if alone:
-        _tell_rows(st, out_dir, search.name, model, search.space[model],
-                   rung_unit(base, search), last_step(search))
-    # seeded by the trials so far, told ones included: a restarted or rebuilt search does
-    # not replay its first draws (a replayed recipe is a trial already run); and by the
-    # slot: two processes started together do not draw alike
-    st.sampler = optuna.samplers.TPESampler(seed=len(st.get_trials()) + 1000 * slot,
-                                            n_startup_trials=search.startup)
-    return st
+        parsed = make_url(url)
+    except (SQLAlchemyError, ValueError):
+        return "the study storage given"
+    if parsed.get_backend_name() == "sqlite" and parsed.database:
+        return parsed.database
+    return parsed.render_as_string(hide_password=True)
 
 
 @contextmanager
-def _study_errors(out_dir: Path, search: Search) -> Iterator[None]:
-    """A study database that fails under a running search (damaged, replaced, its disk
-    full): one line; the rows written so far are kept, and a rerun rebuilds the study."""
+def _quiet() -> Iterator[None]:
+    """Optuna's heartbeat is experimental: its warning at every use says nothing new."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        yield
+
+
+def storage(url: str, heartbeat: int = HEARTBEAT) -> optuna.storages.RDBStorage:
+    """The studies' storage, with Optuna's heartbeat: a trial under way beats every
+    `heartbeat` seconds; one silent for GRACE of them is failed by the next process that
+    asks, and asked again (RETRY, up to RETRIES times, its new trial naming the dead one).
+    Processes opening a new database together race to create its tables (PostgreSQL
+    refuses the second CREATE TABLE): the loser opens it again, once the tables are there."""
+    callback = "failed_trial_callback" if RETRY is optuna.storages.RetryFailedTrialCallback \
+        else "heartbeat_stale_trial_callback"
+    # SQLite: processes (and their heartbeats) wait their turn to write rather than fail
+    engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
+
+    def opened() -> optuna.storages.RDBStorage:
+        with _quiet():
+            return optuna.storages.RDBStorage(
+                url, engine_kwargs=engine, heartbeat_interval=heartbeat,
+                grace_period=GRACE * heartbeat, **{callback: RETRY(max_retry=RETRIES)})
+
+    for attempt in range(OPEN_ATTEMPTS - 1):
+        try:
+            return opened()
+        except (IntegrityError, ProgrammingError):  # another process's tables, half made
+            time.sleep(1 + attempt)
+    return opened()
+
+
+def study(search: Search, model: str, out_dir: Path, storage_: str | None = None,
+          heartbeat: int = HEARTBEAT) -> optuna.Study:
+    """The model's study in its storage (storage_url), told the rows it lacks, its dead
+    trials failed and asked again, with a TPE sampler seeded by its trials so far."""
+    url = storage_url(search, out_dir, storage_)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # a failed trial: our line, no trace
+    try:
+        st = optuna.create_study(
+            study_name=f"{search.name}-{model}-{RULE}", storage=storage(url, heartbeat),
+            load_if_exists=True, direction="maximize",
+            pruner=RungPruner(STEPS_PER_RUNG, search.eta))
+    except (SQLAlchemyError, optuna.exceptions.StorageInternalError, RuntimeError, ValueError,
+            ImportError) as exc:  # damaged, another version's, a server that is not there
+        why = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+        if url.startswith("sqlite"):
+            raise BadInput(f"{shown(url)}: not a study Optuna {optuna.__version__} can open "
+                           f"({why}); move it aside to start the search again") from None
+        raise BadInput(f"--storage {shown(url)}: Optuna {optuna.__version__} cannot open the "
+                       f"studies there ({why})") from None
+    base = next(b for b in search.base if b.subject == model)
+    _tell_rows(st, out_dir, search.name, model, search.space[model],
+               rung_unit(base, search), last_step(search))
+    revive(st)
+    # seeded by the trials so far, told ones included: a restarted or rebuilt search does
+    # not replay its first draws (a replayed recipe is a trial already run); each trial of a
+    # search reseeds it by its own number (tune_model's objective)
+    st.sampler = sampler(search, len(st.get_trials(deepcopy=False)))
+    return st
+
+
+def sampler(search: Search, seed: int) -> optuna.samplers.TPESampler:
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=search.startup)
+
+
+def revive(st: optuna.Study) -> None:
+    """Fail the trials whose heartbeat went silent (asked again by the storage's callback),
+    then beat once for each trial still RUNNING: Optuna never takes a trial that has no
+    heartbeat for dead (one asked outside Study.optimize, or by a harness before heartbeats),
+    so such a trial goes silent a grace period later, if nothing beats for it, and is asked
+    again; a trial under way beats on, and loses nothing. At a process's start only: beaten
+    at every look, a dead trial would never go silent."""
+    fail_stale(st)
+    beats = st._storage  # the study's storage (Optuna's own fail_stale_trials reads it so)
+    for t in st.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        beats.record_heartbeat(beats.get_trial_id_from_study_id_trial_number(
+            beats.get_study_id_from_name(st.study_name), t.number))
+
+
+def fail_stale(st: optuna.Study) -> None:
+    """Optuna's: fail each trial silent for a grace period, which its callback asks again."""
+    with _quiet():
+        optuna.storages.fail_stale_trials(st)
+
+
+@contextmanager
+def _study_errors(url: str) -> Iterator[None]:
+    """A study that fails under a running search (its database damaged, replaced, its disk
+    full, its server gone): one line; the rows written so far are kept, and a rerun
+    rebuilds the study."""
     try:
         yield
     except (SQLAlchemyError, optuna.exceptions.StorageInternalError) as exc:
-        path = results_path(out_dir, search.name).parent / "optuna.db"
         raise click.ClickException(
-            f"{path}: the study failed ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
-            "every finished trial is in results.csv: move the study aside and run the same "
-            "command to rebuild it from them") from None
+            f"{shown(url)}: the study failed ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0]}); every finished trial is in results.csv: move the "
+            "study aside and run the same command to rebuild it from them") from None
 
 
 def counts(st: optuna.Study) -> dict[str, int]:
+    """The study's trials by state, as Optuna holds them."""
     trials = st.get_trials(deepcopy=False)
     return {s: sum(t.state.name == s for t in trials) for s in STATES}
 
 
+def finished(st: optuna.Study) -> int:
+    """The finished (completed or pruned) trials, each point once: a row told twice (two
+    processes rebuilding one study together) or a known recipe enqueued by two processes at
+    once still counts once."""
+    return len({t.user_attrs.get("point_id", f"#{t.number}") for t in st.get_trials(
+        deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,
+                                optuna.trial.TrialState.PRUNED))})
+
+
+def room(st: optuna.Study, trials: int, heartbeat: int, line: str) -> bool:
+    """Whether this process may start another trial: fewer than `trials` finished (each
+    point once) or under way. When the rest are under way in other processes, one of them
+    may be dead with its heartbeat not yet silent for long: wait one grace period, so a dead
+    one is failed and asked again (and run here), then look again."""
+    fail_stale(st)
+    done = finished(st)
+    running = len(st.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)))
+    if done >= trials or done + running < trials:
+        return done < trials
+    wait = (GRACE + 1) * heartbeat
+    say(f"{line}: {running} trial(s) under way in other processes; {wait} s to tell a dead one "
+        "by its silent heartbeat")
+    time.sleep(wait)
+    fail_stale(st)
+    running = len(st.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)))
+    return finished(st) + running < trials
+
+
+class NoResult(Exception):
+    """A trial whose point left no result (an error row): failed, and counted in a row."""
+
+
 def tune_model(search: Search, base: Point, out_dir: Path, device: torch.device,
-               tracking_uri: str | None, trials: int, progress: bool) -> optuna.Study:
-    """Trials of one model until `trials` of them have finished (completed or pruned)."""
-    dists = distributions(search.space[base.subject])
+               tracking_uri: str | None, trials: int, progress: bool,
+               storage_: str | None = None, heartbeat: int = HEARTBEAT) -> optuna.Study:
+    """Trials of one model, run by Optuna's Study.optimize (a trial at a time, its heartbeat
+    beating), until `trials` of them have finished (completed or pruned) or are under way."""
+    space = search.space[base.subject]
     if not base.options.budget_flops > 0:
         raise BadInput(f"search {search.name!r}: its {base.subject} trials have no FLOP "
                        "budget (budget_flops), which its pruner's rungs are fractions of")
     unit, last = rung_unit(base, search), last_step(search)
     folder = results_path(out_dir, search.name).parent
-    with worker(folder, search.name, base.subject) as me, _study_errors(out_dir, search):
-        older = _older_rule(out_dir, search.name, base.subject, search.space[base.subject],
-                            unit, last)
-        with me.setup:
-            st = study(search, base.subject, out_dir, me.slot, me.alone)
-            if me.alone:  # once each: not if a trial of the study has it
-                for recipe in [*search.known.get(base.subject, ()), *older.values()]:
-                    st.enqueue_trial(dict(recipe), skip_if_exists=True)
-        failed = 0
-        while True:
-            if failed == MAX_FAILED:
-                raise click.ClickException(
-                    f"{failed} trials of {base.subject} in a row ended without a result; see "
-                    f"{folder / 'errors.log'}")
-            with me.setup:  # counted and asked by one process at a time
-                me.requeue_dead(st)
-                # a trial under way in another process counts: together they stop at `trials`
-                if (c := counts(st))["COMPLETE"] + c["PRUNED"] + c["RUNNING"] >= trials:
-                    break
-                trial = st.ask(dists)
-                trial.set_user_attr("slot", me.slot)
-            point = with_recipe(base, dict(trial.params))
-            trial.set_user_attr("point_id", point.point_id)
+    url = storage_url(search, out_dir, storage_)
+    line = f"{search.name} {base.subject}"
+    with _study_errors(url):
+        older = _older_rule(out_dir, search.name, base.subject, space, unit, last)
+        st = study(search, base.subject, out_dir, storage_, heartbeat)
+        for recipe in [*search.known.get(base.subject, ()), *older.values()]:
+            st.enqueue_trial(dict(recipe), skip_if_exists=True)  # once each, first
+        asked: list[int] = []  # the trial of the current round
 
+        def objective(trial: optuna.Trial) -> float:
+            asked.append(trial.number)
+            st.sampler = sampler(search, trial.number)  # drawn alike by no two trials
+            point = with_recipe(base, {k: suggest(trial, k, d) for k, d in space.items()})
+            trial.set_user_attr("point_id", point.point_id)
             run_suite(search.name, [point], device, out_dir, tracking_uri, progress=progress,
                       description=f"tuning search {search.name}: trial {trial.number} of "
                                   f"{base.subject}",
                       prune=_pruner(trial, unit, last, warmup_steps(point.options)),
                       redo=frozenset(older) & {point.point_id})
             outcome = _outcome(out_dir, search.name, point)
-            failed = failed + 1 if outcome.get("state") == optuna.trial.TrialState.FAIL else 0
-            st.tell(trial, **outcome)
-            say(_told(st, trial.number, base.subject, search.name,
+            if outcome.get("state") == optuna.trial.TrialState.PRUNED:
+                raise optuna.TrialPruned()
+            if outcome.get("state") == optuna.trial.TrialState.FAIL:
+                raise NoResult(point.point_id)
+            return outcome["values"]
+
+        failed = 0
+        while True:
+            if failed == MAX_FAILED:
+                raise click.ClickException(
+                    f"{failed} trials of {base.subject} in a row ended without a result; see "
+                    f"{folder / 'errors.log'}")
+            if not room(st, trials, heartbeat, line):
+                break
+            asked.clear()
+            try:  # Optuna's loop, one trial: stale trials failed, asked, beating, told
+                st.optimize(objective, n_trials=1, catch=(NoResult,))
+            except KeyboardInterrupt:  # stopped: failed by Optuna, asked again at once
+                if asked:
+                    retry(st, asked[0])
+                raise
+            except Exception:
+                if not asked or not _taken_for_dead(st, asked[0]):
+                    raise
+                say(f"{line}: Optuna trial {asked[0]} was taken for dead (its heartbeat "
+                    "stalled: its process stopped for a while) and asked again; its row stays")
+                continue
+            failed = failed + 1 if st.trials[asked[0]].state \
+                == optuna.trial.TrialState.FAIL else 0
+            say(_told(st, asked[0], base.subject, search.name,
                       read_results(results_path(out_dir, search.name))))
     return st
+
+
+def suggest(trial: optuna.Trial, key: str, dim: Dimension) -> Any:
+    """The trial's value of `key`: its recipe's where it has one (enqueued, or asked again),
+    else the sampler's draw from the dimension."""
+    kind, *args = dim
+    if kind in ("log", "float"):
+        return trial.suggest_float(key, args[0], args[1], log=kind == "log")
+    if kind in ("int", "int-log"):
+        return trial.suggest_int(key, args[0], args[1], log=kind == "int-log")
+    if kind == "choice":
+        return trial.suggest_categorical(key, list(args[0]))
+    raise ValueError(f"unknown search dimension {dim!r}")
+
+
+def retry(st: optuna.Study, number: int) -> None:
+    """Ask a failed trial again, as the storage's callback asks a dead one (its new trial
+    names it: retried); one not failed (stopped before Optuna told it) is left to its
+    heartbeat, which has stopped."""
+    trial = st.trials[number]
+    if trial.state == optuna.trial.TrialState.FAIL:
+        with _quiet():
+            RETRY()(st, trial)
+
+
+def retried(trial: optuna.trial.FrozenTrial) -> int | None:
+    """The number of the failed trial this one asks again (RETRY's), None for a new one."""
+    with _quiet():
+        return RETRY.retried_trial_number(trial)
+
+
+def _taken_for_dead(st: optuna.Study, number: int) -> bool:
+    """Whether the trial was failed under its live process, its heartbeat silent too long
+    (the process stopped: Ctrl-Z, a suspended machine), and asked again: Optuna's tell of
+    its result then fails."""
+    return st.trials[number].state == optuna.trial.TrialState.FAIL and any(
+        retried(t) == number for t in st.get_trials(deepcopy=False))
 
 
 def _tell_rows(st: optuna.Study, out_dir: Path, name: str, model: str,

@@ -76,50 +76,74 @@ def test_a_known_recipe_is_the_first_trial_and_is_not_asked_again(tmp_path):
 
 
 def test_a_rerun_continues_the_study_and_a_cut_trial_is_asked_again(tuned):
+    """A trial left RUNNING with no heartbeat (asked outside a search, or by a harness before
+    heartbeats) is beaten for once by the next process, goes silent, and is failed and asked
+    again with its recipe by Optuna's retry callback, naming it."""
     out, _ = tuned
     s = experiments.SEARCHES[SEARCH]()
     st = tune.study(s, "transformer", out)
-    cut = st.ask({k: tune.distribution(d) for k, d in s.space["transformer"].items()})
+    with pytest.warns(UserWarning, match="Heartbeat"):  # asked outside optimize: no beat
+        cut = st.ask({k: tune.distribution(d) for k, d in s.space["transformer"].items()})
     more = tvr("tune", SEARCH, "--only", "transformer", "--trials", "3", "--out", str(out),
-               "--tracking-uri", "none")
+               "--tracking-uri", "none", "--heartbeat", "1")
     assert more.exit_code == 0, more.output
+    assert "trial(s) under way in other processes" in more.output  # its silence, waited for
     trials = tune.study(s, "transformer", out).get_trials()
     states = [t.state.name for t in trials]
     assert states.count("COMPLETE") == 3 and states[cut.number] == "FAIL"
     assert trials[-1].params == cut.params  # the cut trial's recipe, asked again
+    assert tune.retried(trials[-1]) == cut.number
     assert len(read_results(results_path(out, SEARCH))) == 3
 
 
 def test_a_second_process_joins_the_study_and_leaves_the_others_trial_alone(tmp_path):
-    """Two processes tune one model together: a trial of a live process (its slot's lock
-    held, RUNNING in the study) is left alone and counts toward --trials; one whose process
-    is gone (its slot free) is failed and asked again; alone again, a rerun tidies."""
-    from filelock import FileLock
+    """Two processes tune one model together: a trial whose heartbeat goes on (its process
+    alive) is left alone and counts toward --trials; one whose heartbeat went silent (its
+    process gone) is failed and asked again; once the first's heartbeat stops too, a rerun
+    fails and asks again its trial as well."""
+    import threading
+    import time
 
     s = experiments.SEARCHES[SEARCH]()
-    folder = results_path(tmp_path, SEARCH).parent
-    folder.mkdir(parents=True)
-    st = tune.study(s, "lstm", tmp_path)
+    st = tune.study(s, "lstm", tmp_path, heartbeat=1)
     dists = {k: tune.distribution(d) for k, d in s.space["lstm"].items()}
-    live = st.ask(dists)  # a trial asked before slots: the first process's
-    dead = st.ask(dists)
-    dead.set_user_attr("slot", 3)  # no process holds slot 3
-    with FileLock(str(folder / ".tune-lstm.lock")):  # the first process, mid-trial
-        joined = tvr("tune", SEARCH, "--only", "lstm", "--trials", "2", "--out", str(tmp_path),
-                     "--tracking-uri", "none")
+    with pytest.warns(UserWarning, match="Heartbeat"):  # asked outside optimize: no beat
+        live, dead = st.ask(dists), st.ask(dists)
+    beats = tune.storage(tune.storage_url(s, tmp_path), heartbeat=1)
+    ids = {t.number: beats.get_trial_id_from_study_id_trial_number(
+        beats.get_study_id_from_name(st.study_name), t.number) for t in (live, dead)}
+    beats.record_heartbeat(ids[dead.number])  # its last beat, then silence
+    time.sleep(tune.GRACE + 1)
+    stop = threading.Event()
+
+    def beating() -> None:  # the first process, mid-trial
+        while not stop.is_set():
+            beats.record_heartbeat(ids[live.number])
+            stop.wait(0.3)
+
+    beater = threading.Thread(target=beating)
+    beater.start()
+    try:
+        joined = tvr("tune", SEARCH, "--only", "lstm", "--trials", "2", "--out",
+                     str(tmp_path), "--tracking-uri", "none", "--heartbeat", "1")
+    finally:
+        stop.set()
+        beater.join()
     assert joined.exit_code == 0, joined.output
-    assert "joining 1 other process(es)" in joined.output
-    trials = tune.study(s, "lstm", tmp_path).get_trials()
+    trials = tune.study(s, "lstm", tmp_path, heartbeat=1).get_trials()
     assert trials[live.number].state.name == "RUNNING"  # not failed under its process
     assert trials[dead.number].state.name == "FAIL"
     (done,) = [t for t in trials if t.state.name == "COMPLETE"]  # 1 + the live one = 2
-    assert done.params == dead.params and done.user_attrs["slot"] == 1  # asked again
+    assert done.params == dead.params  # asked again
+    assert tune.retried(done) == dead.number
     alone = tvr("tune", SEARCH, "--only", "lstm", "--trials", "2", "--out", str(tmp_path),
-                "--tracking-uri", "none")
-    assert alone.exit_code == 0 and "joining" not in alone.output, alone.output
+                "--tracking-uri", "none", "--heartbeat", "1")
+    assert alone.exit_code == 0, alone.output
     trials = tune.study(s, "lstm", tmp_path).get_trials()
-    assert trials[live.number].state.name == "FAIL"  # its process gone: asked again
+    assert trials[live.number].state.name == "FAIL"  # its heartbeat silent: asked again
     assert trials[-1].params == live.params and trials[-1].state.name == "COMPLETE"
+    assert tune.retried(trials[-1]) == live.number
+    assert tune.finished(tune.study(s, "lstm", tmp_path)) == 2
 
 
 def test_a_lost_study_is_told_again_from_the_rows(tuned, tmp_path):
@@ -158,7 +182,8 @@ def test_a_lost_study_is_told_again_from_the_rows(tuned, tmp_path):
         seed=0, n_startup_trials=10)).ask(dists).params  # a new search's first draw
     (copy / SEARCH / "optuna.db").unlink()
     st = tune.study(random, "transformer", copy)  # rebuilt, then seeded: not a replay
-    assert len(st.get_trials()) == 2 and st.ask(dists).params != replay
+    with pytest.warns(UserWarning, match="Heartbeat"):
+        assert len(st.get_trials()) == 2 and st.ask(dists).params != replay
     narrow = dict(s.space["transformer"]) | {"peak_lr": ("log", 10.0, 20.0)}
     fresh = tmp_path / "fresh"
     shutil.copytree(copy / SEARCH, fresh / SEARCH, ignore=shutil.ignore_patterns("optuna.db"))
@@ -522,3 +547,22 @@ def test_a_study_that_fails_under_the_search_is_one_line_and_the_rows_stay(tmp_p
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
     [line] = [x for x in result.output.splitlines() if "the study failed" in x]
     assert "optuna.db" in line and "rebuild" in line and "Traceback" not in result.output
+
+
+def test_a_storage_that_cannot_be_opened_is_one_line_without_its_password(tmp_path):
+    """`--storage` names a database Optuna cannot open (no server there, no such driver):
+    exit 2 in one line that hides the password, before anything is written."""
+    import socket
+
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    for url, why in ((f"postgresql+psycopg://alice:s3cret@127.0.0.1:{port}/tune", "refused"),
+                     ("nosuch://x", "nosuch")):
+        r = tvr("tune", SEARCH, "--out", str(tmp_path), "--tracking-uri", "none",
+                "--storage", url)
+        assert r.exit_code == 2, r.output
+        (line,) = r.output.strip().splitlines()
+        assert "cannot open the studies there" in line and why in line, line
+        assert "s3cret" not in line and "Traceback" not in r.output
+    assert not any(tmp_path.iterdir())
