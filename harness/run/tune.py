@@ -9,7 +9,9 @@ top 1/eta of the trials that reached that rung. The objective stays the best gre
 the trial's curve; the rungs rank by the dev perplexity, measured on the whole dev set at
 every evaluation, because early in training, at the first rung, greedy BLEU (on the
 curve's 200 verses) is near 0 for every Transformer recipe (0.01-1.5 in the CPU search).
-A trial is judged only once
+How well each of the two, at each rung, ranks the trials that ran to their end as their
+objective does is measured on the search's own trials (harness.run.rungs; search.md's
+last table). A trial is judged only once
 its warm-up is over: mid-warm-up its learning rate is a fraction of its peak, and a rung
 there ranks warm-up lengths, not recipes (in the CPU search 19 of the 21 Transformer trials
 pruned at a rung were still warming up, the toolkit comparison's recipe among them). It
@@ -61,6 +63,7 @@ from experiments.spec import Dimension, Point, Search
 from harness.console import say
 from harness.errors import BadInput
 from harness.results import read_results, read_series, results_path, series_path
+from harness.run import rungs
 from harness.run.pruner import RungPruner
 from harness.run.sweep import run_suite
 from harness.train.translation.recipe import KEY, best_row, recipe_of, with_recipe
@@ -593,7 +596,32 @@ def document(search: Search, out_dir: Path) -> str:
               table.astype(object).where(table.notna(), None).to_markdown(  # blank: no trial
                   index=False, floatfmt=".4g", missingval="") if not table.empty else
               "(no trials yet)", ""]
+    ranked = signal_table(search, out_dir)
+    lines += ["## The pruning signal against the objective", "",
+              "For the trials that ran to their end (not pruned), the Spearman rank "
+              "correlation (`rho`, with its p-value) between a signal at a rung and the "
+              "trial's objective, its best greedy dev BLEU: `dev_ppl`, -ln of the best dev "
+              "perplexity so far (what the rungs compare), and `dev_bleu_greedy`, the best "
+              "greedy dev BLEU so far (what an earlier rule compared), each read at the "
+              "trial's first evaluation at or past the rung, warm-up or not; `trials`: those "
+              "with both signals there (a trial told before perplexity was measured has "
+              "none), `pooled` every model's together. A pruned trial has no objective, so "
+              "the trials the rungs stopped are not in it.", "",
+              ranked.astype(object).where(ranked.notna(), None).to_markdown(
+                  index=False, floatfmt=("", "", "", ".2f", ".2g", ".2f", ".2g"),
+                  missingval="") if not ranked.empty else
+              "(no trial has run to its end yet)", ""]
     return "\n".join(lines)
+
+
+def signal_table(search: Search, out_dir: Path) -> pd.DataFrame:
+    """How well each pruning signal at each rung below the budget (1/9, 1/3 of it) ranks
+    the search's finished trials as their objective does (harness.run.rungs)."""
+    units = {b.subject: rung_unit(b, search) for b in search.base}
+    steps = {f"1/{search.eta ** (search.rungs - 1 - k)}": STEPS_PER_RUNG * search.eta ** k
+             for k in range(search.rungs - 1)}
+    return rungs.ranks(((b.subject, row, curve) for b in search.base
+                        for row, curve in _rows(out_dir, search.name, b.subject)), units, steps)
 
 
 def _at_edge(dim: Dimension, value: Any) -> bool:
