@@ -604,7 +604,7 @@ def document(search: Search, out_dir: Path) -> str:
               "perplexity so far (what the rungs compare), and `dev_bleu_greedy`, the best "
               "greedy dev BLEU so far (what an earlier rule compared), each read at the "
               "trial's first evaluation at or past the rung, warm-up or not; `trials`: those "
-              "with both signals there (a trial told before perplexity was measured has "
+              "with both signals there (one run before the curves measured perplexity has "
               "none), `pooled` every model's together. A pruned trial has no objective, so "
               "the trials the rungs stopped are not in it.", "",
               ranked.astype(object).where(ranked.notna(), None).to_markdown(
