@@ -182,13 +182,17 @@ def output_folder(out: str, what: str = "--out") -> Path:
 
 
 def store_uri(out_dir: Path, tracking_uri: str | None) -> str | None:
-    """resolve_tracking_uri, plus bad input (not a traceback later) when MLflow is missing."""
-    from harness.track.store import mask, resolve_tracking_uri
+    """resolve_tracking_uri, plus bad input (not a traceback later) when MLflow is missing
+    or the store's server cannot be reached, whatever its scheme (check_reachable): one rule
+    for `tvr run`, `bench`, `tune` and `sync`, before any work."""
+    from harness.track.store import check_reachable, mask, resolve_tracking_uri
 
     uri = resolve_tracking_uri(out_dir, tracking_uri)
     if uri is not None and importlib.util.find_spec("mlflow") is None:
         raise BadInput(f"tracking URI {mask(uri)}: MLflow is not installed here; install it "
                        "or pass --tracking-uri none")
+    if uri is not None:
+        check_reachable(uri)
     return uri
 
 

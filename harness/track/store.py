@@ -13,6 +13,7 @@ write of this process to end (`store_write`).
 from __future__ import annotations
 
 import functools
+import http.client
 import os
 import re
 import socket
@@ -183,12 +184,17 @@ def problem(uri: str) -> str | None:
 
 
 def check_reachable(uri: str) -> None:
-    """BadInput, within PROBE_TIMEOUT_S, when `uri` names a tracking server that does not
-    answer: asking for a shared server and silently measuring without it is a mistake the
-    user should hear of before any point runs. A server that goes away later is `problem`'s
-    case (the sweep measures on; `tvr sync` catches up)."""
-    if _scheme(uri) in _SERVERS:
+    """BadInput, within a few PROBE_TIMEOUT_S, when `uri` names a store on a server (an
+    MLflow server, a database) that cannot be reached or does not speak its protocol: asking
+    for a shared store and silently measuring without it is a mistake the user should hear
+    of before any point runs, whatever the scheme. A server that goes away later is
+    `problem`'s case (the sweep measures on; `tvr sync` catches up); a SQLite file is on
+    this machine, not reached (a locked or foreign one is `problem`'s)."""
+    scheme = _scheme(uri)
+    if scheme in _SERVERS:
         _probe(uri)
+    elif scheme in _DATABASES and scheme != "sqlite":
+        _check_database(uri)
 
 
 def _server_url(uri: str) -> urllib.parse.SplitResult:
@@ -219,6 +225,12 @@ def _probe(uri: str) -> None:
         return  # it answered; a 404/401 here is the server's business, not unreachability
     except ValueError as e:  # urllib's InvalidURL and urlparse's errors are ValueErrors
         raise BadInput(f"tracking URI {uri!r} is malformed ({e})") from e
+    except http.client.HTTPException as e:  # something answered, but not in HTTP (SSH...)
+        said = str(e).strip().splitlines()[0][:80] if str(e).strip() else ""
+        raise BadInput(f"tracking URI {uri} answers, but not as an HTTP server "
+                       f"({type(e).__name__}{': ' + repr(said) if said else ''}); pass the "
+                       "MLflow server's address, another --tracking-uri, or 'none' to turn "
+                       "tracking off") from e
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
         raise BadInput(f"tracking URI {uri} is unreachable ({reason}); start the server, "

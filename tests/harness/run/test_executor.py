@@ -4,6 +4,7 @@ addresses refused in seconds."""
 
 from __future__ import annotations
 
+import http.server
 import os
 import signal
 import socket
@@ -165,15 +166,38 @@ def test_ctrl_c_keeps_what_finished_and_marks_the_parent_run_killed(cluster, tmp
     assert client.get_run(parent.info.run_id).info.status == "KILLED"
 
 
+class _NotAStore(http.server.BaseHTTPRequestHandler):
+    """An HTTP server that answers MLflow's health check and nothing else (404): it passes the
+    check a run makes before any point, then tracking turns off with one warning."""
+
+    def _answer(self) -> None:
+        health = self.path.rstrip("/").endswith("/health")
+        body = b"OK" if health else b'{"error_code": "ENDPOINT_NOT_FOUND"}'
+        self.send_response(200 if health else 404)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args: object) -> None:
+        """Not on the test's output."""
+
+
 def test_no_password_of_the_command_line_reaches_the_cluster(cluster, tmp_path):
     """Ray keeps the driver's command line as its job's entrypoint: masked, and in no log."""
-    with socket.socket() as s:  # a database nothing listens on: tracking off, one warning
-        s.bind(("127.0.0.1", 0))
-        uri = f"postgresql+psycopg://alice:s3cret@127.0.0.1:{s.getsockname()[1]}/db"
-    done = subprocess.run(  # a cold process: Ray reads the command line from /proc
-        [sys.executable, "-m", "harness.cli", "run", "smoke", "--only", "lstm", "--out",
-         str(tmp_path), "--min-run-time", "0.01", "--tracking-uri", uri, "--executor", "ray",
-         "--ray-address", cluster.address], capture_output=True, text=True, timeout=300)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotAStore)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    uri = f"http://alice:s3cret@127.0.0.1:{server.server_address[1]}"
+    try:
+        done = subprocess.run(  # a cold process: Ray reads the command line from /proc
+            [sys.executable, "-m", "harness.cli", "run", "smoke", "--only", "lstm", "--out",
+             str(tmp_path), "--min-run-time", "0.01", "--tracking-uri", uri, "--executor",
+             "ray", "--ray-address", cluster.address], capture_output=True, text=True,
+            timeout=300)
+    finally:
+        server.shutdown()
+        server.server_close()
     assert done.returncode == 0, done.stdout + done.stderr
     assert "s3cret" not in done.stdout + done.stderr
     ray.init(address=cluster.address)
