@@ -108,11 +108,45 @@ def to_root(root: Path, path: Path) -> str:
     return "../" * len(path.parent.relative_to(root).parts)
 
 
-def update_documents(root: Path, out: Path, group: click.Group) -> list[Path]:
-    """Rewrite the blocks of README.md and docs/*.md under `root` from the results under
-    `out` and from `group`'s commands; the files that changed."""
+MAX_DOCUMENT_BYTES = 16 << 20  # README.md is ~40 kB; a bigger file is not one of ours
+
+
+def ours(root: Path, group: click.Group) -> tuple[list[Path], list[str]]:
+    """The documents under `root` whose generated blocks `tvr report` writes, and one note
+    for each it leaves as it is: a block it does not write (the README of another project
+    beside --out), a file it cannot read as text. Decided before anything is written, so
+    such a file never fails a report half done."""
+    from harness.errors import BadInput
+    from harness.inputs import read_bounded
+    from harness.report.readme import BLOCKS, MARKER
+
+    known = {*BLOCKS, *doc_blocks(group)}
+    paths, notes = [], []
+    for path in documents(root):
+        if not path.is_file():
+            continue
+        try:
+            text = read_bounded(path, MAX_DOCUMENT_BYTES, "document").decode("utf-8")
+        except (BadInput, UnicodeDecodeError) as exc:
+            why = exc.reason if isinstance(exc, UnicodeDecodeError) else str(exc)
+            notes.append(f"note: {path} left as it is: not a document tvr writes ({why})")
+            continue
+        unknown = sorted({m["name"] for m in MARKER.finditer(text)} - known)
+        if unknown:
+            notes.append(f"note: {path} left as it is: its generated block {unknown[0]!r} is "
+                         "not one tvr writes (another project's file?)")
+            continue
+        paths.append(path)
+    return paths, notes
+
+
+def update_documents(root: Path, out: Path, group: click.Group,
+                     paths: list[Path] | None = None) -> list[Path]:
+    """Rewrite the blocks of README.md and docs/*.md under `root` (or of `paths`, what `ours`
+    chose) from the results under `out` and from `group`'s commands; the files that
+    changed."""
     from harness.report.readme import update_readme
 
     extra = doc_blocks(group)
-    return [path for path in documents(root)
-            if path.is_file() and update_readme(path, out, extra, to_root(root, path))]
+    chosen = paths if paths is not None else [p for p in documents(root) if p.is_file()]
+    return [path for path in chosen if update_readme(path, out, extra, to_root(root, path))]

@@ -171,19 +171,25 @@ def report_cmd(out: str, suite: str | None, machine: str | None) -> None:
     the machine they ran on, and each tuning search's search.md; then the generated blocks
     of the README.md beside <out> and of its docs/*.md (the CLI reference and the suite
     list among them)."""
-    from harness.cli.docs import update_documents
+    from harness.cli.docs import ours, update_documents
     from harness.report import document as report
     from harness.results import machine_choice
 
     _check_machine(out, [suite] if suite else None, machine)
+    # the blocks show the default choice: a report of one chosen machine leaves them; the
+    # documents beside --out are looked at before anything is written
+    group = click.get_current_context().find_root().command  # `tvr` itself
+    root = Path(out).resolve().parent
+    blocks = suite is None and machine is None and isinstance(group, click.Group)
+    documents, notes = ours(root, group) if blocks else ([], [])
     with machine_choice(machine):
         click.echo(str(report.write_report(Path(out), suite)))
         for path in _search_documents(Path(out), suite):
             click.echo(str(path))
-    # the blocks show the default choice: a report of one chosen machine leaves them
-    group = click.get_current_context().find_root().command  # `tvr` itself
-    if suite is None and machine is None and isinstance(group, click.Group):
-        for path in update_documents(Path(out).resolve().parent, Path(out), group):
+    for note in notes:
+        click.echo(note, err=True)
+    if blocks:
+        for path in update_documents(root, Path(out), group, documents):
             click.echo(str(path))
 
 
