@@ -239,6 +239,49 @@ def spread(axes, colors: dict[str, str], order: list[str], points: float = 2.5) 
                                                  units="points"))
 
 
+def interval_of(pts: pd.DataFrame, within: tuple[float | None, float | None]
+                ) -> Callable[[pd.Series], tuple[float, float]]:
+    """band()'s interval as a function of one group's values: (low, high) of the clipped
+    t-interval over >= MIN_CI_SEEDS seeds, else of the seeds' range."""
+    how = band(pts, within)
+    return how if callable(how) else lambda v: (float(np.min(v)), float(np.max(v)))
+
+
+def resolved_steps(y, lo, hi) -> np.ndarray:
+    """For each pair of neighbouring points, whether the step between them exceeds the
+    spread (hi - lo) of both: a line across a smaller step would draw a change the spread
+    does not resolve. A point without a spread (NaN) has none to exceed."""
+    y, spread_ = np.asarray(y, float), np.nan_to_num(np.asarray(hi, float)
+                                                     - np.asarray(lo, float))
+    return np.abs(np.diff(y)) > np.maximum(spread_[:-1], spread_[1:])
+
+
+def resolved_line(ax: plt.Axes, x, y, lo, hi, *, color: str, marker: str, label: str,
+                  ls="-", dx: float = 0.0, ms: float = 5.0) -> None:
+    """Points at (x, y) with bars from lo to hi (NaN: no bar), joined by a line only where
+    resolved_steps says the step exceeds the spread; `dx` points apart horizontally on the
+    page (the data are not moved), so equal points of several series stay side by side."""
+    order = np.argsort(np.asarray(x, float))
+    x, y, lo, hi = (np.asarray(v, float)[order] for v in (x, y, lo, hi))
+    # clipped at 0: the mean of equal values can sit a rounding error past their min or max;
+    # NaN draws no bar. No caps: a bar shorter than its caps would draw them on each other
+    below, above = (np.clip(v, 0, None) for v in (y - lo, hi - y))
+    bars = ax.errorbar(x, y, yerr=[below, above], fmt=marker, ls="none", color=color, ms=ms,
+                       capsize=0, elinewidth=1.2, label=label, zorder=3)
+    runs, start = [], 0
+    for i, joined in enumerate(resolved_steps(y, lo, hi), start=1):
+        if not joined:
+            runs.append((start, i))
+            start = i
+    runs.append((start, len(x)))
+    lines = [ax.plot(x[a:b], y[a:b], ls=ls, color=color, lw=1.3, zorder=2)[0]
+             for a, b in runs if b - a > 1]
+    if dx:
+        shifted = offset_copy(ax.transData, ax.figure, x=dx, units="points")
+        for artist in [bars[0], *bars[1], *bars[2], *lines]:
+            artist.set_transform(shifted)
+
+
 def relegend(g: sns.FacetGrid, extra: dict | None = None, headings: tuple[str, ...] = (),
              title: str | None = None) -> None:
     """The grid's legend again: without seaborn's `headings` (entries with nothing drawn
@@ -321,7 +364,8 @@ def accuracy_vs_distance(out_dir: Path, suite: str) -> plt.Figure:
         ax.axhline(1 / float(pts["alphabet_size"].iloc[0]), color="grey", ls=":", lw=1,
                    label="chance (1 / alphabet)")
     ax.legend(fontsize=7)
-    ax.set(xscale="log", xlabel="distance k (output the token seen k steps earlier)",
+    ax.set(xscale="log",
+           xlabel="distance k (output the token seen k steps earlier; log scale)",
            ylabel="final held-out accuracy", ylim=(0, 1.05))
     ax.set_title("Recall at distance k (after the same step budget)\n"
                  f"{caption(pts, clip_text(FRACTION), drawn='bars')}", fontsize=8)

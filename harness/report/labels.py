@@ -113,3 +113,21 @@ def _wrapped(text: str, fig: plt.Figure, fontsize: float) -> str:
     font averages about 0.55 of its size), so a title does not widen a narrow figure."""
     chars = max(40, int(fig.get_figwidth() * 72 / (0.55 * fontsize)))
     return "\n".join(textwrap.fill(line, chars) for line in text.splitlines())
+
+
+# ---------------------------------------------------------------- units of plotted series
+
+UNIT = "tvr_unit"  # the attribute a plotted artist carries its y values' unit in
+
+
+def declare_unit(artists, unit: str) -> None:
+    """Say in which unit the artists' y values are ("layers", "time steps", "ops"): a panel
+    whose series come in several units names each in its y label, and the figure tests
+    check every declared unit against the label of the axis it is drawn on."""
+    for artist in artists:
+        setattr(artist, UNIT, unit)
+
+
+def unit_of(artist) -> str | None:
+    """The unit declare_unit gave an artist; None if none was declared."""
+    return getattr(artist, UNIT, None)
