@@ -9,10 +9,18 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
+from matplotlib.lines import Line2D
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from harness.errors import BadInput
-from harness.report.curves import FRACTION, SEED, band, clip_text, rows, titled
+from harness.report.curves import (
+    FRACTION,
+    clip_text,
+    interval_of,
+    resolved_line,
+    rows,
+    titled,
+)
 from harness.results import load_results
 
 # Feng et al. 2024: training speed-up of the parallel scan over the sequential form at
@@ -112,8 +120,8 @@ def throughput(out_dir: Path, suite: str) -> plt.Figure:
                 color=colors[g["mixer"].iloc[0]], alpha=0.45 if stale else 1, ms=5,
                 mfc="none" if stale else colors[g["mixer"].iloc[0]],
                 label=f"{name}, before the loop fix" if stale else name)
-    ax.set(xscale="log", yscale="log", xlabel="sequence length n",
-           ylabel="forward+backward ms (median)")
+    ax.set(xscale="log", yscale="log", xlabel="sequence length n (log scale)",
+           ylabel="forward+backward ms (median, log scale)")
     first = ok.iloc[0]
     note = ""
     if ok["stale"].any():
@@ -160,47 +168,71 @@ def mqar_frame(out_dir: Path, suite: str) -> pd.DataFrame:
     return pts
 
 
-def sweeps(pts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(pairs swept at the most common width, widths swept at the most common pairs)."""
-    d = int(pts["d_model"].mode().iloc[0])
-    p = int(pts.loc[pts["d_model"] != d, "pairs"].mode().iloc[0]) \
-        if (pts["d_model"] != d).any() else int(pts["pairs"].max())
-    return pts[pts["d_model"] == d], pts[pts["pairs"] == p]
+MIXER_STYLE = {"self-attention": ("#1f77b4", "o", "-"), "lstm": ("#ff7f0e", "X", "--"),
+               "gru": ("#2ca02c", "s", ":"), "min-gru": ("#d62728", "P", "-."),
+               "min-lstm": ("#9467bd", "D", (0, (5, 1, 1, 1)))}
+APART = 4.0  # points between the mixers' markers along x, on the page (data unmoved)
+
+
+def _mixer_styles(mixers: list[str]) -> dict[str, tuple]:
+    """(colour, marker, dashes) per mixer: MIXER_STYLE's, a plugin's from Dark2."""
+    extra = [m for m in mixers if m not in MIXER_STYLE]
+    more = zip(sns.color_palette("Dark2", len(extra)).as_hex(), "v^<>*h", strict=False)
+    return MIXER_STYLE | {m: (c, mk, (0, (1, 1))) for m, (c, mk) in zip(extra, more,
+                                                                       strict=False)}
 
 
 def mqar_state(out_dir: Path, suite: str) -> plt.Figure:
-    """Final held-out accuracy against pairs (fixed width), width (fixed pairs) and pairs
-    per number of state, one line per mixer; chance as a dotted line."""
+    """Final held-out accuracy against the numbers of state a layer carries, one panel per
+    number of key-value pairs (a mean never mixes two task settings): one series per mixer
+    (colour, marker and dashes its own), its widths along x, the seeds' interval as bars, a
+    line only between widths whose step exceeds that spread; the no-recall floor of the
+    panel's pairs as a dotted line."""
     pts = best_lr(mqar_frame(out_dir, suite))
-    by_pairs, by_width = sweeps(pts)
-    order = [m for m in MIXER_ORDER if m in set(pts["mixer_kind"])]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4), layout="constrained")
-    panels = [(by_pairs, "pairs", f"key-value pairs (d={int(by_pairs['d_model'].iloc[0])})"),
-              (by_width, "d_model", f"width d ({int(by_width['pairs'].iloc[0])} pairs)"),
-              (pts, "state_floats", "numbers of state per layer (log)")]
-    for ax, (data, x, label) in zip(axes, panels, strict=True):
-        # a marker and dashes per mixer too: equal accuracies at equal state (GRU, minGRU
-        # and minLSTM all carry d numbers) would hide one line under another
-        sns.lineplot(data=data, x=x, y="final_accuracy", hue="mixer_kind", hue_order=order,
-                     style="mixer_kind", style_order=order, markers=True,
-                     errorbar=band(data, FRACTION), seed=SEED, ax=ax, legend=ax is axes[0])
-        ax.set(xlabel=label, ylabel="final held-out accuracy", ylim=(0, 1.02))
-        if x == "state_floats":
-            ax.set_xscale("log")
-        else:  # powers of two, labelled as numbers
-            ax.set_xscale("log", base=2)
-            ax.xaxis.set_major_formatter(ScalarFormatter())
-            ax.xaxis.set_minor_formatter(NullFormatter())
-        if x == "pairs":  # no recall: guessing among the in-context values
-            ps = sorted(data["pairs"].unique())
-            ax.plot(ps, [floor(int(p)) for p in ps], ls=":", color="0.3", marker="_",
-                    label="no recall (in-context guess)")
-        elif x == "d_model":
-            ax.axhline(floor(int(data["pairs"].iloc[0])), ls=":", color="0.3",
-                       label="no recall (in-context guess)")
-    axes[0].legend(title="mixer", fontsize=8)
-    return titled(fig, "MQAR against state size: mixer-lm, only the mixer changed", pts,
-                  clip_text(FRACTION))
+    order = [m for m in MIXER_ORDER if m in set(pts["mixer_kind"])] + sorted(
+        set(pts["mixer_kind"]) - set(MIXER_ORDER))
+    styles = _mixer_styles(order)
+    interval = interval_of(pts, FRACTION)
+    pairs = sorted(int(p) for p in pts["pairs"].unique())
+    fig, axes = plt.subplots(1, len(pairs), figsize=(4.6 * len(pairs) + 1.8, 4), sharey=True,
+                             squeeze=False, layout="constrained")
+    for ax, p in zip(axes[0], pairs, strict=True):
+        mine = pts[pts["pairs"] == p]
+        for i, mixer in enumerate(order):
+            g = mine[mine["mixer_kind"] == mixer]
+            if g.empty:
+                continue
+            at = g.groupby("state_floats")["final_accuracy"]
+            lo, hi = zip(*(interval(v) for _, v in at), strict=True)
+            color, marker, dashes = styles[mixer]
+            resolved_line(ax, at.mean().index, at.mean(), lo, hi, color=color, marker=marker,
+                          ls=dashes, label=mixer, dx=APART * (i - (len(order) - 1) / 2))
+        ax.axhline(floor(p), ls=":", color="0.3", lw=1.2,
+                   label=f"no recall (guessing among the values in context): {floor(p):.2f}")
+        widths = ", ".join(str(d) for d in sorted(mine["d_model"].unique()))
+        ax.set(xscale="log", ylim=(0, 1.02), xlabel="numbers of state per layer (log scale)")
+        ax.set_title(f"{p} key-value pairs (d = {widths})\nno recall (dotted): {floor(p):.2f}",
+                     fontsize=10)
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xticks(sorted(mine["state_floats"].unique()))
+        ax.tick_params(axis="x", labelrotation=45)
+    axes[0, 0].set_ylabel("final held-out accuracy")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    entries = dict(zip(labels, handles, strict=True))
+    entries = {k: entries[k] for k in [*order, *(k for k in entries if k not in order)]
+               if k in entries}
+    floors = [k for k in entries if k.startswith("no recall")]
+    for k in floors:  # one entry for the floors: each panel's title gives its own value
+        entries.pop(k)
+    entries["no recall (dotted: guessing among the values in context)"] = \
+        Line2D([], [], ls=":", color="0.3", lw=1.2)
+    fig.legend(list(entries.values()), list(entries), loc="outside right center", fontsize=8,
+               title="mixer")
+    return titled(fig, "MQAR against state size: mixer-lm, only the mixer changed; one panel "
+                  f"per number of pairs; markers {APART:g} pt apart horizontally; a line joins "
+                  "two widths only where their step exceeds the seeds' spread", pts,
+                  clip_text(FRACTION), drawn="bars")
 
 
 def chance(pts: pd.DataFrame) -> float:
