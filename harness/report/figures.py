@@ -27,8 +27,8 @@ from matplotlib.lines import Line2D  # noqa: E402
 from harness.errors import BadInput  # noqa: E402
 from harness.files import write_atomic  # noqa: E402
 from harness.report import rematch, studies  # noqa: E402
-from harness.report.curves import relegend  # noqa: E402
-from harness.report.labels import title_above  # noqa: E402
+from harness.report.curves import relegend, resolved_line  # noqa: E402
+from harness.report.labels import declare_unit, title_above  # noqa: E402
 from harness.report.tables import crossover_table, sweep_frame  # noqa: E402
 from harness.results import load_results  # noqa: E402
 
@@ -42,6 +42,9 @@ def _palette(mixers: pd.Series) -> dict[str, str]:
     extra = [m for m in dict.fromkeys(mixers) if m not in PALETTE]
     return PALETTE | dict(zip(extra, sns.color_palette("Dark2", len(extra)).as_hex(),
                               strict=True))
+
+
+N_LABEL = "sequence length n (log scale)"
 
 
 def _n_axis(ax: plt.Axes) -> None:
@@ -88,8 +91,8 @@ def crossover(df: pd.DataFrame) -> plt.Figure:
     long = ok.assign(ms_per_seq=ok["ms_per_seq"].where(~noisy)).melt(
         id_vars=["mixer", "seq_len", "d_model"], value_vars=["gflop_per_seq", "ms_per_seq"],
         var_name="cost")
-    names = {"gflop_per_seq": "GFLOP / sequence\n(counted)",
-             "ms_per_seq": "ms / sequence\n(forward, measured)"}
+    names = {"gflop_per_seq": "GFLOP / sequence\n(counted, log scale)",
+             "ms_per_seq": "ms / sequence\n(forward, measured, log scale)"}
     long["cost"] = long["cost"].map(names)
     colors = _palette(long["mixer"])
     g = sns.relplot(data=long, x="seq_len", y="value", hue="mixer", col="d_model", row="cost",
@@ -98,7 +101,7 @@ def crossover(df: pd.DataFrame) -> plt.Figure:
     g.set(yscale="log")
     for ax in g.axes.flat:
         _n_axis(ax)
-    g.set_axis_labels("sequence length n", "")
+    g.set_axis_labels(N_LABEL, "")
     cross = crossover_table(df)
     cross = cross[cross["versus"] == "lstm"]
     drawn = set()
@@ -134,27 +137,48 @@ def crossover(df: pd.DataFrame) -> plt.Figure:
                        + (f"\n{NOISY_NOTE}" if noisy.any() else ""))
 
 
+def _tokens_spread(ok: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """(low, high) tokens/s of each row from the interquartile range of its repeated
+    forward+backward timings, centred on their median (the rows store the range's width,
+    not its quartiles); NaN where a row stores none."""
+    iqr = ok["fwdbwd_iqr_ms"] if "fwdbwd_iqr_ms" in ok else pd.Series(float("nan"), ok.index)
+    tokens_ms = ok["fwdbwd_tokens_per_s"] * ok["fwdbwd_ms"]  # tokens per step x 1000
+    slow = ok["fwdbwd_ms"] + iqr / 2
+    fast = (ok["fwdbwd_ms"] - iqr / 2).clip(lower=ok["fwdbwd_ms"] / 100)
+    return tokens_ms / slow, tokens_ms / fast
+
+
 def throughput(df: pd.DataFrame) -> plt.Figure:
-    """Training throughput (tokens/s, forward+backward) vs n, one column per d; a timing that
-    spread over its runs by more than NOISY of its median is an open circle off the line."""
-    ok = sweep_frame(df)
-    noisy = _noisy(ok, "fwdbwd_ms")
+    """Training throughput (tokens/s, forward+backward) vs n, one panel per d: each point
+    with the spread of its repeated timings as a bar (a busy machine's show), a line only
+    between neighbouring n whose step exceeds both points' spread."""
+    ok = sweep_frame(df).sort_values("seq_len")
+    ok["lo"], ok["hi"] = _tokens_spread(ok)
     colors = _palette(ok["mixer"])
-    g = sns.relplot(data=ok.assign(fwdbwd_tokens_per_s=ok["fwdbwd_tokens_per_s"].where(~noisy)),
-                    x="seq_len", y="fwdbwd_tokens_per_s", hue="mixer", col="d_model",
-                    kind="line", marker="o", palette=colors, height=3, aspect=1.1)
-    g.set(yscale="log")
-    for d, ax in g.axes_dict.items():
+    ds = sorted(ok["d_model"].astype(int).unique())
+    mixers = list(dict.fromkeys(ok["mixer"]))
+    fig, axes = plt.subplots(1, len(ds), figsize=(3.6 * len(ds) + 2, 3.4), sharey=True,
+                             squeeze=False, layout="constrained")
+    for ax, d in zip(axes[0], ds, strict=True):
+        for i, mixer in enumerate(mixers):
+            g = ok[(ok["d_model"] == d) & (ok["mixer"] == mixer)]
+            if len(g):
+                resolved_line(ax, g["seq_len"], g["fwdbwd_tokens_per_s"], g["lo"], g["hi"],
+                              color=colors[mixer], marker="o", label=mixer,
+                              dx=3.0 * (i - (len(mixers) - 1) / 2))
+        ax.set_yscale("log")
         _n_axis(ax)
         _log_labels(ax)
-        _open_markers(ax, ok[noisy & (ok["d_model"] == d)], "fwdbwd_tokens_per_s", colors)
-    if noisy.any():
-        relegend(g, {NOISY_LABEL: Line2D([], [], marker="o", ls="", mfc="none", mec="0.3")})
-    g.set_axis_labels("sequence length n", "tokens / s (fwd+bwd)")
-    g.set_titles(col_template="d = {col_name}")
-    title_above(g.figure, f"Training throughput per layer\n{_scale(ok)}"
-                + (f"\n{NOISY_NOTE}" if noisy.any() else ""))
-    return g.figure
+        ax.set(title=f"d = {d}", xlabel=N_LABEL)
+    axes[0, 0].set_ylabel("tokens / s, fwd+bwd (log scale)")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right center", title="mixer", fontsize=8)
+    spread = ("bars: the interquartile range of each point's repeated timings (centred on "
+              "the median), a busy machine's wide; a line joins two points only where their "
+              "step exceeds both bars; points 3 pt apart horizontally"
+              if ok["lo"].notna().any() else "the rows store no spread of their timings")
+    return title_above(fig, f"Training throughput per layer\n"
+                       f"{_scale(ok, 'one row per point, its timing repeated')}\n{spread}")
 
 
 def _log_labels(ax: plt.Axes) -> None:
@@ -192,7 +216,7 @@ def _label(df: pd.DataFrame) -> pd.Series:
     return label
 
 
-def _scale(df: pd.DataFrame) -> str:
+def _scale(df: pd.DataFrame, points: str = "one measurement per point") -> str:
     """"d = 32, batch 2, cpu (AMD EPYC), 1 thread; one timing per point": what a layer
     figure's points are."""
     first = df.iloc[0]
@@ -203,7 +227,7 @@ def _scale(df: pd.DataFrame) -> str:
              f"{first.get('device', '?')} ({first.get('device_name', '?')})"]
     if "threads" in df and pd.notna(first.get("threads")):
         parts.append(f"{int(first['threads'])} thread(s)")
-    return ", ".join(parts) + "; one measurement per point"
+    return ", ".join(parts) + f"; {points}"
 
 
 def _coinciding(df: pd.DataFrame, y: str) -> pd.Series:
@@ -218,18 +242,46 @@ def _coinciding(df: pd.DataFrame, y: str) -> pd.Series:
     return label
 
 
-def _lines(df: pd.DataFrame, y: str, ylabel: str, title: str, logy: bool = True) -> plt.Figure:
+MARKERS = ("o", "X", "s", "P", "D", "^", "v", "*", "h", "<")
+DASHES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1)), (0, (1, 1)), (0, (4, 2, 1, 2, 1, 2)),
+          (0, (8, 2)), (0, (2, 3)), (0, (6, 1, 2, 1)))
+
+
+def _layer_styles(df: pd.DataFrame) -> dict[str, tuple[str, str, object]]:
+    """(colour, marker, dashes) per legend label of a layer figure, fixed over its panels:
+    the layer's colour (pink for a dilated convolution), a marker and dashes of its own."""
+    colors = _palette(df["mixer"])
+    out = {}
+    for i, name in enumerate(dict.fromkeys(df["layer"])):
+        color = "#e377c2" if "dilated" in name else colors.get(name.split(" (")[0], "#7f7f7f")
+        out[name] = (color, MARKERS[i % len(MARKERS)], DASHES[i % len(DASHES)])
+    return out
+
+
+def _lines_on(ax: plt.Axes, data: pd.DataFrame, y: str, styles: dict, unit: str) -> None:
+    """One line per layer (`layer` column) of y against n, in its style; a line another
+    lies on exactly is drawn wide, faint and with large open markers under it, so both show;
+    every line declares its y values' `unit`."""
+    groups = [(name, g.sort_values("seq_len")) for name, g in data.groupby("layer",
+                                                                           sort=False)]
+    keys = [tuple(zip(g["seq_len"], g[y], strict=True)) for _, g in groups]
+    for i, (name, g) in enumerate(groups):
+        color, marker, dashes = styles[name]
+        under = keys[i] in keys[i + 1:]  # a later line lies on this one
+        look = dict(lw=5, alpha=0.4, ms=12, mfc="none", mew=1.5, zorder=2) if under else \
+            dict(lw=1.5, alpha=0.9, ms=6, zorder=3)
+        ax.plot(g["seq_len"], g[y], marker=marker, ls=dashes, color=color,
+                label=f"{name} (wide, under its equal)" if under else name, **look)
+    declare_unit(ax.lines, unit)
+    _n_axis(ax)
+    ax.set(yscale="log", xlabel=N_LABEL)
+
+
+def _lines(df: pd.DataFrame, y: str, ylabel: str, title: str, unit: str) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     data = df.assign(layer=_coinciding(df.assign(layer=_label(df)), y))
-    colors = _palette(df["mixer"])
-    palette = {name: colors.get(name.split(" (")[0], "#7f7f7f") for name in data["layer"]}
-    palette |= {name: "#e377c2" for name in data["layer"] if "dilated" in name}
-    # markers and dashes differ per line: equal values (contiguous convolution and
-    # restricted attention have the same path length) must not hide one line under another
-    sns.lineplot(data=data, x="seq_len", y=y, hue="layer", style="layer", markers=True,
-                 markersize=7, alpha=0.85, ax=ax, palette=palette)
-    _n_axis(ax)
-    ax.set(yscale="log" if logy else "linear", xlabel="sequence length n", ylabel=ylabel)
+    _lines_on(ax, data, y, _layer_styles(data), unit)
+    ax.set_ylabel(ylabel)
     ax.set_title(f"{title}\n{_scale(df)}", fontsize=9)
     ax.legend(title=None, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))  # off data
     return fig
@@ -237,14 +289,41 @@ def _lines(df: pd.DataFrame, y: str, ylabel: str, title: str, logy: bool = True)
 
 def sequential_ops(df: pd.DataFrame) -> plt.Figure:
     """Longest chain of dependent ops in one layer's forward vs n (recurrence: cell loop)."""
-    return _lines(_by_fit(df, "seq-ops"), "seq_ops", "sequential ops (autograd depth)",
-                  "Sequential operations per layer")
+    return _lines(_by_fit(df, "seq-ops"), "seq_ops",
+                  "sequential ops (autograd depth, log scale)",
+                  "Sequential operations per layer", unit="ops")
+
+
+# what path_length counts in, by the rows' path_unit: its words in the axis label
+PATH_UNITS = {"layers": ("layers", "counted in layers stacked"),
+              "steps": ("time steps", "counted in a recurrence's time steps"),
+              "ops": ("ops", "counted in ops inside one layer")}
 
 
 def path_length(df: pd.DataFrame) -> plt.Figure:
-    """Fewest sequential applications linking x[0] to y[n-1] (recurrence: steps)."""
-    return _lines(_by_fit(df, "path"), "path_length", "layers (recurrent: time steps)",
-                  "Maximum path length, measured from gradients")
+    """Fewest sequential applications linking x[0] to y[n-1], one panel per unit the rows
+    count it in (`path_unit`: stacked layers, a recurrence's time steps, a scan's chain of
+    ops inside one layer), on one shared log scale."""
+    ok = _by_fit(df, "path")
+    # rows from before the column counted a recurrence in steps, any other layer in layers
+    unit = ok.get("path_unit", pd.Series(index=ok.index, dtype=object)).fillna(
+        "layers or time steps")
+    data = ok.assign(layer=_coinciding(ok.assign(layer=_label(ok)), "path_length"), unit=unit)
+    units = [u for u in PATH_UNITS if u in set(unit)] + sorted(set(unit) - set(PATH_UNITS))
+    styles = _layer_styles(data)
+    fig, axes = plt.subplots(1, len(units), figsize=(3.3 * len(units) + 2.6, 3.8),
+                             sharey=True, squeeze=False, layout="constrained")
+    for ax, u in zip(axes[0], units, strict=True):
+        word, title = PATH_UNITS.get(u, (u, f"counted in {u}"))
+        _lines_on(ax, data[data["unit"] == u], "path_length", styles, word)
+        ax.set_ylabel(f"path length, {word} (log scale)")
+        ax.set_title(title, fontsize=9)
+        ax.yaxis.set_tick_params(labelleft=True)
+    handles = {h.get_label(): h for ax in axes[0] for h in ax.lines}
+    fig.legend(list(handles.values()), list(handles), loc="outside right center",
+               fontsize=8)
+    return title_above(fig, "Maximum path length, measured from gradients; one panel per "
+                       f"unit it is counted in\n{_scale(ok)}", fontsize=9)
 
 
 def memory(df: pd.DataFrame) -> plt.Figure:
@@ -257,8 +336,8 @@ def memory(df: pd.DataFrame) -> plt.Figure:
         if len(fused) else fused
     ok = pd.concat([explicit, fused, by_n[by_n["mixer"] != "self-attention"]])
     ok["MiB_per_seq"] = ok["saved_bytes"] / ok["batch_size"] / 2**20
-    return _lines(ok, "MiB_per_seq", "MiB saved for backward per sequence",
-                  "Activation memory vs n")
+    return _lines(ok, "MiB_per_seq", "MiB saved for backward\nper sequence (log scale)",
+                  "Activation memory vs n", unit="MiB")
 
 
 def fixed_tokens(df: pd.DataFrame) -> plt.Figure:
@@ -274,7 +353,8 @@ def fixed_tokens(df: pd.DataFrame) -> plt.Figure:
     g.set(yscale="log")
     for ax in g.axes.flat:
         _n_axis(ax)
-    g.set_axis_labels("sequence length n (batch B = tokens / n)", "µs per token, fwd+bwd")
+    g.set_axis_labels("sequence length n (batch B = tokens / n; log scale)",
+                      "µs per token, fwd+bwd (log scale)")
     g.set_titles(col_template="{col_name}")
     g.figure.suptitle(f"Time per token at {tokens} tokens per batch: as n grows, only "
                       f"parallelism within each sequence remains\n{_scale(ok)}", y=1.08,
