@@ -13,6 +13,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
 from harness.report.claim_training import (
@@ -156,8 +158,9 @@ def ffn_width(out_dir: Path, suite: str) -> plt.Figure:
     sns.lineplot(data=long, x="step", y="value", hue="d_ff / d_model", hue_order=order,
                  palette="viridis", errorbar=band(pts, NONNEGATIVE), seed=SEED, ax=axes[0])
     axes[0].set(xlabel="training step", ylabel=METRIC_LABELS[metric], title="curves")
+    # no line between widths: one would draw steps smaller than the intervals as changes
     sns.pointplot(data=pts, x="d_ff / d_model", y=f"final_{metric}", order=order,
-                  errorbar=band(pts, NONNEGATIVE), seed=SEED, ax=axes[1])
+                  errorbar=band(pts, NONNEGATIVE), seed=SEED, linestyle="none", ax=axes[1])
     # a fixed one-unit span around the values: a narrow automatic axis would magnify a
     # spread of a tenth of a bit into the whole panel
     mid = float(pts[f"final_{metric}"].mean())
@@ -186,24 +189,41 @@ def scaling_curves(out_dir: Path, suite: str) -> plt.Figure:
                   "(a seed that stopped at 99% keeps its last value)", pts, clip_text(FRACTION))
 
 
+# one colour and one style meaning over qk_variance's panels: colour = the scale factor,
+# marker and dashes = which q, k
+SCALE_COLORS = dict(zip(SCALES, ("#1f77b4", "#ff7f0e"), strict=True))
+NORMALISED = "model's q, k, divided by Var(q_i) Var(k_i)"
+QK_STYLES = {QK[0]: ("o", ""), QK[1]: ("X", (3, 2)), NORMALISED: ("s", (1, 1.5))}
+
+
+def _qk_lines(ax: plt.Axes, data: pd.DataFrame, pts: pd.DataFrame) -> None:
+    """`value` vs d_k: colour by `scaled`, marker and dashes by `q, k`, as QK_STYLES."""
+    kinds = [k for k in QK_STYLES if k in set(data["q, k"])]
+    sns.lineplot(data=data, x="d_k", y="value", hue="scaled",
+                 hue_order=[s for s in SCALES if s in set(data["scaled"])],
+                 palette=SCALE_COLORS, style="q, k", style_order=kinds,
+                 markers={k: QK_STYLES[k][0] for k in kinds},
+                 dashes={k: QK_STYLES[k][1] for k in kinds},
+                 errorbar=band(pts, NONNEGATIVE), seed=SEED, ax=ax, legend=False)
+
+
 def _variance_panel(ax: plt.Axes, pts: pd.DataFrame, d: list[float]) -> None:
-    """Var(q.k) vs d_k for i.i.d. N(0, 1) q, k and the model's, against Var = d_k."""
-    var = pts.melt(id_vars=["d_k", "seed"], value_vars=["qk_var_unit", "qk_var_normalised",
-                                                        "qk_var"], var_name="q, k")
-    var["q, k"] = var["q, k"].map({
-        "qk_var_unit": "i.i.d. N(0, 1) q, k", "qk_var": "model's q, k at init",
-        "qk_var_normalised": "model's, divided by Var(q_i) Var(k_i)"})
-    sns.lineplot(data=var, x="d_k", y="value", hue="q, k", marker="o",
-                 errorbar=band(pts, NONNEGATIVE), seed=SEED, ax=ax)
-    ax.plot(d, d, "k--", lw=1, label="Var = d_k (the identity)")
+    """Var(q.k) of the unscaled dot product vs d_k, for i.i.d. N(0, 1) q, k and the model's
+    (as measured and divided by Var(q_i) Var(k_i)), against Var = d_k. q.k does not depend
+    on the scale factor: the unscaled rows are read (each seed's q, k once)."""
+    once = pts[pts["scaled"] == SCALES[1]] if (pts["scaled"] == SCALES[1]).any() else \
+        pts.drop_duplicates(["d_k", "seed"])
+    var = once.melt(id_vars=["d_k", "seed"], value_vars=["qk_var_unit", "qk_var_normalised",
+                                                         "qk_var"], var_name="q, k")
+    var["q, k"] = var["q, k"].map({"qk_var_unit": QK[1], "qk_var": QK[0],
+                                   "qk_var_normalised": NORMALISED})
+    _qk_lines(ax, var.assign(scaled=SCALES[1]), pts)
+    ax.plot(d, d, "k--", lw=1)
     ax.fill_between(d, [(1 - VAR_TOL) * v for v in d], [(1 + VAR_TOL) * v for v in d],
-                    color="grey", alpha=0.3, label=f"d_k ± {VAR_TOL:.0%} (identity check)")
-    ax.set(xscale="log", yscale="log", xlabel="d_k", ylabel="Var(q · k)",
-           title="dot-product variance")
+                    color="grey", alpha=0.3)
+    ax.set(xscale="log", yscale="log", xlabel="d_k (log scale)",
+           ylabel="Var(q · k), unscaled (log scale)", title="dot-product variance")
     log_ticks(ax, d)
-    top = max(float(var["value"].max()), d[-1])
-    ax.set_ylim(top=top * 30)  # headroom: the legend above the rising lines, none under it
-    ax.legend(fontsize=7, title=None, loc="upper left")
 
 
 def _softmax_panel(ax: plt.Axes, pts: pd.DataFrame, d: list[float], col: str, label: str
@@ -212,22 +232,20 @@ def _softmax_panel(ax: plt.Axes, pts: pd.DataFrame, d: list[float], col: str, la
     both = pts.melt(id_vars=["d_k", "seed", "scaled"], value_vars=[col, f"{col}_unit"],
                     var_name="q, k")
     both["q, k"] = both["q, k"].map({col: QK[0], f"{col}_unit": QK[1]})
-    sns.lineplot(data=both, x="d_k", y="value", hue="scaled", hue_order=SCALES, style="q, k",
-                 style_order=list(QK), markers=dict(zip(QK, ("o", "X"), strict=True)),
-                 dashes=dict(zip(QK, ("", (3, 2)), strict=True)),
-                 errorbar=band(pts, NONNEGATIVE), seed=SEED, ax=ax)
+    _qk_lines(ax, both, pts)
     if col == "attn_entropy":
         ax.plot(d, pts.groupby("d_k")["attn_entropy_max"].mean().loc[d].to_numpy(), "k:",
-                lw=1, label="uniform attention (the maximum)")
+                lw=1)
     name, unit = label.split(" (")
-    ax.set(xscale="log", xlabel="d_k", ylabel=unit.rstrip(")"), title=name)
+    ax.set(xscale="log", xlabel="d_k (log scale)", ylabel=unit.rstrip(")"), title=name)
     log_ticks(ax, d)
 
 
 def qk_variance(out_dir: Path, suite: str) -> plt.Figure:
     """At init: Var(q.k) vs d_k against the seed's Var = d_k; attention entropy and the
     softmax Jacobian norm with and without the scale factor, for the model's q, k and for
-    i.i.d. N(0, 1) ones."""
+    i.i.d. N(0, 1) ones. One legend: a colour is the scale factor and a marker the q, k in
+    every panel."""
     pts = rows(out_dir, suite, "scaling-factor", "attn-init")
     pts["scaled"] = _scaled(pts)
     d = sorted(float(v) for v in pts["d_k"].unique())
@@ -236,16 +254,18 @@ def qk_variance(out_dir: Path, suite: str) -> plt.Figure:
     _softmax_panel(axes[1], pts, d, "attn_entropy", "attention entropy (nats)")
     _softmax_panel(axes[2], pts, d, "softmax_jacobian_norm",
                    "softmax Jacobian (Frobenius norm, per row)")
-    # one legend for panels 2 and 3, without seaborn's headings ("scaled", "q, k"), which
-    # read as entries with nothing drawn beside them
-    handles, labels = axes[1].get_legend_handles_labels()
-    entries = {lab: h for h, lab in zip(handles, labels, strict=True)
-               if lab not in ("scaled", "q, k")}
-    for ax in axes[1:]:
-        ax.get_legend().remove()
+    entries = {s: Line2D([], [], color=SCALE_COLORS[s], lw=2) for s in SCALES
+               if s in set(pts["scaled"])}
+    entries |= {k: Line2D([], [], color="0.2", marker=m, ls=(0, dash) if dash else "-",
+                          lw=1.2) for k, (m, dash) in QK_STYLES.items()}
+    entries |= {"Var = d_k (the identity)": Line2D([], [], color="black", ls="--", lw=1),
+                f"d_k ± {VAR_TOL:.0%} (identity check)": Patch(color="grey", alpha=0.3),
+                "uniform attention (the maximum)": Line2D([], [], color="black", ls=":",
+                                                          lw=1)}
     fig.legend(list(entries.values()), list(entries), loc="outside lower center",
-               ncol=len(entries), fontsize=8, frameon=False)
-    titled(fig, "Why 1/√d_k: the first attention layer of an initialised model", pts,
+               ncol=5, fontsize=8, frameon=False)
+    titled(fig, "Why 1/√d_k: the first attention layer of an initialised model (colour: "
+           "the scale factor, marker and dashes: the q, k, in every panel)", pts,
            clip_text(NONNEGATIVE))
     return fig
 
@@ -305,7 +325,8 @@ def layer_grad_norms(out_dir: Path, suite: str) -> plt.Figure:
                                                          mine.items()),
                 transform=ax.transAxes, fontsize=7, color="0.2")
     g.set_titles("depth {col_name}")
-    g.set_axis_labels("layer (1 = input side)", "||grad|| of the layer's parameters")
+    g.set_axis_labels("layer (1 = input side)",
+                      "||grad|| of the layer's parameters (log scale)")
     return titled(g.figure, "Per-layer gradient norm at initialisation (Xiong et al. 2020)",
                   pts, clip_text(NONNEGATIVE))
 
