@@ -107,7 +107,7 @@ def _in_data(artist, ax: plt.Axes) -> bool:
     return bool((np.ptp(shift, axis=0) < 1e-6 * max(1.0, np.abs(shift).max())).all())
 
 
-def _bars(ax: plt.Axes) -> list[tuple[float, float, float, set]]:
+def error_bars(ax: plt.Axes) -> list[tuple[float, float, float, set]]:
     """(x, low, high, colours) of every vertical bar in a panel: an error bar's segments
     (a LineCollection) or a two-point vertical line, in data coordinates."""
     bars = []
@@ -137,7 +137,7 @@ def join_problems(fig: plt.Figure) -> list[str]:
     the step between them: the line shows a change the measurement does not resolve."""
     out = []
     for ax in fig.axes:
-        bars = _bars(ax)
+        bars = error_bars(ax)
         if not bars:
             continue
         for line in ax.lines:

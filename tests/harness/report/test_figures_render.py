@@ -4,8 +4,11 @@ draw that writes the PNG, for what a reviewer would refuse and matplotlib can se
 the canvas, on a panel's frame or over other text; an interval or line of an accuracy or BLEU
 outside its range; a legend entry that draws nothing or looks like nothing drawn, a legend
 over data; an empty panel; two lines on top of each other drawn alike, markers of two series
-on top of each other; a band promised and none drawn. Then the defects review named, one by
-one, on made-up or committed rows."""
+on top of each other; a band promised and none drawn; and figure_faults' checks: a colour
+whose meaning changes between legends, a series whose declared unit its axis label does not
+name, a line across a step its points' error bars do not resolve, a log axis whose label does
+not say so. Then the defects review named, one by one, on made-up or committed rows
+(test_figures_faults.py has the later ones)."""
 
 from __future__ import annotations
 
@@ -34,6 +37,12 @@ from harness.report.stats import t_interval
 from harness.report.tables import sweep_frame
 from harness.results import RESULTS_FILE, SERIES_FILE, load_results
 from tests.harness.report.claim_frames import write_suite
+from tests.harness.report.figure_faults import (
+    colour_problems,
+    join_problems,
+    log_problems,
+    unit_problems,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 RESULTS = ROOT / "results"
@@ -67,7 +76,9 @@ class Checked:
             if self.saving and "draw_path" not in vars(renderer):
                 self.problems = (canvas_problems(self.texts, renderer)
                     + text_problems(fig, self.texts, renderer) + range_problems(fig)
-                    + legend_problems(fig, renderer) + panel_problems(fig))
+                    + legend_problems(fig, renderer) + panel_problems(fig)
+                    + colour_problems(fig) + unit_problems(fig) + join_problems(fig)
+                    + log_problems(fig))
 
         monkeypatch.setattr(Text, "draw", text)
         monkeypatch.setattr(Figure, "draw", figure)
