@@ -3,6 +3,7 @@ of lines, and the lock two processes take to rewrite one file."""
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 from pathlib import Path
@@ -58,6 +59,33 @@ def _fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})  # no space left, or no quota left
+# How a database says so in its message (SQLite's SQLITE_FULL; a server's strerror)
+_FULL_WORDS = ("database or disk is full", os.strerror(errno.ENOSPC), os.strerror(errno.EDQUOT))
+
+
+def disk_full(exc: BaseException) -> tuple[str, str | None] | None:
+    """(what says so, the file if known) when `exc`, or an exception it was raised from or
+    while handling (a driver's error wrapped by SQLAlchemy, then by a one-line BadInput),
+    says the disk is full; else None."""
+    chain: list[BaseException] = []
+    todo: list[object] = [exc]
+    while todo:
+        e = todo.pop()
+        if isinstance(e, BaseException) and all(e is not c for c in chain):
+            chain.append(e)
+            todo += [e.__cause__, e.__context__, getattr(e, "orig", None)]
+    for e in chain:  # the system's own error first: it names the file
+        if isinstance(e, OSError) and e.errno in DISK_FULL:
+            name = e.filename if e.filename is None else os.fsdecode(e.filename)
+            return e.strerror or os.strerror(e.errno), name
+    for e in chain:
+        said = next((w for w in _FULL_WORDS if w in str(e)), None)
+        if said is not None:
+            return said, None
+    return None
 
 
 def locked(path: Path) -> FileLock:

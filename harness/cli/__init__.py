@@ -47,9 +47,12 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except BadInput as exc:
-            raise _BadInputError(str(exc)) from None
-        except OSError as exc:
+        except (BadInput, click.ClickException, OSError) as exc:
+            _disk_full(exc)  # whatever said it first (a damaged study, a failed write)
+            if isinstance(exc, BadInput):
+                raise _BadInputError(str(exc)) from None
+            if isinstance(exc, click.ClickException):
+                raise
             from harness.inputs import PATH_ERRNOS, path_error
 
             if exc.errno not in PATH_ERRNOS:
@@ -57,6 +60,19 @@ class _Group(click.Group):
             raise _BadInputError(str(path_error(exc))) from None
         except KeyboardInterrupt:  # a stop signal: 143/130 and one line, never "Aborted!"
             raise signals.stopped_exit() from None
+
+
+def _disk_full(exc: BaseException) -> None:
+    """A full disk said as one (exit 1), whatever the error that met it says: an SQLite
+    study that cannot grow is not a damaged one, and moving it aside would not help."""
+    from harness.files import disk_full
+
+    full = disk_full(exc)
+    if full is not None:
+        why, where = full
+        raise click.ClickException(
+            f"the disk is full{f' at {where}' if where else ''} ({why}): free space there, or "
+            "choose another --out; what was written before it filled is kept") from None
 
 
 def _version() -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import click
@@ -276,7 +277,8 @@ def tune_cmd(search: str, out: str, only: tuple[str, ...], trials: int | None, d
 
     s = experiments.SEARCHES[search]()
     chosen = tune.bases(s, only)
-    out_dir = output_folder(out)
+    # --summary only reads: the rows and curves of a folder it may not write to
+    out_dir = Path(out) if summary_only else output_folder(out)
     if not summary_only:
         uri = store_uri(out_dir, tracking_uri)
         dev = resolve_device(device)
@@ -289,6 +291,8 @@ def tune_cmd(search: str, out: str, only: tuple[str, ...], trials: int | None, d
     from harness.files import write_atomic
 
     doc = tune.document(s, out_dir)
-    write_atomic(out_dir / search / "search.md", doc)
     click.echo(doc.split("## Best finished trial per model", 1)[1].strip())
+    if summary_only:
+        return
+    write_atomic(out_dir / search / "search.md", doc)
     click.echo(f"space, trials and best recipes: {out_dir / search / 'search.md'}")
