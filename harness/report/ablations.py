@@ -326,7 +326,7 @@ def layer_grad_norms(out_dir: Path, suite: str) -> plt.Figure:
                 transform=ax.transAxes, fontsize=7, color="0.2")
     g.set_titles("depth {col_name}")
     g.set_axis_labels("layer (1 = input side)",
-                      "||grad|| of the layer's parameters (log scale)")
+                      "||grad|| of the layer's\nparameters (log scale)")
     return titled(g.figure, "Per-layer gradient norm at initialisation (Xiong et al. 2020)",
                   pts, clip_text(NONNEGATIVE))
 
