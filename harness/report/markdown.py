@@ -52,8 +52,9 @@ def markdown_table(table: pd.DataFrame, floatfmt: str = ".4g", empty: str = "(no
     if table.empty:
         return empty
     text = _text_columns(table)
-    table = table.astype(object).where(table.notna(), None)
-    table = table.map(lambda v: cell(v) if isinstance(v, str) else v)
+    table = table.astype(object)
+    table = table.map(lambda v: cell(v) if isinstance(v, str) else v).astype(object)
+    table = table.where(table.notna(), None)  # after map, which makes None a float NaN
     table.columns = [cell(c) if isinstance(c, str) else c for c in table.columns]
     return table.to_markdown(index=False, floatfmt=floatfmt, missingval="",
                              disable_numparse=text or False)

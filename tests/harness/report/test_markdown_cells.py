@@ -51,3 +51,12 @@ def test_a_machine_name_in_prose_is_one_code_span() -> None:
     assert "\n" not in text and "<b>x</b>" in text  # shown as written, inside a code span
     assert text.startswith(f"Measured on {code(EVIL)}: device cpu")
     assert code("other`one") == "``other`one``" and code("plain") == "`plain`"
+
+
+def test_missing_values_stay_blank_cells() -> None:
+    """Escaping the text must not turn a missing number into "nan"."""
+    table = pd.DataFrame({"layer": ["lstm", "gru"], "n_star": [128.0, float("nan")],
+                          "note": ["", None]})
+    rows = markdown_table(table).splitlines()[2:]
+    assert "nan" not in "\n".join(rows) and "None" not in "\n".join(rows)
+    assert rows[1].split("|")[2].strip() == ""
