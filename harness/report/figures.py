@@ -140,7 +140,8 @@ def crossover(df: pd.DataFrame) -> plt.Figure:
 def _tokens_spread(ok: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     """(low, high) tokens/s of each row from the interquartile range of its repeated
     forward+backward timings, centred on their median (the rows store the range's width,
-    not its quartiles); NaN where a row stores none."""
+    not its quartiles); NaN where a row stores none. A range wider than twice the median
+    would reach zero time: its fast end is cut at a hundredth of the median."""
     iqr = ok["fwdbwd_iqr_ms"] if "fwdbwd_iqr_ms" in ok else pd.Series(float("nan"), ok.index)
     tokens_ms = ok["fwdbwd_tokens_per_s"] * ok["fwdbwd_ms"]  # tokens per step x 1000
     slow = ok["fwdbwd_ms"] + iqr / 2

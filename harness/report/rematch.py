@@ -207,8 +207,7 @@ def mqar_state(out_dir: Path, suite: str) -> plt.Figure:
             color, marker, dashes = styles[mixer]
             resolved_line(ax, at.mean().index, at.mean(), lo, hi, color=color, marker=marker,
                           ls=dashes, label=mixer, dx=APART * (i - (len(order) - 1) / 2))
-        ax.axhline(floor(p), ls=":", color="0.3", lw=1.2,
-                   label=f"no recall (guessing among the values in context): {floor(p):.2f}")
+        ax.axhline(floor(p), ls=":", color="0.3", lw=1.2)  # its value in the panel's title
         widths = ", ".join(str(d) for d in sorted(mine["d_model"].unique()))
         ax.set(xscale="log", ylim=(0, 1.02), xlabel="numbers of state per layer (log scale)")
         ax.set_title(f"{p} key-value pairs (d = {widths})\nno recall (dotted): {floor(p):.2f}",
@@ -218,13 +217,9 @@ def mqar_state(out_dir: Path, suite: str) -> plt.Figure:
         ax.set_xticks(sorted(mine["state_floats"].unique()))
         ax.tick_params(axis="x", labelrotation=45)
     axes[0, 0].set_ylabel("final held-out accuracy")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    entries = dict(zip(labels, handles, strict=True))
-    entries = {k: entries[k] for k in [*order, *(k for k in entries if k not in order)]
-               if k in entries}
-    floors = [k for k in entries if k.startswith("no recall")]
-    for k in floors:  # one entry for the floors: each panel's title gives its own value
-        entries.pop(k)
+    drawn = {label: handle for ax in axes[0]  # a mixer drawn in any panel
+             for handle, label in zip(*ax.get_legend_handles_labels(), strict=True)}
+    entries = {m: drawn[m] for m in order if m in drawn}
     entries["no recall (dotted: guessing among the values in context)"] = \
         Line2D([], [], ls=":", color="0.3", lw=1.2)
     fig.legend(list(entries.values()), list(entries), loc="outside right center", fontsize=8,
