@@ -81,9 +81,11 @@ Examples:
               help="Suite whose results to use [default: table1, or quick with --crossover].")
 @click.option("--crossover", is_flag=True, help="The n-versus-d crossover table instead.")
 @click.option("--wide", is_flag=True,
-              help="Every column (each exponent's standard error and r², the fit ranges); "
-                   "by default markdown and latex show each exponent as '2.00 ± 0.00'. csv "
-                   "and json are always wide.")
+              help="Every column (each exponent's standard error and r², the fit ranges) in "
+                   "one table; by default markdown and latex show each exponent as '2.00 ± "
+                   "0.00', and markdown keeps every line within 160 characters (a wider "
+                   "table in parts, each led by its first column). csv and json are always "
+                   "wide.")
 @machine_option
 def table_cmd(fmt: str, out: str, suite: str | None, crossover: bool, wide: bool,
               machine: str | None) -> None:
@@ -114,15 +116,72 @@ def table_cmd(fmt: str, out: str, suite: str | None, crossover: bool, wide: bool
         return
     if fmt in ("markdown", "latex") and not wide:
         table = tables.compact(table)
-    click.echo(tables.render(table, fmt), nl=False)
+    narrow = fmt == "markdown" and not wide
+    parts = _parts(table, TABLE_WIDTH) if narrow else [table]
+    click.echo("\n".join(tables.render(part, fmt) for part in parts), nl=False)
     if fmt == "markdown" and notes:
-        click.echo("\n" + "\n".join(f"- {n}" for n in notes))
+        click.echo("\n" + "\n".join(_line(f"- {n}", narrow) for n in notes))
     if name and fmt == "markdown":
         from harness.report.markdown import code
 
-        click.echo(f"\nMeasured on {code(name)} ({whose}).")
+        click.echo("\n" + _line(f"Measured on {code(name)} ({whose}).", narrow))
     elif name:  # csv and latex stay clean on stdout
         click.echo(f"measured on `{name}` ({whose})", err=True)
+
+
+TABLE_WIDTH = 160  # `tvr table`'s widest line by default (--wide: as wide as the table is)
+
+
+def _width(table) -> int:  # noqa: ANN001 -- a DataFrame
+    from harness.report.markdown import markdown_table
+
+    return max(map(len, markdown_table(table).splitlines()))
+
+
+def _split(table, width: int) -> list[list]:  # noqa: ANN001 -- a DataFrame
+    """The columns after the first, in order, in groups each as wide as `width` allows."""
+    key, groups, current = table.columns[0], [], []
+    for column in table.columns[1:]:
+        if current and _width(table[[key, *current, column]]) > width:
+            groups.append(current)
+            current = []
+        current.append(column)
+    return [*groups, current]
+
+
+def _parts(table, width: int) -> list:  # noqa: ANN001 -- DataFrames
+    """`table` as tables of at most `width` characters a line, in its column order, each led
+    by its first column (what names a row), as few as fit and as even as they can be (Table 1:
+    the paper's O() columns, then the measured exponents); a text cell still too wide alone
+    is shortened."""
+    import textwrap
+
+    if _width(table) <= width:
+        return [table]
+    fewest = len(_split(table, width))
+    low, high = 1, width  # the narrowest limit that needs no more parts: the evenest split
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if len(_split(table, middle)) <= fewest else \
+            (middle + 1, high)
+    key = table.columns[0]
+    tables = [table[[key, *columns]] for columns in _split(table, low)]
+    for i, part in enumerate(tables):
+        room = width // max(1, len(part.columns)) - 3
+        while _width(part) > width and room > 8:  # one column too wide alone: its text cells
+            part = part.map(lambda v, room=room: textwrap.shorten(v, room, placeholder="...")
+                            if isinstance(v, str) and len(v) > room else v)
+            room -= 4
+        tables[i] = part
+    return tables
+
+
+def _line(text: str, narrow: bool) -> str:
+    """A note or the machine line, wrapped to TABLE_WIDTH when narrow."""
+    import textwrap
+
+    return textwrap.fill(text, TABLE_WIDTH, subsequent_indent="  ", break_on_hyphens=False,
+                         break_long_words=False) if narrow else text
 
 
 def _complete_figures(ctx: click.Context, _param: click.Parameter,
