@@ -15,7 +15,7 @@ from click.testing import CliRunner
 import models.plugins
 from harness.cli import cli
 
-REFERENCE = Path(__file__).resolve().parents[2] / "results"
+REFERENCE = Path(__file__).resolve().parents[3] / "results"
 TINY = 'mixers = ["lstm"]\nseq_len = [8]\nd_model = 8\nbatch_size = 1\n'
 
 
