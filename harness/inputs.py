@@ -63,8 +63,9 @@ def folder_name(name: str, what: str) -> str:
         raise BadInput(f"{what} {_shown(name, 60)!r}: not a folder name under --out (one name: "
                        "no '/' or '\\', not '.' or '..', not an absolute path)")
     if len(name.encode("utf-8")) > MAX_NAME_BYTES:
-        raise BadInput(f"{what} {_shown(name, 60)!r}: a name of {len(name.encode()):,} bytes; "
-                       f"a file system takes at most {MAX_NAME_BYTES}")
+        raise BadInput(f"{what} {_shown(name, 60)!r}: too long, a name of "
+                       f"{len(name.encode()):,} bytes; a file system takes at most "
+                       f"{MAX_NAME_BYTES}")
     return name
 
 

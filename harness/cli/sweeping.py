@@ -59,21 +59,79 @@ def sweep(name: str, description: str, points: list[Point], out_dir: Path, uri: 
     from harness.run import sweep as sweeps
     from harness.run.executor import make_executor
 
-    output_folder(str(out_dir / name), "results folder")  # no row could be written there:
-    # said before any point is measured (a store that does not answer: store_uri said it)
-    with threads_for(o.threads, points, o.executor):
-        where = make_executor(o.executor, o.ray_address, o.cpus_per_point)  # joins first
-        try:
-            device = where.resolve_device(o.device)
-            with stopping(out_dir / name / "results.csv"):
-                return sweeps.run_suite(
-                    name, points, device, out_dir, uri, o.resume, o.max_memory,
-                    o.min_run_time, description=describe(description, name),
-                    outputs=lambda: outputs(out_dir, name), executor=where,
-                    headline=lambda: headline_of(out_dir, name),
-                    keep_checkpoints=o.keep_checkpoints)
-        finally:
-            where.close()
+    folder = out_dir / name
+    made = not folder.exists()
+    output_folder(str(folder), "results folder")  # no row could be written there: said
+    # before any point is measured (a store that does not answer: store_uri said it)
+    try:
+        with threads_for(o.threads, points, o.executor):
+            where = make_executor(o.executor, o.ray_address, o.cpus_per_point)  # joins first
+            try:
+                device = where.resolve_device(o.device)
+                with stopping(folder / "results.csv"):
+                    if uri is not None:
+                        sync_reference(out_dir, name, uri, describe(description, name))
+                    return sweeps.run_suite(
+                        name, points, device, out_dir, uri, o.resume, o.max_memory,
+                        o.min_run_time, description=describe(description, name),
+                        outputs=lambda: outputs(out_dir, name), executor=where,
+                        headline=lambda: headline_of(out_dir, name),
+                        keep_checkpoints=o.keep_checkpoints,
+                        expected=expected_seconds(out_dir, name, points, device.type))
+            finally:
+                where.close()
+    except BaseException:
+        if made:  # an early error (no cluster, no GPU): no folder of this run left empty
+            _remove_if_unused(folder)
+        raise
+
+
+def _remove_if_unused(folder: Path) -> None:
+    """Remove `folder`, made by this run, if nothing but its bookkeeping is in it (an empty
+    claims folder, lock files no one holds): a results folder with no row in it."""
+    from harness.run.claims import tidy
+
+    tidy(folder / "results.csv")
+    if folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+
+
+def expected_seconds(out_dir: Path, name: str, points: list[Point],
+                     device: str) -> dict[str, float]:
+    """Each point's reference point time, which the sweep's progress bar counts
+    (harness.report.estimate.point_weights); empty where the suite has no reference rows."""
+    from harness.report.estimate import point_weights
+    from harness.results import this_machine
+
+    return point_weights(out_dir, name, [p.point_id for p in points], device, this_machine())
+
+
+def sync_reference(out_dir: Path, name: str, uri: str, description: str) -> None:
+    """The suite's reference rows (other machines', committed with the code) into the store
+    before the sweep, once (harness.track.sync.sync_reference): a store `make run` builds
+    holds them without a `tvr sync`. A store that fails here costs one warning line; the
+    sweep then says what it makes of the store."""
+    from harness.results import machine_choice, results_path
+    from harness.run.claims import sync_lock
+    from harness.track.sync import sync_reference as sync
+
+    def headline(machine: str) -> tuple[dict[str, float], dict[str, str]]:
+        with machine_choice(machine):  # the reference's numbers on the reference's parent
+            return headline_of(out_dir, name)
+
+    path = results_path(out_dir, name)
+    if not path.is_file():
+        return
+    try:
+        with sync_lock(path):  # one sweep logs them; one beside it finds them logged
+            logged = sync(out_dir, name, uri, headline, description)
+    except OSError as e:
+        click.echo(f"warning: the reference rows of {name} were not logged to MLflow: "
+                   f"{mask(str(e))}".splitlines()[0], err=True)
+        return
+    if logged:
+        click.echo(f"{name}: {logged} reference rows (other machines', committed with the "
+                   "code) logged to MLflow, tagged reference = true", err=True)
 
 
 def tell(summary: SweepSummary, name: str, variant: bool, uri: str | None,

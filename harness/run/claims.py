@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.files import locked
+from harness.files import LockTimeout, PathLock, lock_file, locked, remove_lock
 from harness.track.client import alive
 
 if TYPE_CHECKING:
@@ -109,14 +109,40 @@ class Claims:
         return rows[~held.astype(bool)]
 
 
+SYNC_LOCK = ".sync.lock"
+
+
 @contextmanager
 def sync_lock(results: Path) -> Iterator[None]:
     """One sync of a suite's rows to MLflow at a time: two sweeps starting together would
     each log the rows a killed run left unlogged."""
-    from filelock import FileLock
-
-    with FileLock(Path(results).with_name(".sync.lock"), timeout=SYNC_LOCK_TIMEOUT_S):
+    with PathLock(Path(results).with_name(SYNC_LOCK), timeout=SYNC_LOCK_TIMEOUT_S):
         yield
+
+
+def tidy(results: Path) -> None:
+    """What a sweep that ended cleanly leaves of its bookkeeping beside `results`: nothing no
+    other process uses. The claims folder goes once empty (under the results lock, which a
+    claim is taken under, so no claim is being made in it), then each lock file no process
+    holds (harness.files.remove_lock: removed by a holder only, safe for its waiters); one
+    a sweep beside this one holds stays, for it to remove."""
+    results = Path(results)
+    folder = results.parent / CLAIMS
+    lock = PathLock(lock_file(results), timeout=0)
+    try:
+        lock.acquire()
+    except LockTimeout:
+        return  # a sweep beside this one is writing: the folder is its, for now
+    try:
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+    finally:
+        lock.release(remove=True)
+    from harness.results import SERIES_FILE
+
+    for name in (SERIES_FILE, results.name):  # series.csv's lock, and a lock taken since
+        remove_lock(lock_file(results.with_name(name)))
+    remove_lock(results.with_name(SYNC_LOCK))
 
 
 def claim_or_skip(claims: Claims, point_id: str, resume: bool) -> str | None:
