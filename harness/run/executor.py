@@ -11,7 +11,9 @@ Ray is imported only here and only when the Ray executor is chosen.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -121,15 +123,22 @@ class RayExecutor:
         self.cpus_per_point = cpus_per_point
         self._turn = 0  # round robin of timed points over the nodes
         # A Ray instance started here ("local": a new one, never another user's that Ray
-        # would find on this machine) is stopped with the run, whatever ends it.
+        # would find on this machine) is stopped with the run, whatever ends it; it listens
+        # on loopback only (nothing of it answers another machine: it has no authentication)
+        # and keeps its session (logs, sockets, spilled objects) in a folder of its own,
+        # removed with it.
         here = address == "local" or not (address or os.environ.get("RAY_ADDRESS"))
-        self._watchdog = raywatch.start() if here else None
+        self._session = _session_folder() if here else None
+        self._watchdog = raywatch.start(self._session) if here else None
+        own = {"_node_ip_address": LOOPBACK, "_temp_dir": self._session} if here else {}
         try:
-            with _masked_entrypoint(), _own_signals():
+            with _masked_entrypoint(), _own_signals(), _loopback(here):
                 ray.init(address="local" if here else address, include_dashboard=False,
-                         log_to_driver=False, logging_level="ERROR", configure_logging=True)
+                         log_to_driver=False, logging_level="ERROR", configure_logging=True,
+                         **own)
         except (ConnectionError, RuntimeError, ValueError) as e:
             self._release_watchdog()
+            self._remove_session()
             lines = [x.strip() for x in str(e).splitlines() if x.strip()] or [type(e).__name__]
             # Ray Client's "Initialization failure from server:" says why below (a traceback's
             # last line)
@@ -271,12 +280,59 @@ class RayExecutor:
             ray.shutdown()
         finally:
             self._release_watchdog()
+            self._remove_session()
+
+    def _remove_session(self) -> None:
+        """The session folder of a Ray instance started here, once Ray's shutdown stopped
+        what wrote in it; what a straggler writes after this, the watchdog removes once it
+        stopped the straggler (raywatch.watch), so a file in use here is not an error."""
+        if self._session is not None:
+            shutil.rmtree(self._session, ignore_errors=True)
+            self._session = None
 
     def _release_watchdog(self) -> None:
         """Ray's own shutdown done (or failed): the watchdog stops whatever it left."""
         if self._watchdog is not None and self._watchdog.stdin is not None:
             self._watchdog.stdin.close()
             self._watchdog = None
+
+
+LOOPBACK = "127.0.0.1"  # the address a Ray instance started here listens on
+# Ray's switch for a single machine (its default on Windows and macOS): with it off,
+# ray.init keeps 127.0.0.1 as the node's address instead of turning it into the machine's
+# address on the network, and the GCS, raylet, agents and workers listen there.
+_CLUSTER_SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+@contextmanager
+def _loopback(here: bool) -> Iterator[None]:
+    """While a Ray instance starts here, Ray takes this machine for a single node: the
+    processes it starts inherit the switch, and the driver's own reading of it (read by Ray
+    when imported, perhaps before) says so; as before afterwards."""
+    if not here:
+        yield
+        return
+    from ray._private import ray_constants
+
+    before_env, before = os.environ.get(_CLUSTER_SWITCH), ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[_CLUSTER_SWITCH] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = before
+        if before_env is None:
+            os.environ.pop(_CLUSTER_SWITCH, None)
+        else:
+            os.environ[_CLUSTER_SWITCH] = before_env
+
+
+def _session_folder() -> str:
+    """A folder of this run's own for the Ray instance it starts (Ray's default, /tmp/ray,
+    is shared by every instance and kept after them), where Ray would put its own: under
+    $RAY_TMPDIR, else the system's temporary folder. Short: Ray's socket paths go in it."""
+    base = os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()
+    return tempfile.mkdtemp(prefix=f"{raywatch.SESSION_PREFIX}{os.getpid()}-", dir=base)
 
 
 @contextmanager

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -82,8 +83,9 @@ def marked(token: str) -> dict[int, str]:
     return found
 
 
-def watch(driver: int, token: str) -> None:
-    """Note the driver's descendants every second until stdin closes, then stop the rest."""
+def watch(driver: int, token: str, session: str | None = None) -> None:
+    """Note the driver's descendants every second until stdin closes, then stop the rest
+    and remove the instance's session folder (`session`), which no one writes any more."""
     seen: dict[int, str] = {}
     while True:
         seen |= descendants(driver)
@@ -92,21 +94,28 @@ def watch(driver: int, token: str) -> None:
             break  # EOF: the driver ended (or closed the executor)
     time.sleep(GRACE_S)
     stop(seen | marked(token))
+    if session is not None and Path(session).name.startswith(SESSION_PREFIX):
+        # this process has no output to say a failure on: a folder it cannot remove stays
+        shutil.rmtree(session, ignore_errors=True)
 
 
 OWNER = "TVR_RAY_OWNER"  # the mark in the environment of every process the instance starts
 
 
-def start() -> subprocess.Popen:
+SESSION_PREFIX = "tvr-ray-"  # the session folders of the instances the harness starts
+
+
+def start(session: str | None = None) -> subprocess.Popen:
     """The watchdog of this process, started before ray.init (which inherits the mark set
     here); the returned process's stdin is the pipe whose closing (by close(), or by the
-    kernel at any death) sets it off."""
+    kernel at any death) sets it off. `session`: the instance's folder, removed at the end."""
     token = f"{os.getpid()}-{time.time_ns()}"
     os.environ[OWNER] = token
     return subprocess.Popen([sys.executable, "-m", "harness.run.raywatch", str(os.getpid()),
-                             token], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+                             token, *([session] if session else [])], stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
 
 
 if __name__ == "__main__":
-    watch(int(sys.argv[1]), sys.argv[2])
+    watch(int(sys.argv[1]), sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
