@@ -27,6 +27,7 @@ def smoke_out(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_run_smoke_writes_one_ok_row_per_point(smoke_out):
     df = read_results(results_path(smoke_out, "smoke"))
     assert len(df) == len(experiments.points("smoke"))
@@ -37,6 +38,7 @@ def test_run_smoke_writes_one_ok_row_per_point(smoke_out):
         assert col in df.columns, col
 
 
+@pytest.mark.slow
 def test_run_logs_parent_and_nested_runs_to_mlflow(smoke_out):
     client = MlflowClient(f"sqlite:///{smoke_out}/mlflow.db")
     exp = client.get_experiment_by_name("smoke")
@@ -55,6 +57,7 @@ def test_run_logs_parent_and_nested_runs_to_mlflow(smoke_out):
         "smoke", parents[0].info.run_id, "artifacts", "environment.txt").read_text()
 
 
+@pytest.mark.slow
 def test_table_json(smoke_out):
     import json
 
@@ -65,6 +68,7 @@ def test_table_json(smoke_out):
     assert {r["layer"] for r in doc["rows"]} >= {"self-attention", "lstm"}
 
 
+@pytest.mark.slow
 def test_table_formats(smoke_out):
     md = tvr("table", "--out", str(smoke_out), "--suite", "smoke")
     assert md.exit_code == 0, md.output
@@ -77,6 +81,7 @@ def test_table_formats(smoke_out):
     assert cross.exit_code == 0 and "n_star_flops" in cross.output
 
 
+@pytest.mark.slow
 def test_plot_and_report_write_pngs(smoke_out):
     result = tvr("plot", "all", "--out", str(smoke_out), "--suite", "smoke")
     assert result.exit_code == 0, result.output
@@ -109,6 +114,7 @@ def test_dry_run_measures_nothing(tmp_path):
     assert not results_path(tmp_path, "quick").exists()
 
 
+@pytest.mark.slow
 def test_resume_after_kill_measures_no_point_twice(tmp_path, monkeypatch):
     measured: list[str] = []
     real = RUNNERS["layer"]
@@ -135,6 +141,7 @@ def test_resume_after_kill_measures_no_point_twice(tmp_path, monkeypatch):
     assert len(read_results(results_path(tmp_path, "smoke"))) == len(measured)
 
 
+@pytest.mark.slow
 def test_failed_point_is_an_error_row_not_a_crash(tmp_path, monkeypatch):
     real = RUNNERS["layer"]
 
@@ -202,6 +209,7 @@ def test_table_without_results_says_what_to_run(tmp_path):
     assert "tvr run quick" in result.output and "Traceback" not in result.output
 
 
+@pytest.mark.slow
 def test_corpus_option_trains_on_a_local_text_file(tmp_path):
     text = tmp_path / "tiny.txt"
     text.write_text("the quick brown fox jumps over the lazy dog.\n" * 200, encoding="utf-8")
@@ -224,6 +232,7 @@ def test_missing_or_binary_corpus_file_is_bad_input(tmp_path):
     assert result.exit_code == 2 and "not UTF-8" in result.output
 
 
+@pytest.mark.slow
 def test_plot_all_skips_a_figure_the_data_cannot_support(tmp_path):
     out = str(tmp_path)
     assert tvr("run", "smoke", "--only", "lstm", "--out", out, "--tracking-uri", "none",

@@ -63,6 +63,7 @@ def test_options_read_environment_variables(tmp_path: Path) -> None:
     assert "dry run" in result.output and "lstm" not in result.output
 
 
+@pytest.mark.slow
 def test_completion_offers_figures_statuses_and_suites(tmp_path: Path) -> None:
     def complete(words: str) -> list[str]:
         done = _python("from harness.cli import main; main()",

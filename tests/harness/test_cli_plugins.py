@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_broken_plugin_is_one_warning_and_help_reads_no_plugin(tmp_path):
     info = tmp_path / "broken_pkg-0.1.dist-info"
     info.mkdir()
@@ -32,6 +35,7 @@ def test_broken_plugin_is_one_warning_and_help_reads_no_plugin(tmp_path):
     assert all("broken_pkg" in line and "no_such_module_xyz" in line for line in lines)
 
 
+@pytest.mark.slow
 def test_plugin_module_with_a_knob_that_has_no_default(tmp_path):
     (tmp_path / "needs_knob.py").write_text(
         "import models\nfrom torch import nn\n\n"

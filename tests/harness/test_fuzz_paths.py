@@ -24,6 +24,8 @@ from hypothesis import strategies as st
 from harness.cli import cli
 from tests import prestart
 
+pytestmark = pytest.mark.slow  # a fuzzer
+
 SECRET = "Zq8/pw@x:9"  # found in no output, raw or percent-encoded
 BOUND_S = 60  # one invocation, however hostile its arguments, on a loaded machine
 

@@ -161,6 +161,7 @@ def test_a_damaged_results_file_is_bad_input_naming_its_line(
      t.splitlines()[1].replace(",p,", ",q,").replace(",7.5", ",abc") + "\n",
      "column ms: 'abc' is not a number"),
 ])
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["table", "run"])
 def test_a_bad_cell_skips_its_row_naming_file_and_line(
         tmp_path: Path, damage, needle: str, command: str) -> None:
@@ -228,6 +229,7 @@ def silent_service() -> Iterator[int]:
         yield s.getsockname()[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("service", ["http_service", "silent_service"])
 @pytest.mark.parametrize("where", ["--ray-address", "$RAY_ADDRESS"])
 def test_a_foreign_service_as_ray_address_is_refused_within_10_s(
@@ -244,6 +246,7 @@ def test_a_foreign_service_as_ray_address_is_refused_within_10_s(
     assert not results_path(tmp_path, "smoke").exists()
 
 
+@pytest.mark.slow
 def test_postgresql_that_cannot_be_reached_is_said_within_10_s(silent_service: int,
                                                                tmp_path: Path) -> None:
     """A server that accepts and never answers, a Unix socket that is not there: each is one

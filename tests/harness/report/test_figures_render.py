@@ -315,6 +315,7 @@ def _applying() -> list[tuple[Path, str, str]]:
 FIGURES = _applying()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("root", "suite", "name"), FIGURES,
                          ids=[f"{r.relative_to(RESULTS) / s}/{n}".lstrip("./")
                               for r, s, n in FIGURES])
@@ -379,6 +380,7 @@ def test_loops_timed_before_their_backward_was_fixed_are_marked(tmp_path, measur
     assert len(labels) == len(THROUGHPUT)
 
 
+@pytest.mark.slow
 def test_crossover_draws_noisy_timings_off_its_lines_and_announces_only_drawn_lines():
     if not (RESULTS / "linear-attention" / RESULTS_FILE).exists():
         pytest.skip("no linear-attention results")

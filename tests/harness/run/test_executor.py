@@ -28,7 +28,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 # The modules that start Ray run on one test worker, one after another, as in a serial run:
 # two Ray instances on one machine share the client server's port range (the Ray Client
 # test took 224 s, its retry path, in a parallel run that had them side by side).
-pytestmark = pytest.mark.xdist_group("ray")
+pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.slow]
 
 FAST = ["--min-run-time", "0.01", "--tracking-uri", "none"]
 HEAD = {"num_cpus": 1, "include_dashboard": False}  # no dashboard: no fixed port taken
