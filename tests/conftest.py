@@ -1,5 +1,6 @@
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -40,6 +41,15 @@ os.environ.setdefault("TVR_KERNEL_CACHE", str(_TMP / "kernels" / "kernels.json")
 os.environ.setdefault("TVR_SENTENCE_CACHE", str(_TMP / "sentence"))
 # So is the empty MLflow store new stores are copied from (built by the session's first one).
 os.environ.setdefault("TVR_STORE_TEMPLATE", str(_TMP / "store" / "empty.db"))
+# Where PYTHONDONTWRITEBYTECODE is set (by a shell's profile: the Makefile unexports it), each
+# process the tests start would compile every module it imports again: importing torch, MLflow,
+# pandas, scipy and the harness took 8 s of CPU so against 4 s from bytecode, and the tests
+# start hundreds of processes. Bytecode goes to the session's folder instead, written by the
+# first process that imports a module and read by the rest: still none beside the sources.
+if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
+    os.environ["PYTHONPYCACHEPREFIX"] = sys.pycache_prefix = str(_TMP / "bytecode")
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    sys.dont_write_bytecode = False
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -47,17 +57,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(_TMP, ignore_errors=True)
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--runslow", action="store_true", help="run tests marked slow")
-
-
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    skip_slow = pytest.mark.skip(reason="slow: pass --runslow")
     skip_gpu = pytest.mark.skip(reason="needs CUDA")
     for item in items:
-        if "slow" in item.keywords and not config.getoption("--runslow"):
-            item.add_marker(skip_slow)
         if "gpu" in item.keywords and not _cuda():
             item.add_marker(skip_gpu)
         # `--dist loadgroup`: a module's own group (its xdist_group mark, e.g. "ray"), else
