@@ -169,16 +169,33 @@ def test_this_machine_is_named_by_env_or_a_kept_tag(tmp_path: Path,
     assert results.this_machine() != first  # a new home is a new machine
 
 
-def _tag_of(path: str) -> str:
-    from harness import results as r
-    return r._kept_tag(Path(path))
-
-
 def test_first_runs_started_together_agree_on_one_tag(tmp_path: Path) -> None:
-    from multiprocessing import get_context
-    with get_context("spawn").Pool(6) as pool:
-        tags = pool.map(_tag_of, [str(tmp_path / "machine-id")] * 6)
-    assert len(set(tags)) == 1 and (tmp_path / "machine-id").read_text().strip() == tags[0]
+    """Six processes, forked and released at one moment (each waits for the end of one pipe),
+    each draw the tag of one new machine-id file: O_EXCL lets one write it, the rest read it.
+    (Spawned processes spent seconds importing, and so started one after another.)"""
+    path, start_read, start_write, children = tmp_path / "machine-id", *os.pipe(), []
+    for _ in range(6):
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: wait for the start, draw, say the tag, end without pytest
+            code = 1
+            try:
+                os.close(start_write)
+                os.read(start_read, 1)
+                os.write(write, results._kept_tag(path).encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write)
+        children.append((pid, read))
+    os.close(start_write)  # every child reads the end of the pipe at once
+    os.close(start_read)
+    tags = []
+    for pid, read in children:
+        with os.fdopen(read) as said:
+            tags.append(said.read())
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    assert len(set(tags)) == 1 and tags[0] and path.read_text().strip() == tags[0]
 
 
 def test_files_of_older_versions_read_under_todays_names(tmp_path: Path) -> None:

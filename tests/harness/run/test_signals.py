@@ -18,10 +18,11 @@ from harness.results import read_results
 from tests import prestart
 from tests.prestart import Process
 
-# The modules that start Ray run on one test worker, one after another, as in a serial run:
+# The tests that start Ray run on one test worker, one after another, as in a serial run:
 # two Ray instances on one machine share the client server's port range (the Ray Client
-# test took 224 s, its retry path, in a parallel run that had them side by side).
-pytestmark = pytest.mark.xdist_group("ray")
+# test took 224 s, its retry path, in a parallel run that had them side by side). The
+# others here start no Ray, and run beside them.
+RAY = pytest.mark.xdist_group("ray")
 
 
 # `python -m harness.cli ARGS` in a process whose SIGINT starts as asked (exec keeps it)
@@ -57,6 +58,7 @@ def catches_sigterm(pid: int) -> bool:
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 @pytest.mark.parametrize("after_s", [0.0, 0.4, 1.2, 2.5])
 def test_a_stop_in_the_first_seconds_exits_with_the_signals_code(
@@ -76,6 +78,7 @@ def test_a_stop_in_the_first_seconds_exits_with_the_signals_code(
     assert len(said) == 1 and signal.Signals(signum).name in said[0], text
 
 
+@pytest.mark.slow
 def test_a_sweep_started_ignoring_sigint_keeps_ignoring_it(tmp_path: Path) -> None:
     """`tvr run ... &` in a script: a Ctrl-C at the terminal reaches the background job, which
     the shell started ignoring SIGINT. It runs on, mid-sweep as before it, and ends 0."""
@@ -92,6 +95,8 @@ def test_a_sweep_started_ignoring_sigint_keeps_ignoring_it(tmp_path: Path) -> No
     assert len(read_results(csv)) == 6, text  # every point measured
 
 
+@pytest.mark.slow
+@RAY
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
 def test_a_stopped_ray_sweep_leaves_no_ray_process_of_its_own(tmp_path: Path,
                                                               signum: int) -> None:

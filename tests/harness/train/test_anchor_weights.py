@@ -169,6 +169,7 @@ def test_untied_or_mismatched_vocabularies_are_refused() -> None:
         from_joeynmt(st, JOEY_VOCAB, OUR_VOCAB, n_heads=H)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not JOEY_OK or not CKPTS,
                     reason="needs .venv-joeynmt and a JoeyNMT anchor checkpoint under "
                            "results/translation-anchor/checkpoints/joeynmt-transformer-"
@@ -188,11 +189,17 @@ def test_teacher_forced_logprobs_agree_with_joeynmt() -> None:
     torch.testing.assert_close(got[valid], want[valid])
 
 
-def test_cli_on_a_folder_that_is_no_anchor_run_is_one_line_exit_2(tmp_path) -> None:
-    import subprocess
+def test_cli_on_a_folder_that_is_no_anchor_run_is_one_line_exit_2(tmp_path, monkeypatch, capsys,
+                                                                   one_thread) -> None:
+    """In this process (the module's __main__ is `raise SystemExit(main())`): a cold one spent
+    its time importing torch. one_thread: main() sets one thread, the fixture restores them."""
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "harness.train.translation.anchor_weights",
-                        str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=120)
-    assert r.returncode == 2 and "not an anchor work folder" in r.stderr
-    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    from harness.train.translation import anchor_weights
+
+    assert "raise SystemExit(main())" in Path(anchor_weights.__file__).read_text()
+    monkeypatch.setattr(sys, "argv", ["anchor_weights", str(tmp_path)])
+    monkeypatch.chdir(REPO)
+    assert anchor_weights.main() == 2  # returned, not raised: no traceback
+    err = capsys.readouterr().err
+    assert "not an anchor work folder" in err and len(err.strip().splitlines()) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -37,6 +38,7 @@ GENRES = {"history": range(6, 18), "poetry": range(18, 23), "prophets": range(23
           "letters": range(45, 66), "apocalyptic": range(66, 67)}
 
 
+@pytest.mark.slow
 def test_no_dev_or_test_target_verse_occurs_in_train() -> None:
     bible = C.bible()
     train_targets = {t for _, t in bible.train}
@@ -56,6 +58,7 @@ def test_no_dev_or_test_target_verse_occurs_in_train() -> None:
         "and god said", "god said let", "said let there", "let there be", "there be light"}
 
 
+@pytest.mark.slow
 def test_split_is_by_whole_books_spanning_the_genres() -> None:
     held = set(C.DEV_BOOKS) | set(C.TEST_BOOKS)
     assert not held & PARALLEL_GROUPS and not set(C.DEV_BOOKS) & set(C.TEST_BOOKS)
@@ -70,6 +73,7 @@ def test_split_is_by_whole_books_spanning_the_genres() -> None:
     assert {k[0] for k in ny} == set(range(1, 67))
 
 
+@pytest.mark.slow
 def test_every_verse_is_accounted_for() -> None:
     s = C.bible().stats
     assert s["verses_en"] == 31102  # grouped rows split into their verses
@@ -80,12 +84,14 @@ def test_every_verse_is_accounted_for() -> None:
     assert s["dropped_ratio"] > 0  # the ratio filter does find misaligned verses
 
 
+@pytest.mark.slow
 def test_chichewa_punctuation_is_split_from_the_next_word() -> None:
     assert C.normalise_chichewa("anga,ndi Yehova;ndipo 1:1 3,000.") == \
         "anga, ndi Yehova; ndipo 1:1 3,000."
     assert 4000 < C.bible().stats["ny_normalised"] < 6000  # verses the rule touched
 
 
+@pytest.mark.slow
 def test_reverse_swaps_source_and_target() -> None:
     assert C.bible(reverse=True).train[0] == C.bible().train[0][::-1]
 
@@ -184,6 +190,7 @@ def tiny_run(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_saved_hypotheses_rescore_to_the_reported_bleu_exactly(tiny_run) -> None:
     rows = read_results(results_path(tiny_run, "translation-tiny"))
     assert set(rows["status"]) == {"ok"}
@@ -208,6 +215,7 @@ def test_saved_hypotheses_rescore_to_the_reported_bleu_exactly(tiny_run) -> None
     assert float(by_alpha[f"{row['alpha_chosen']:g}"]) == round(row["dev_bleu"], 2)
 
 
+@pytest.mark.slow
 def test_gpu_check_headline_gives_each_trained_model_beside_the_checkouts_row(
         tiny_run, tmp_path, monkeypatch) -> None:
     import importlib.machinery
@@ -245,6 +253,7 @@ def test_gpu_check_headline_gives_each_trained_model_beside_the_checkouts_row(
     assert check.translation_rows(tmp_path / "none", "translation-tiny")[0][1].startswith("no ")
 
 
+@pytest.mark.slow
 def test_a_row_of_another_split_is_not_done_and_its_point_runs_again(tiny_run, tmp_path):
     import shutil
 
@@ -291,12 +300,14 @@ def test_the_length_penalty_chosen_is_the_best_on_dev_and_the_first_on_a_tie() -
         choose_alpha(hyps, refs)[1]
 
 
+@pytest.mark.slow
 def test_source_copy_baseline_scores_near_zero(tiny_run) -> None:
     rows = read_results(results_path(tiny_run, "translation-tiny"))
     copy = rows[rows["model"] == "source-copy"].iloc[0]
     assert copy["test_bleu"] < 2.0 and copy["n_params"] == 0
 
 
+@pytest.mark.slow
 def test_baselines_are_rows_whose_hypotheses_rescore_exactly(tiny_run) -> None:
     rows = read_results(results_path(tiny_run, "translation-tiny")).set_index("model")
     suite = tiny_run / "translation-tiny"
@@ -337,6 +348,7 @@ _WORDS = st.text(alphabet="abcAB.,'\u0175\u00e9\u4e2d", min_size=1, max_size=6)
 _SENTENCES = st.lists(_WORDS, min_size=1, max_size=5).map(" ".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(docs=st.lists(_SENTENCES, min_size=1, max_size=8),
        queries=st.lists(st.one_of(_SENTENCES, st.just("")), min_size=1, max_size=4))
@@ -388,6 +400,7 @@ def test_the_cpu_suite_takes_its_recipes_from_its_search() -> None:
     assert set(RETIRED) == {"translation-cpu", "translation-cpu-recipes"}
 
 
+@pytest.mark.slow
 def test_report_has_table2_and_the_bleu_cost_figure(tiny_run) -> None:
     from harness.report.document import write_report
 
@@ -555,8 +568,12 @@ def test_the_recipe_table_marks_each_models_lowest_dev_perplexity() -> None:
 
 
 COMMITTED = Path(__file__).resolve().parents[3] / "results"
+# sacrebleu's metrics by kind and references: the suites' reference files hold the same few
+# dev and test sets (8 distinct among 165 files), whose statistics are then extracted once
+_METRICS: dict[tuple[str, tuple[str, ...]], Any] = {}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suite", sorted(p.parent.name for p in COMMITTED.glob(
     "translation*/results.csv")))
 def test_committed_hypotheses_rescore_to_their_rows_exactly(suite: str) -> None:
@@ -565,17 +582,16 @@ def test_committed_hypotheses_rescore_to_their_rows_exactly(suite: str) -> None:
     from sacrebleu.metrics import CHRF
 
     rows = read_results(COMMITTED / suite / "results.csv")
-    metrics: dict[tuple[str, str], BLEU | CHRF] = {}
 
     def score(kind: type[BLEU] | type[CHRF], hyps: list[str], refs_file: str) -> float:
-        """sacrebleu's score, the metric built once per reference file (sacrebleu then
-        extracts the references' statistics once, not once per row; the scores are the
-        same)."""
-        if (kind.__name__, refs_file) not in metrics:
-            refs = read_lines(COMMITTED / suite / refs_file)
-            assert len(hyps) == len(refs)
-            metrics[kind.__name__, refs_file] = kind(references=[refs])
-        return metrics[kind.__name__, refs_file].corpus_score(hyps, None).score
+        """sacrebleu's score, the metric built once per set of references, in whichever
+        suite's file (sacrebleu then extracts the references' statistics once, not once per
+        row; the scores are the same)."""
+        refs = tuple(read_lines(COMMITTED / suite / refs_file))
+        assert len(hyps) == len(refs)
+        if (kind.__name__, refs) not in _METRICS:
+            _METRICS[kind.__name__, refs] = kind(references=[list(refs)])
+        return _METRICS[kind.__name__, refs].corpus_score(hyps, None).score
 
     checked = 0
     for _, row in rows.iterrows():

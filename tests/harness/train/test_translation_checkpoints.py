@@ -22,7 +22,8 @@ from harness.train.translation import checkpoint
 from harness.train.translation.train import Plan, TrainLog
 
 ROOT = Path(__file__).resolve().parents[3]
-STEPS = 120
+STEPS = 60
+KILL_AT = 20  # updates at least: the kill lands a third of the way in
 
 # One tiny training run: a Transformer on random pairs. argv: checkpoint path, result path,
 # seconds to sleep per evaluation (so a kill can land mid-run).
@@ -72,6 +73,7 @@ def _without_seconds(log: TrainLog) -> tuple:
     return series, log.flops, log.steps, log.best, log.best_step
 
 
+@pytest.mark.slow
 def test_a_killed_point_resumes_to_the_uninterrupted_numbers(tmp_path) -> None:
     _run(tmp_path, "whole", 0.0)
     proc = _run(tmp_path, "killed", 0.05, wait=False)
@@ -80,17 +82,17 @@ def test_a_killed_point_resumes_to_the_uninterrupted_numbers(tmp_path) -> None:
     while time.monotonic() < deadline and proc.poll() is None:
         state = _peek(tmp_path / "killed.pt")
         reached = state["log"]["steps"] if state else 0
-        if reached >= 30:
+        if reached >= KILL_AT:
             proc.send_signal(signal.SIGKILL)
             break
         time.sleep(0.02)
     assert proc.wait(timeout=60) == -signal.SIGKILL, "the run ended before it could be killed"
-    assert 30 <= checkpoint.load(tmp_path / "killed.pt", "p")["log"]["steps"] < STEPS
+    assert KILL_AT <= checkpoint.load(tmp_path / "killed.pt", "p")["log"]["steps"] < STEPS
     assert not (tmp_path / "killed.out").exists()
     _run(tmp_path, "killed", 0.0)  # the same command again: resumes from the checkpoint
     whole = torch.load(tmp_path / "whole.out", weights_only=False)
     resumed = torch.load(tmp_path / "killed.out", weights_only=False)
-    assert resumed["log"].resumed_from >= 30 and whole["log"].resumed_from == 0
+    assert resumed["log"].resumed_from >= KILL_AT and whole["log"].resumed_from == 0
     assert _without_seconds(resumed["log"]) == _without_seconds(whole["log"])
     for key, value in whole["model"].items():
         torch.testing.assert_close(resumed["model"][key], value, rtol=0, atol=0)
@@ -127,6 +129,7 @@ def test_finished_points_remove_their_checkpoint_unless_kept(tmp_path) -> None:
         assert path.exists() == keep
 
 
+@pytest.mark.slow
 def test_early_stopping_ends_on_the_best_weights() -> None:
     from harness.train.translation.data import TrainStream, make_batch
     from harness.train.translation.train import train
