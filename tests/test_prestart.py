@@ -10,7 +10,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests import prestart
+
+pytestmark = pytest.mark.slow  # cold processes beside forked ones
 
 
 def cold(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:

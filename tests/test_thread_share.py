@@ -9,6 +9,8 @@ import numpy  # noqa: F401  (loads OpenBLAS, whose pool threadpoolctl reads)
 import pytest
 import torch
 
+pytestmark = pytest.mark.slow  # a cold process importing torch
+
 PROBE = ("import numpy, torch, threadpoolctl; print(torch.get_num_threads(), "
          "*[p['num_threads'] for p in threadpoolctl.threadpool_info() if p['user_api'] == 'blas'])")
 

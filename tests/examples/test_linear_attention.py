@@ -114,6 +114,7 @@ def measured(installed, tmp_path_factory) -> Path:
     return work / "out"
 
 
+@pytest.mark.slow
 def test_plugin_rows_are_in_results_csv(measured):
     df = pd.read_csv(measured / "la-test" / "results.csv")
     assert (df["status"] == "ok").all(), df[df["status"] != "ok"][["point_id", "message"]]
@@ -129,6 +130,7 @@ def test_plugin_rows_are_in_results_csv(measured):
     assert seq.loc["linear-attention-rnn", "max"] > seq.loc["linear-attention-rnn", "min"]
 
 
+@pytest.mark.slow
 def test_plugin_rows_are_in_tvr_table_and_the_crossover(measured):
     table = CliRunner().invoke(cli, ["table", "--suite", "la-test", "--out", str(measured),
                                      "--format", "csv"])
@@ -145,6 +147,7 @@ def test_plugin_rows_are_in_tvr_table_and_the_crossover(measured):
     assert {"lstm", "linear-attention"} <= set(versus)
 
 
+@pytest.mark.slow
 def test_report_has_table1_crossover_and_figures_of_a_suite_file(measured):
     result = CliRunner().invoke(cli, ["report", "--suite", "la-test", "--out", str(measured)])
     assert result.exit_code == 0, result.output
@@ -156,6 +159,7 @@ def test_report_has_table1_crossover_and_figures_of_a_suite_file(measured):
     assert not (measured / "table1.md").exists()  # the table1 suite's file, not this one's
 
 
+@pytest.mark.slow
 def test_plugin_suite_and_listing_come_from_the_entry_points(installed, tmp_path):
     listed = tvr("suites", plugin=installed, cwd=tmp_path)
     assert "linear-attention-smoke" in listed.stdout
@@ -170,6 +174,7 @@ def test_plugin_suite_and_listing_come_from_the_entry_points(installed, tmp_path
     assert (df["status"] == "ok").all() and "linear-attention-rnn" in set(df["mixer"])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("tvr_linear_attention") is not None,
                     reason="the example package is installed here (README's pip install -e): "
                            "its absence cannot be tested in this environment")
@@ -185,6 +190,7 @@ def test_without_the_package_the_mixer_is_unknown(tmp_path):
     assert gone.returncode == 2 and "unknown suite 'linear-attention-smoke'" in gone.stderr
 
 
+@pytest.mark.slow
 def test_plugin_module_without_packaging(tmp_path):
     (tmp_path / "my_layers.py").write_text(
         "import models\nfrom tvr_linear_attention import LinearAttention\n"

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from click.testing import CliRunner
 
 import experiments
@@ -25,6 +26,7 @@ def tvr(*args: str):
     return CliRunner().invoke(cli, list(args))
 
 
+@pytest.mark.slow
 def test_new_machine_measures_beside_the_reference(tmp_path, monkeypatch):
     shutil.copytree(REFERENCE / "quick", tmp_path / "quick")
     path = results_path(tmp_path, "quick")

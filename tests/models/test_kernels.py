@@ -103,6 +103,7 @@ def test_double_backward_is_refused_not_wrong():
         gx.sum().backward()
 
 
+@pytest.mark.slow
 def test_compiled_code_gets_f_linear():
     # inductor lowers the oneDNN op only for constant weights; compiled graphs take F.linear
     w, b = torch.randn(8, 16, requires_grad=True), torch.randn(8, requires_grad=True)

@@ -32,6 +32,7 @@ def suggested(text: str, before: str) -> list[str]:
     return words[1:]
 
 
+@pytest.mark.slow
 def test_busy_warning_on_a_suite_file_reruns_that_file(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("harness.measure.machine.is_busy", lambda *_: True)
@@ -86,6 +87,7 @@ def test_a_negative_set_value_says_what_it_may_hold() -> None:
     assert tvr("run", "smoke", *shlex.split(fix.group(1)), "--dry-run").exit_code == 0
 
 
+@pytest.mark.slow
 def test_crossover_on_a_suite_file_says_which_grid_it_needs(tmp_path: Path) -> None:
     out = str(tmp_path / "out")
     fitted = tmp_path / "fitted.toml"

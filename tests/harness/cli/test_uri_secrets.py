@@ -54,6 +54,7 @@ def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=timedelta(seconds=30), derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(case=uris(), via_env=st.booleans(), command=st.sampled_from(["sync", "doctor"]))

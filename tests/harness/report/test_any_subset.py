@@ -67,6 +67,7 @@ def _no_traceback(*args: str) -> None:
     assert result.exit_code in (0, 2), (args, result.output, result.exception)
 
 
+@pytest.mark.slow
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=EXPLORE is None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(subsets())

@@ -37,6 +37,7 @@ def smoke_out(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_every_point_ok_with_curves(smoke_out):
     df = read_results(results_path(smoke_out, SUITE))
     assert len(df) == len(experiments.points(SUITE))
@@ -48,6 +49,7 @@ def test_every_point_ok_with_curves(smoke_out):
             "grad_norm_trained"} <= set(series["metric"])
 
 
+@pytest.mark.slow
 def test_plot_all_draws_every_study_figure(smoke_out):
     result = tvr("plot", "all", "--suite", SUITE, "--out", str(smoke_out))
     assert result.exit_code == 0, result.output
@@ -57,6 +59,7 @@ def test_plot_all_draws_every_study_figure(smoke_out):
     assert "crossover" not in result.output  # layer figures do not apply to training rows
 
 
+@pytest.mark.slow
 def test_figures_read_stored_results_only(smoke_out, monkeypatch):
     """Drawing must not train or measure anything: with the training loop, the layer timer
     and the optimiser step all raising, every study figure still draws."""
@@ -103,6 +106,7 @@ def test_fill_stopped_carries_a_run_that_reached_its_target():
         long.assign(steps_to_target=np.nan))
 
 
+@pytest.mark.slow
 def test_figure_for_a_missing_study_is_bad_input(smoke_out, tmp_path):
     df = read_results(results_path(smoke_out, SUITE))
     only = df[df["study"] == "heads"]
@@ -114,6 +118,7 @@ def test_figure_for_a_missing_study_is_bad_input(smoke_out, tmp_path):
         curves.steps_to_target(tmp_path, "h")
 
 
+@pytest.mark.slow
 def test_report_has_a_table_per_study(smoke_out):
     result = tvr("report", "--suite", SUITE, "--out", str(smoke_out))
     assert result.exit_code == 0, result.output

@@ -162,6 +162,7 @@ def test_suites_declare_what_they_promise():
     assert all(p.runner == "fwdbwd" for p in gpu) and 512 in {p.seq_len for p in gpu}
 
 
+@pytest.mark.slow
 def test_report_section_figures_and_readme_blocks(tmp_path):
     acc = {"self-attention": (1.0, 0.9, 0.8)} | RECURRENT_LOW
     write_suite(tmp_path, "rematch-quick", fwdbwd_rows() + mqar_rows(acc))

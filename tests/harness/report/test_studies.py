@@ -4,6 +4,8 @@ silently empty."""
 
 from collections import defaultdict
 
+import pytest
+
 import experiments
 from harness.report import figures, readme
 from harness.report.studies import BY_NAME, STUDIES
@@ -38,6 +40,7 @@ def test_names_are_declared_once():
     assert {f"study-{s.name}" for s in STUDIES if s.readme} <= set(readme.BLOCKS)
 
 
+@pytest.mark.slow
 def test_the_heads_figure_draws_the_same_pixels_whatever_numpys_random_state() -> None:
     """No random jitter in a figure: `tvr report` rewrites no PNG whose rows did not change
     (seaborn's stripplot drew its jitter from numpy's global generator)."""

@@ -30,6 +30,7 @@ def tiny(tmp_path_factory):
     return out, read_results(results_path(out, "t1"))
 
 
+@pytest.mark.slow
 def test_flop_exponents_match_the_papers_complexity(tiny):
     table = table1(tiny[1])[0].set_index("layer")
     # counted FLOPs are exact, so the fits are too (attention: its QK^T and AV products)
@@ -41,6 +42,7 @@ def test_flop_exponents_match_the_papers_complexity(tiny):
         assert table.loc[layer, "flops_n_r2"] > 0.999
 
 
+@pytest.mark.slow
 def test_sequential_ops_and_path_grow_only_for_recurrence(tiny):
     table = table1(tiny[1])[0].set_index("layer")
     assert table.loc["recurrent", "seq_ops_n_exp"] > 0.7
@@ -53,6 +55,7 @@ def test_sequential_ops_and_path_grow_only_for_recurrence(tiny):
     assert table.loc["recurrent", "memory_n_exp"] == pytest.approx(1, abs=0.1)
 
 
+@pytest.mark.slow
 def test_table_columns_and_cli(tiny):
     out, _ = tiny
     table, notes = table1(tiny[1])
@@ -93,6 +96,7 @@ def test_table_without_table1_results_says_what_to_run(tmp_path):
     assert result.exit_code == 2 and "tvr run table1" in result.output
 
 
+@pytest.mark.slow
 def test_parallel_scan_row_has_log_depth_and_no_paper_claim(tiny):
     """minGRU through its level-by-level scan: depth adds a constant per doubling of n (the
     note lists it), far below the LSTM's; the paper column says it is later work."""

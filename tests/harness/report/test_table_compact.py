@@ -13,6 +13,7 @@ from harness.cli import cli
 REFERENCE = str(Path(__file__).resolve().parents[3] / "results")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suite", ["table1", "quick"])
 def test_table_is_compact_by_default_and_wide_on_request(suite: str) -> None:
     compact = CliRunner().invoke(cli, ["table", "--suite", suite, "--out", REFERENCE])

@@ -3,6 +3,8 @@ depend on the kernel, interleaved timing, comparison rows, and the --dtype / --c
 of `tvr run`."""
 
 import importlib.util
+import os
+import shutil
 
 import pytest
 import torch
@@ -180,6 +182,7 @@ def test_compare_in_bfloat16_passes_the_agreement_check(which):
     assert row["peak_dtype"] == "bfloat16" and row["ratio"] > 0
 
 
+@pytest.mark.slow
 def test_bench_command_writes_one_row_per_comparison_with_ratios(tmp_path):
     torch.set_num_threads(2)  # --threads must win over the process's setting
     result = tvr("bench", "--tiny", "--out", str(tmp_path), "--threads", "1", *FAST)
@@ -206,6 +209,7 @@ def test_bench_command_writes_one_row_per_comparison_with_ratios(tmp_path):
     assert (tmp_path / "bench" / "table.md").read_text() in result.output
 
 
+@pytest.mark.slow
 def test_bench_without_onednn_falls_back_to_f_linear_and_torch_mm(tmp_path, monkeypatch):
     monkeypatch.setenv(kernels.DISABLE_ONEDNN_ENV, "0")  # restored after the command sets it
     result = tvr("bench", "--tiny", "--no-onednn", "--out", str(tmp_path), "--threads", "1",
@@ -241,6 +245,7 @@ def test_missing_mlflow_is_bad_input_not_a_traceback(tmp_path, monkeypatch):
 # ---------------------------------------------------------------- tvr run --dtype / --compile
 
 
+@pytest.mark.slow
 def test_run_dtype_bfloat16_on_cpu_measures_a_smoke_point(tmp_path, monkeypatch):
     first = experiments.points("smoke")[:1]
     monkeypatch.setitem(experiments.SUITES, "smoke", lambda: first)
@@ -266,6 +271,8 @@ def test_run_compile_marks_points_in_their_ids():
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(shutil.which(os.environ.get("CXX", "g++")) is None,
+                    reason="inductor compiles C++: no compiler (Debian: apt-get install g++)")
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_run_compile_times_the_compiled_layer(tmp_path, monkeypatch, device):
     """--compile times the compiled layer and reports compile time apart, on each device."""
@@ -280,6 +287,7 @@ def test_run_compile_times_the_compiled_layer(tmp_path, monkeypatch, device):
     assert row["linear_kernel"] == "inductor"
 
 
+@pytest.mark.slow
 def test_bench_profile_tables_ops_of_ours_and_pytorchs_layer(tmp_path):
     result = tvr("bench", "--tiny", "--profile", "--out", str(tmp_path), *FAST)
     assert result.exit_code == 0, result.output

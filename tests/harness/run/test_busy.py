@@ -61,6 +61,7 @@ def busy_loops():
             os.sched_setaffinity(0, before)
 
 
+@pytest.mark.slow
 def test_a_sweep_under_load_flags_its_rows_busy_and_warns_once(tmp_path, busy_loops):
     result = CliRunner().invoke(cli, ["run", "smoke", "--out", str(tmp_path), "--device",
                                       "cpu", "--tracking-uri", "none", "--min-run-time", "0.05"])

@@ -23,7 +23,7 @@ from tests import prestart
 # two Ray instances on one machine share the client server's port range (the Ray Client
 # test took 224 s, its retry path, in a parallel run that had them side by side). The
 # MLflow server's tests need no Ray, and run beside them.
-pytestmark = pytest.mark.loopback
+pytestmark = [pytest.mark.loopback, pytest.mark.slow]
 RAY = pytest.mark.xdist_group("ray")
 FAST = ["--min-run-time", "0.01"]
 

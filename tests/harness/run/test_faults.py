@@ -23,6 +23,8 @@ from tests import prestart
 from tests.harness.run.appender import append_many
 from tests.prestart import Process
 
+pytestmark = pytest.mark.slow  # real processes, each a smoke run or more
+
 SUITE = "smoke"
 POINTS = {p.point_id for p in experiments.points(SUITE)}
 FAST = ["--min-run-time", "0.01", "--device", "cpu"]

@@ -5,11 +5,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "gpu-check"
 # the dry run measures one layer suite (smoke) in place of both GPU suites: no "complexity"
 STEPS = ("environment", "gpu tests", "bench", "fixed tokens", "translation", "figures")
 
 
+@pytest.mark.slow
 def test_gpu_check_dry_run_runs_every_step_and_writes_results(tmp_path):
     # one thread: tiny layers only lose from OpenMP threads waiting on shared cores
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OUT": str(tmp_path / "from-env")}
@@ -27,6 +30,7 @@ def test_gpu_check_dry_run_runs_every_step_and_writes_results(tmp_path):
     assert not (tmp_path / "from-env").exists()  # --out wins over $OUT
 
 
+@pytest.mark.slow
 def test_gpu_check_only_runs_the_steps_named(tmp_path):
     proc = subprocess.run([sys.executable, str(SCRIPT), "--dry-run", "--out", str(tmp_path),
                            "--only", "environment"], capture_output=True, text=True,

@@ -101,6 +101,7 @@ print("ended", tracker.error is not None)
 """
 
 
+@pytest.mark.slow
 def test_after_an_outage_sync_gives_the_parent_the_runs_own_status(out_dir: Path,
                                                                     tmp_path: Path) -> None:
     from harness.track.client import build_schema

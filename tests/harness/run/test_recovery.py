@@ -22,6 +22,8 @@ from harness.track.sqlitefile import create_sqlite, leftovers
 from tests import prestart
 from tests.prestart import Process
 
+pytestmark = pytest.mark.slow  # real processes on a real store
+
 SIX = """name = "six"
 [[grid]]
 measure = "path"

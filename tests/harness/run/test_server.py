@@ -36,8 +36,9 @@ def _pg_bin() -> Path | None:
 
 
 PG_BIN = _pg_bin()
-pytestmark = pytest.mark.skipif(PG_BIN is None, reason="PostgreSQL server binaries are absent "
-                                "(Debian: apt-get install postgresql; .ci/run does)")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(PG_BIN is None, reason="PostgreSQL server binaries are absent "
+                                 "(Debian: apt-get install postgresql; .ci/run does)")]
 FAST = ["--min-run-time", "0.01"]
 
 

@@ -1,5 +1,6 @@
 """The thread-scaling runner: a layer timed on 1 and 2 threads, its span measured at 1."""
 
+import pytest
 import torch
 
 from experiments.threads import thread_counts, thread_points
@@ -12,6 +13,7 @@ def test_thread_counts_reach_every_core():
     assert thread_counts(6) == [1, 2, 4, 6]
 
 
+@pytest.mark.slow
 def test_runner_restores_threads_and_measures_the_span():
     before = torch.get_num_threads()
     points = [p for p in thread_points("t", (16,), cores=2) if p.subject == "lstm"]

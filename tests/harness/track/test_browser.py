@@ -19,8 +19,9 @@ CHROMIUM = os.environ.get("TVR_CHROMIUM") or shutil.which("chromium") \
     or shutil.which("chromium-browser")
 sync_api = pytest.importorskip("playwright.sync_api",
                                reason="playwright is not installed (pip install -e '.[dev]')")
-pytestmark = pytest.mark.skipif(CHROMIUM is None,
-                                reason="no Chromium here (Debian: apt-get install chromium)")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(CHROMIUM is None,
+                                 reason="no Chromium here (Debian: apt-get install chromium)")]
 
 
 def _free_port() -> int:

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from mlflow import MlflowClient
 
 from harness.cli.store import build_store
@@ -23,6 +24,7 @@ def _day(ms: int) -> str:
     return pd.Timestamp(ms, unit="ms", tz="UTC").strftime("%Y-%m-%d")
 
 
+@pytest.mark.slow
 def test_a_store_built_from_the_committed_csvs_labels_the_reference(tmp_path: Path) -> None:
     for suite in SUITES:
         shutil.copytree(REFERENCE / suite, tmp_path / suite)

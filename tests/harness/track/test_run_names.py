@@ -77,6 +77,7 @@ def _runs(uri: str, suite: str):  # noqa: ANN202
     return client.search_runs([client.get_experiment_by_name(suite).experiment_id])
 
 
+@pytest.mark.slow
 def test_sync_uses_the_rows_commit_and_a_resync_adds_nothing(tmp_path: Path) -> None:
     shutil.copytree(REFERENCE / "identities", tmp_path / "identities")
     path = tmp_path / "identities" / "results.csv"
@@ -95,6 +96,7 @@ def test_sync_uses_the_rows_commit_and_a_resync_adds_nothing(tmp_path: Path) -> 
     assert {r.data.tags["mlflow.source.name"] for r in runs} == {"tvr run identities"}
 
 
+@pytest.mark.slow
 def test_doctor_reports_a_missing_store_and_builds_it_from_the_csvs(tmp_path: Path) -> None:
     shutil.copytree(REFERENCE / "quick", tmp_path / "quick")
     missing = CliRunner().invoke(cli, ["doctor", "--out", str(tmp_path)])

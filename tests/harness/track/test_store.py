@@ -138,6 +138,7 @@ def _sqlite_with(path: Path, *tables: str) -> None:
     con.close()
 
 
+@pytest.mark.slow
 def test_sqlite_problems_are_named_in_one_line(tmp_path: Path) -> None:
     """A folder, a foreign file, a half-built store (an interrupted first run's leftover
     Alembic tables), a corrupt one and a locked one each get their own reason, quickly."""
@@ -189,6 +190,7 @@ def _schema(db: Path) -> tuple[list, str]:
     return tables, head
 
 
+@pytest.mark.slow
 def test_new_stores_start_as_a_copy_of_the_first_one_built(tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch
                                                             ) -> None:

@@ -90,6 +90,7 @@ def _snapshot(path: Path) -> tuple:
     return stat.S_IFMT(st.st_mode), body
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_a_named_template_that_is_not_a_sound_empty_store_is_never_written(
         tmp_path: Path, cache: Path, kind: str, monkeypatch: pytest.MonkeyPatch,
@@ -117,6 +118,7 @@ def test_dev_null_as_template_stays_a_device(tmp_path: Path, cache: Path,
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 
+@pytest.mark.slow
 def test_a_named_sound_empty_store_is_copied_and_a_missing_one_built(
         tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture) -> None:
@@ -130,6 +132,7 @@ def test_a_named_sound_empty_store_is_copied_and_a_missing_one_built(
     assert "warning" not in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["with-runs", "old-schema", "text"])
 def test_the_cache_template_is_rebuilt_when_it_is_not_sound_and_empty(
         tmp_path: Path, cache: Path, sound: Path, kind: str) -> None:

@@ -58,6 +58,7 @@ def test_serve_ui_bad_input(tmp_path: Path, out_dir: Path, busy_port: int) -> No
         serve_ui(_uri(out_dir), out_dir, busy_port)
 
 
+@pytest.mark.slow
 def test_ui_really_serves_the_store(out_dir: Path, tmp_path: Path) -> None:
     """Start the real server from ui_command, see our run through it, stop it cleanly."""
     csv = tmp_path / "results.csv"
@@ -149,6 +150,7 @@ def _listening(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
 def test_no_signal_leaves_the_server_behind(out_dir: Path, tmp_path: Path, sig: int) -> None:
     """`tvr ui` stopped by any signal, SIGKILL included: nothing listens on its port soon

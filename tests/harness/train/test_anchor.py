@@ -141,6 +141,7 @@ def _tiny_config(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not JOEY_OK,
                     reason=f"JoeyNMT is not installed in {JOEY} (make joeynmt)")
 def test_joeynmt_trains_and_its_row_is_scored_by_our_scorer(tmp_path: Path) -> None:
@@ -231,6 +232,7 @@ def test_batch_size_for_replays_joeynmt_s_token_batches() -> None:
         anchor_recipe.batch_size_for([(9, 9)] * 100, 50)
 
 
+@pytest.mark.slow
 def test_batch_size_for_predicts_the_committed_anchors_tokens_per_update() -> None:
     """The committed JoeyNMT run (batch_size 4096, our Bible split and BPE) carried
     train_tokens / updates target tokens per update; the replay of its sampler, asked for
@@ -289,6 +291,7 @@ def test_recipe_option_writes_the_best_trials_recipe_or_says_what_is_missing(tmp
     assert path.read_bytes() == first  # the same config, so a stopped run resumes
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not JOEY_OK,
                     reason=f"JoeyNMT is not installed in {JOEY}")
 def test_joeynmt_s_schedule_is_ours_one_update_later() -> None:

@@ -89,6 +89,7 @@ def _damage(path: Path, kind: str, tmp: Path) -> None:
         path.symlink_to(tmp / "elsewhere.pt")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["truncated", "empty", "garbage", "not-a-dict", "other-point",
                                   "other-model", "crafted", "folder", "symlink"])
 def test_an_unusable_checkpoint_is_moved_aside_and_the_point_trains_afresh(
@@ -184,6 +185,7 @@ def test_a_full_disk_keeps_training_without_checkpoints(tmp_path: Path) -> None:
     assert "Traceback" not in err and list(folder.iterdir()) == []  # no half file left
 
 
+@pytest.mark.slow
 def test_a_kill_during_a_checkpoint_write_leaves_nothing_that_blocks_the_rerun(
         tmp_path: Path) -> None:
     """kill -9 while a checkpoint's temporary file is there: the rerun removes it, resumes

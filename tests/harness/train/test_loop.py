@@ -93,6 +93,7 @@ def test_schedule_bad_input() -> None:
 
 # Learning, early stop, records ----------------------------------------------------------
 
+@pytest.mark.slow
 def test_tiny_transformer_learns_copy() -> None:
     task = make_task("copy", 4, 8, "lm", seed=0)
     seen: list[dict] = []
@@ -112,6 +113,7 @@ def test_tiny_transformer_learns_copy() -> None:
     assert result.n_params == sum(p.numel() for p in tiny_lm(task.vocab_size).parameters())
 
 
+@pytest.mark.slow
 def test_early_stop_records_target() -> None:
     task = make_task("copy", 3, 4, "lm", seed=0)
     cfg = TrainConfig(steps=2000, batch_size=32, lr=3e-3, eval_every=25, target_accuracy=0.9)
@@ -190,6 +192,7 @@ def test_huge_lr_diverges() -> None:
     assert result.steps_run == 2 and result.steps_to_target is None
 
 
+@pytest.mark.slow
 def test_two_runs_bitwise_identical() -> None:
     task = make_task("sort", 4, 6, "lm", seed=3)
     cfg = TrainConfig(steps=30, batch_size=16, lr=2e-3, eval_every=10, seed=11,

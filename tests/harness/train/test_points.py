@@ -108,6 +108,7 @@ def test_match_knob_resolves_the_width_at_run_time(tmp_path) -> None:
     assert row["status"] == "ok" and row["d_model"] == got["d_model"]
 
 
+@pytest.mark.slow
 def test_diverged_row_and_curves_through_the_sweep(tmp_path) -> None:
     """A forced NaN (lr 1e30) becomes a "diverged" row naming the step; an ok point's curves
     reach series.csv and MLflow with step=; a bad config key becomes an error row."""
@@ -213,6 +214,7 @@ def test_grad_distance_runner_measures_before_and_after_training() -> None:
     assert math.isfinite(m["grad_decay_init"]) and m["steps_run"] == 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suite", CONVERGENCE_SUITES)
 def test_suite_points_are_valid(suite: str) -> None:
     """Every point has a runner, a study, a unique id, and options and config that build
@@ -225,6 +227,7 @@ def test_suite_points_are_valid(suite: str) -> None:
         models.model_config(p.subject, **spec.model)
 
 
+@pytest.mark.slow
 def test_quick_convergence_models_are_parameter_matched() -> None:
     """Within 10% of the Transformer's count on the same task."""
     counts: dict[tuple, dict[str, int]] = {}

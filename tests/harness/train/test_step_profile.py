@@ -9,6 +9,8 @@ from experiments.convergence import convergence_smoke
 from experiments.translation import translation_tiny
 from harness.train import step_profile
 
+pytestmark = pytest.mark.slow  # training steps of the Table 2 models, profiled
+
 CPU = torch.device("cpu")
 
 
