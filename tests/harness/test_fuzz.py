@@ -21,6 +21,7 @@ import experiments
 from harness.cli import cli
 from harness.results import read_results, results_path
 
+ESCAPED = "../../escaped"  # a plugin's suite named as a path (the playground registers it)
 NUMBERS = ["0.01", "0.05", "nan", "inf", "-inf", "1e308", "-1", "0", "abc", "", "1e-9",
            "60", "61", "0x10", "1_000"]
 BYTES = ["1", "8GiB", "512MB", "0", "-5", "1" * 400, "nan", "1.5G", "GiB", "1e9", "9" * 20]
@@ -28,7 +29,14 @@ OUTS = ["", "a%20b", "q?x=1", "with space", "hash#1", "../escape", "deep/er/dir"
 URIS = ["none", "sqlite://", "sqlite:///:memory:", "http://127.0.0.1:abc", "ftp://x",
         "postgresql+nosuch://h/db", "file:///tmp/x", "http://[::1:5000", "garbage", "NONE"]
 WORDS = ["smoke", "quick", "table1", "bench", "convergence-smoke", "nosuch", "", "lstm",
-         "gru", "self-attention", "--help", "-1", "all"]
+         "gru", "self-attention", "--help", "-1", "all", ESCAPED, "/tmp/elsewhere/identities",
+         "..", "a/b"]
+# --set values past their meaning, and a few within it (dry runs only: nothing measured)
+SETS = ["steps=0", "steps=99999999999999999999", "lr=nan", "lr=0", "lr=inf", "lr=3e-4",
+        "budget_flops=nan", "budget_flops=0", "budget_flops=1e14", "seed=99999999999999999999",
+        "seed=4294967295", "d_model=999999999", "d_model=65536", "seq_len=0", "warmup=2",
+        "dropout=nan", "batch_size=1", "nosuch=1", "steps"]
+THREADS = ["1", "2", "0", "10000", "-3", "abc", "99999999999999999999"]
 
 
 def _corpus(tmp: Path, kind: str) -> str:
@@ -49,8 +57,13 @@ def _corpus(tmp: Path, kind: str) -> str:
 @st.composite
 def invocations(draw: st.DrawFn, tmp: Path) -> list[str]:
     command = draw(st.sampled_from(["run", "run", "run", "table", "plot", "report", "compare",
-                                    "suites", "models", "sync", "doctor"]))
+                                    "suites", "models", "sync", "doctor", "tune"]))
     args = [command]
+    if command == "tune":  # what it refuses, or its summary: it never trains here
+        args += [draw(st.sampled_from(["translation-cpu-tune", "nosuch", ESCAPED])),
+                 "--summary"]
+        if draw(st.booleans()):
+            args += ["--threads", draw(st.sampled_from(THREADS))]
     if command == "run":
         measure = draw(st.integers(0, 3)) == 0  # a quarter measure the one-point smoke suite
         args.append("smoke" if measure else draw(st.sampled_from(WORDS)))
@@ -64,6 +77,10 @@ def invocations(draw: st.DrawFn, tmp: Path) -> list[str]:
             args += ["--max-memory", draw(st.sampled_from(BYTES))]
         if draw(st.booleans()):
             args += ["--only", draw(st.sampled_from(WORDS))]
+        if not measure and draw(st.booleans()):
+            args += ["--set", draw(st.sampled_from(SETS))]
+        if draw(st.integers(0, 3)) == 0:
+            args += ["--threads", draw(st.sampled_from(THREADS))]
         if draw(st.booleans()):
             args += ["--dtype", draw(st.sampled_from(["float32", "bfloat16", "int8", ""]))]
         if draw(st.booleans()):
@@ -74,6 +91,8 @@ def invocations(draw: st.DrawFn, tmp: Path) -> list[str]:
             args.append(draw(st.sampled_from(WORDS)))
         if draw(st.booleans()):
             args += ["--suite", draw(st.sampled_from(WORDS))]
+        if command == "table" and draw(st.booleans()):
+            args.append("--wide")
     elif command == "models" and draw(st.booleans()):
         args += ["--preset", draw(st.sampled_from(["tiny", "base", "huge", ""]))]
     if command not in ("suites", "models") and draw(st.booleans()):
@@ -89,11 +108,23 @@ def playground(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     one = [p for p in experiments.points("smoke") if p.subject == "lstm"][:1]
     real, cwd = experiments.SUITES["smoke"], Path.cwd()
     experiments.SUITES["smoke"] = lambda: one
+    experiments.SUITES[ESCAPED] = lambda: one  # a suite whose folder would leave --out
     folder = tmp_path_factory.mktemp("fuzz")
     os.chdir(folder)  # the default --out (results) must not be the repository's
+    # once, before the clock runs: the kernels this machine runs fastest are measured on
+    # first use, and the session's first MLflow store builds the template the others copy
+    # (each up to a minute on a busy machine), which no invocation's bound is about
+    warm = CliRunner().invoke(cli, ["run", "smoke", "--out", str(folder / "warm"),
+                                    "--min-run-time", "0.01"])
+    assert warm.exit_code == 0, warm.output
     yield folder
     os.chdir(cwd)
     experiments.SUITES["smoke"] = real
+    del experiments.SUITES[ESCAPED]
+    # nothing written outside --out: no "escaped" beside or above any --out drawn
+    outs = [folder / o for o in OUTS] + [folder]
+    assert not [o for o in outs if (o / ESCAPED).resolve().exists()]
+    assert not Path("/tmp/elsewhere").exists()
 
 
 @settings(max_examples=220, deadline=timedelta(seconds=30), derandomize=True,
@@ -138,7 +169,8 @@ def _hostile_files(tmp: Path) -> dict[str, str]:
     """Input files of every hostile kind, made once per folder."""
     files = {"fifo": tmp / "h-fifo", "deep": tmp / "h-deep.toml", "huge": tmp / "h-huge.toml",
              "long-name": tmp / "h-long.toml", "window": tmp / "h-window.toml",
-             "repeats": tmp / "h-repeats.tsv", "inf": tmp / "h-inf.toml"}
+             "repeats": tmp / "h-repeats.tsv", "inf": tmp / "h-inf.toml",
+             "grid": tmp / "h-grid.toml", "escape": tmp / "h-escape.toml"}
     if not files["fifo"].exists():
         os.mkfifo(files["fifo"])
         files["deep"].write_text("a = " + "[" * 3000 + "]" * 3000)
@@ -148,6 +180,10 @@ def _hostile_files(tmp: Path) -> dict[str, str]:
         files["window"].write_text('name = "w"\n' + grid.format(n=8).replace(
             '"lstm"', '"restricted-attention"') + "config = { window = 99999999999 }\n")
         files["inf"].write_text('name = "i"\n' + grid.format(n=8) + "config = { dropout = nan }\n")
+        axis = list(range(1, 3001))  # a 3,000 x 3,000 grid: 9 million points if expanded
+        files["grid"].write_text('name = "g"\n' + grid.format(n=axis).replace(
+            "d = 8", f"d = {axis}"))
+        files["escape"].write_text('name = "../../escaped"\n' + grid.format(n=8))
         pairs = [f"mawu {i}\tword {i}" for i in range(12)]
         files["repeats"].write_text("\n".join(pairs + pairs[:4]) + "\n")
     return {k: str(v) for k, v in files.items()}
@@ -158,13 +194,15 @@ def hostile(draw: st.DrawFn, tmp: Path, ports: dict[str, int]) -> tuple[list[str
     """(arguments, environment) of one hostile invocation."""
     files = _hostile_files(tmp)
     out = ["--out", str(tmp / "h-out")]
-    kind = draw(st.sampled_from(["suite-file", "bitext", "uri", "ray", "results", "sync"]))
+    kind = draw(st.sampled_from(["suite-file", "bitext", "uri", "ray", "results", "sync",
+                                 "server", "elsewhere"]))
     env: dict[str, str] = {}
     if kind == "suite-file":
         path = draw(st.sampled_from([files["fifo"], "/dev/zero", "/dev/urandom",
                                      "/proc/self/status", files["deep"], files["huge"],
                                      files["long-name"], files["window"], files["inf"],
-                                     f"{tmp}/a\0b.toml", "/proc/kmsg", "/dev/stdin"]))
+                                     f"{tmp}/a\0b.toml", "/proc/kmsg", "/dev/stdin",
+                                     files["grid"], files["escape"]]))
         dry = draw(st.booleans())
         args = ["run", "--suite-file", path, *(["--dry-run"] if dry else
                                                 ["--tracking-uri", "none"]), *out]
@@ -179,7 +217,7 @@ def hostile(draw: st.DrawFn, tmp: Path, ports: dict[str, int]) -> tuple[list[str
             f"sqlite:///{tmp}/a\0b.db", "sqlite:///" + "d/" * 2600 + "x.db",
             f"sqlite:///{tmp}/\udcff.db", "sqlite:relative.db", "sqlite:///x.db?mode=ro",
             "sqlite:////proc/mlflow.db", f"ftp://u:{SECRET}@host/x", f"u:{SECRET}@host"]))
-        if kind == "sync":  # a database that does not answer: `tvr run` measures on without
+        if kind == "sync":  # a database that does not answer: refused, as any unreachable store
             uri = draw(st.sampled_from([uri, f"mysql+pymysql://a:{SECRET}@127.0.0.1:"
                                         f"{ports['silent']}/db", "postgresql+psycopg://a:"
                                         f"{urllib.parse.quote(SECRET, safe='')}@127.0.0.1:"
@@ -188,6 +226,21 @@ def hostile(draw: st.DrawFn, tmp: Path, ports: dict[str, int]) -> tuple[list[str
             ["run", "smoke", "--tracking-uri", uri, *out]
         if kind == "uri" and draw(st.booleans()):
             args.insert(2, "--dry-run")
+    elif kind == "server":  # a store that cannot serve: every command that tracks refuses
+        uri = draw(st.sampled_from([f"http://u:{SECRET}@127.0.0.1:{ports['ssh']}",
+                                    f"http://u:{SECRET}@127.0.0.1:{ports['garbage']}",
+                                    f"postgresql://u:{SECRET}@127.0.0.1:{ports['closed']}/db"]))
+        command = draw(st.sampled_from([["run", "smoke"], ["bench", "--tiny"],
+                                        ["tune", "translation-cpu-tune"], ["sync", "smoke"]]))
+        args = [*command, "--tracking-uri", uri, *out]
+    elif kind == "elsewhere":  # paths out of --out, threads the machine lacks
+        args = draw(st.sampled_from([
+            ["report", "--suite", f"{tmp}/elsewhere/identities"], ["table", "--suite", "../x"],
+            ["plot", "all", "--suite", "/"], ["sync", ".."], ["run", ESCAPED, "--dry-run"],
+            ["run", "smoke", "--threads", "10000", "--dry-run"],
+            ["tune", "translation-cpu-tune", "--summary", "--threads", "10000"],
+            ["run", "smoke", "--set", "steps=0", "--dry-run"],
+            ["run", "translation-quick", "--set", "budget_flops=nan", "--dry-run"]])) + out
     elif kind == "ray":
         address = draw(st.sampled_from([f"127.0.0.1:{ports['http']}",
                                         f"127.0.0.1:{ports['silent']}", "127.0.0.1:99999999",
@@ -225,20 +278,37 @@ def services() -> Iterator[dict[str, int]]:
     """Something listening that is not Ray nor a database: an HTTP server, a silent one."""
     import http.server
     import socket
+    import socketserver
     import threading
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args: object) -> None:
             """Not on the test's output."""
 
+    class Banner(socketserver.BaseRequestHandler):
+        """Answers in another protocol than HTTP: what `self.server.banner` holds."""
+
+        def handle(self) -> None:
+            self.request.sendall(self.server.banner)  # type: ignore[attr-defined]
+
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    with socket.socket() as silent:
+    foreign = {}
+    for name, banner in (("ssh", b"SSH-2.0-OpenSSH_9.6\r\n"), ("garbage", b"\x00\xffjunk\r\n")):
+        foreign[name] = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Banner)
+        foreign[name].banner = banner  # type: ignore[attr-defined]
+        foreign[name].daemon_threads = True
+        threading.Thread(target=foreign[name].serve_forever, daemon=True).start()
+    with socket.socket() as silent, socket.socket() as closed:
         silent.bind(("127.0.0.1", 0))
         silent.listen(64)
-        yield {"http": server.server_address[1], "silent": silent.getsockname()[1]}
-    server.shutdown()
-    server.server_close()
+        closed.bind(("127.0.0.1", 0))  # bound, never listening: refused
+        yield {"http": server.server_address[1], "silent": silent.getsockname()[1],
+               "closed": closed.getsockname()[1],
+               **{name: f.server_address[1] for name, f in foreign.items()}}
+    for s in (server, *foreign.values()):
+        s.shutdown()
+        s.server_close()
 
 
 def _check(args: list[str], code: int, output: str, seconds: float) -> None:
@@ -284,6 +354,9 @@ def test_hostile_inputs_as_real_processes(playground: Path, services: dict[str, 
         (["run", "smoke", "--tracking-uri", f"http://u:{SECRET}@127.0.0.1:abc"], {}),
         (["run", "smoke", "--executor", "ray", "--tracking-uri", "none"],
          {"RAY_ADDRESS": f"127.0.0.1:{services['http']}"}),
+        (["run", "--suite-file", files["grid"], "--dry-run"], {}),  # 9 million points: no
+        (["run", "smoke", "--tracking-uri", f"http://u:{SECRET}@127.0.0.1:{services['ssh']}"],
+         {}),
     ]
     for args, env in chosen:
         t0 = time.monotonic()
