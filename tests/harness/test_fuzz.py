@@ -21,6 +21,8 @@ import experiments
 from harness.cli import cli
 from harness.results import read_results, results_path
 
+pytestmark = pytest.mark.slow  # a fuzzer, real processes among its cases
+
 ESCAPED = "../../escaped"  # a plugin's suite named as a path (the playground registers it)
 NUMBERS = ["0.01", "0.05", "nan", "inf", "-inf", "1e308", "-1", "0", "abc", "", "1e-9",
            "60", "61", "0x10", "1_000"]

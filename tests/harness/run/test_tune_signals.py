@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[3]
 CPU = "translation-cpu-tune"
 
 
+@pytest.mark.slow
 def test_the_committed_study_opens_and_its_cut_trials_are_asked_again(tmp_path):
     """The study the CPU search left (results/translation-cpu-tune/optuna.db, trials cut
     short before heartbeats: RUNNING with none) opens as it is, finished trials and queue
@@ -86,6 +87,7 @@ def test_each_signal_is_ranked_against_the_objective_at_each_rung():
     assert few["trials"].tolist() == [2, 2] and few["rho_dev_ppl"].isna().all()
 
 
+@pytest.mark.slow
 def test_the_committed_trials_table_is_scipys_spearman_of_the_rows_and_curves():
     """On the committed rows and curves of the CPU search, read here with pandas alone: for
     each model and rung, the trials that ran to their end with both signals at the first
