@@ -23,6 +23,7 @@ def committed():
     return ledger(COMMITTED)
 
 
+@pytest.mark.slow
 def test_committed_results_give_every_claim_a_verdict(committed):
     table = committed
     assert len(table) == len(all_claims())
@@ -30,6 +31,7 @@ def test_committed_results_give_every_claim_a_verdict(committed):
     assert (table["rule"] != "").all() and (table["scale"] != "").all()
 
 
+@pytest.mark.slow
 def test_no_decisive_verdict_stands_on_a_failed_gate(committed):
     for row in committed.itertuples():
         if row.verdict in DECISIVE:
@@ -38,6 +40,7 @@ def test_no_decisive_verdict_stands_on_a_failed_gate(committed):
             assert int(row.seeds) >= 3, row.claim  # never on one seed
 
 
+@pytest.mark.slow
 def test_committed_table2_is_decided_by_its_rule_with_every_gate_passed(committed):
     """The tuned reference: every model above its baselines over 3+ seeds, so the verdict
     is the rule's, not stopped by a gate (the earlier Transformer, below retrieval, was)."""
@@ -50,6 +53,7 @@ def test_committed_table2_is_decided_by_its_rule_with_every_gate_passed(committe
     assert "over retrieval" in baselines and "not above" not in baselines
 
 
+@pytest.mark.slow
 def test_json_rows_carry_gates_tests_and_scale(committed):
     rows = json.loads(render(committed, "json"))
     table2 = next(r for r in rows if r["key"] == "table2-bleu-cost")
@@ -65,6 +69,7 @@ def test_json_rows_carry_gates_tests_and_scale(committed):
     assert "gates" in csv.splitlines()[0] and "FAIL" in csv
 
 
+@pytest.mark.slow
 def test_markdown_names_the_failed_gates_and_the_rules_own_verdict(committed):
     text = render(committed, "markdown")
     assert 'The rule alone would say "' in text and "failed gates: baselines" in text
@@ -76,6 +81,7 @@ def test_markdown_names_the_failed_gates_and_the_rules_own_verdict(committed):
     assert "- gates: " in text and "- tests: " in text
 
 
+@pytest.mark.slow
 def test_identity_checks_are_counted_apart(committed):
     text = counts(committed)
     assert "identity checks" in text.split(";")[-1]

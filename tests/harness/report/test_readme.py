@@ -15,6 +15,7 @@ from harness.report.readme import BLOCKS, MARKER, rewrite
 ROOT = Path(__file__).resolve().parents[3]
 
 
+@pytest.mark.slow
 def test_generated_blocks_regenerate_byte_identical_from_the_committed_results():
     """README.md and docs/*.md, the CLI reference and the suite list among them."""
     extra = doc_blocks(cli)
@@ -37,6 +38,7 @@ def test_blocks_in_docs_link_from_their_own_folder(tmp_path):
         "[r](../results/R.md) [a](#x) [u](https://x.org/y)"
 
 
+@pytest.mark.slow
 def test_report_regenerates_results_byte_identical(tmp_path, monkeypatch):
     """Regenerated as a fresh clone on another machine would (a machine name no row has):
     the committed files never depend on which machine regenerates them."""
@@ -205,6 +207,7 @@ def test_table2_block_moves_to_a_better_suite_once_its_models_have_3_seeds(tmp_p
     assert table2_suite(tmp_path) == "translation-cpu-tuned"
 
 
+@pytest.mark.slow
 def test_report_of_rows_lacking_a_measured_column_names_it_and_draws_the_rest(tmp_path):
     """A results file without a column a table or figure needs (an older or hand-edited
     file): the report still writes, says which column is missing, and draws the others."""

@@ -40,6 +40,7 @@ def tuned(tmp_path_factory):
     return out, first.output + run.output
 
 
+@pytest.mark.slow
 def test_trials_are_rows_and_the_best_recipe_is_in_the_tuned_points_id_and_row(tuned):
     out, printed = tuned
     trials = read_results(results_path(out, SEARCH))
@@ -61,6 +62,7 @@ def test_trials_are_rows_and_the_best_recipe_is_in_the_tuned_points_id_and_row(t
     assert f"search {SEARCH!r} has finished 2 of its {trials} transformer trials" in printed
 
 
+@pytest.mark.slow
 def test_a_known_recipe_is_the_first_trial_and_is_not_asked_again(tmp_path):
     """Search.known: the recipe is tried before the sampler's proposals, once, whatever
     the reruns."""
@@ -75,6 +77,7 @@ def test_a_known_recipe_is_the_first_trial_and_is_not_asked_again(tmp_path):
         [True, False]
 
 
+@pytest.mark.slow
 def test_a_rerun_continues_the_study_and_a_cut_trial_is_asked_again(tuned):
     """A trial left RUNNING with no heartbeat (asked outside a search, or by a harness before
     heartbeats) is beaten for once by the next process, goes silent, and is failed and asked
@@ -96,6 +99,7 @@ def test_a_rerun_continues_the_study_and_a_cut_trial_is_asked_again(tuned):
     assert len(read_results(results_path(out, SEARCH))) == 3
 
 
+@pytest.mark.slow
 def test_a_second_process_joins_the_study_and_leaves_the_others_trial_alone(tmp_path):
     """Two processes tune one model together: a trial whose heartbeat goes on (its process
     alive) is left alone and counts toward --trials; one whose heartbeat went silent (its
@@ -146,6 +150,7 @@ def test_a_second_process_joins_the_study_and_leaves_the_others_trial_alone(tmp_
     assert tune.finished(tune.study(s, "lstm", tmp_path)) == 2
 
 
+@pytest.mark.slow
 def test_a_lost_study_is_told_again_from_the_rows(tuned, tmp_path):
     """The rows are the record: a study started afresh (its database lost, or a rule for
     the rungs changed) is told every trial row with its recipe, value and state, once."""
@@ -362,6 +367,7 @@ def test_a_trial_is_judged_only_once_its_warm_up_is_over():
     assert tune._reports(curve, 10.0, 900) == {100: -math.log(30.0), 200: -math.log(30.0)}
 
 
+@pytest.mark.slow
 def test_a_trial_pruned_by_an_older_rule_is_asked_again_and_trained_again(tmp_path):
     """A pruned row whose curve has no report today's rule would make (here: none of the
     value the rungs compare) is not told to a new study: its recipe is asked again first and
@@ -395,6 +401,7 @@ def test_diverged_trials_are_results_and_bad_studies_are_one_line(tmp_path):
     assert r.exit_code == 2 and "move it aside" in r.output and "Traceback" not in r.output
 
 
+@pytest.mark.slow
 def test_set_of_a_searched_key_is_an_ablation_the_id_names(tuned):
     """`--set peak_lr=...` on a tuned suite trains that value with the rest of the recipe,
     says so, and names the kept key in the point id (never a silent loss to the recipe)."""
@@ -413,6 +420,7 @@ def test_set_of_a_searched_key_is_an_ablation_the_id_names(tuned):
     assert "-recipe_keeps=peak_lr-" in applied.point_id
 
 
+@pytest.mark.slow
 def test_a_variation_keeps_its_own_knob_and_takes_the_rest_of_the_recipe(tuned):
     """A Table 3 variation of a tuned point (recipe_keeps) trains its own value of a searched
     key, and the best trial's values of the others; its id says both."""
@@ -456,6 +464,7 @@ def test_the_tuned_table3_suite_keeps_each_variations_searched_knob():
     assert len({p.point_id for p in points}) == len(points)
 
 
+@pytest.mark.slow
 def test_the_search_figure_draws_a_line_per_trial_and_rings_the_recipe_chosen(tuned):
     """bleu-vs-cost of a tuning search: a line per trial, the chosen one the trial the tuned
     suite takes (highest best dev BLEU, pruned trials excluded), and a panel of each
