@@ -28,7 +28,13 @@ from harness.errors import BadInput  # noqa: E402
 from harness.files import write_atomic  # noqa: E402
 from harness.report import rematch, studies  # noqa: E402
 from harness.report.curves import relegend, resolved_line  # noqa: E402
-from harness.report.labels import declare_unit, title_above  # noqa: E402
+from harness.report.labels import (  # noqa: E402
+    BUSY_LABEL,
+    busy,
+    busy_note,
+    declare_unit,
+    title_above,
+)
 from harness.report.tables import crossover_table, sweep_frame  # noqa: E402
 from harness.results import load_results  # noqa: E402
 
@@ -66,11 +72,16 @@ def _noisy(df: pd.DataFrame, ms: str) -> pd.Series:
     return (df[iqr] / df[ms]).fillna(0) > NOISY
 
 
-def _open_markers(ax: plt.Axes, rows: pd.DataFrame, y: str, colors: dict[str, str]) -> None:
-    """The noisy timings as open circles in their layer's colour, joined to nothing."""
+def _open_markers(ax: plt.Axes, rows: pd.DataFrame, y: str, colors: dict[str, str],
+                  marker: str = "o") -> None:
+    """Timings off the lines (noisy: circles; busy: squares) as open markers in their
+    layer's colour, joined to nothing."""
     for mixer, g in rows.groupby("mixer"):
-        ax.scatter(g["seq_len"], g[y], marker="o", facecolors="none",
+        ax.scatter(g["seq_len"], g[y], marker=marker, facecolors="none",
                    edgecolors=colors.get(mixer, "0.3"), s=30, zorder=3)
+
+
+BUSY_HANDLE = Line2D([], [], marker="s", ls="", mfc="none", mec="0.3")
 
 
 NOISY_LABEL = "noisy timing (open: not joined)"
@@ -87,8 +98,9 @@ def crossover(df: pd.DataFrame) -> plt.Figure:
     ok = sweep_frame(df)
     plugin = ~ok["mixer"].isin(list(PALETTE))  # a plugin's mixer is drawn beside them
     ok = ok[ok["mixer"].isin(["self-attention", "attention-core", "lstm", "gru"]) | plugin]
-    noisy = _noisy(ok, "fwd_ms")
-    long = ok.assign(ms_per_seq=ok["ms_per_seq"].where(~noisy)).melt(
+    hot = busy(ok)  # timed on a busy machine: open squares, never on a line
+    noisy = _noisy(ok, "fwd_ms") & ~hot
+    long = ok.assign(ms_per_seq=ok["ms_per_seq"].where(~noisy & ~hot)).melt(
         id_vars=["mixer", "seq_len", "d_model"], value_vars=["gflop_per_seq", "ms_per_seq"],
         var_name="cost")
     names = {"gflop_per_seq": "GFLOP / sequence\n(counted, log scale)",
@@ -126,15 +138,18 @@ def crossover(df: pd.DataFrame) -> plt.Figure:
                 fontsize=6, color="0.25")
         if not flops:
             _open_markers(ax, ok[noisy & (ok["d_model"] == d)], "ms_per_seq", colors)
-    if noisy.any():
-        relegend(g, {NOISY_LABEL: Line2D([], [], marker="o", ls="", mfc="none", mec="0.3")})
+            _open_markers(ax, ok[hot & (ok["d_model"] == d)], "ms_per_seq", colors, "s")
+    if noisy.any() or hot.any():
+        relegend(g, ({NOISY_LABEL: Line2D([], [], marker="o", ls="", mfc="none", mec="0.3")}
+                     if noisy.any() else {}) | ({BUSY_LABEL: BUSY_HANDLE} if hot.any() else {}))
     g.set_titles(row_template="", col_template="d = {col_name}")
     lines = " and ".join(f"the {v} ({'--' if v == 'layer' else '-.'})"
                          for v in ("layer", "core") if v in drawn)
     return title_above(g.figure, "Where self-attention stops being cheaper than recurrence: "
                        + (f"measured n* vs LSTM for {lines}; " if lines else "")
                        + "the paper's n = d (:)\n" + _scale(ok)
-                       + (f"\n{NOISY_NOTE}" if noisy.any() else ""))
+                       + (f"\n{NOISY_NOTE}" if noisy.any() else "")
+                       + (f"\n{busy_note(ok)}" if hot.any() else ""))
 
 
 def _tokens_spread(ok: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -160,26 +175,50 @@ def throughput(df: pd.DataFrame) -> plt.Figure:
     mixers = list(dict.fromkeys(ok["mixer"]))
     fig, axes = plt.subplots(1, len(ds), figsize=(3.6 * len(ds) + 2, 3.4), sharey=True,
                              squeeze=False, layout="constrained")
+    hot = busy(ok)
     for ax, d in zip(axes[0], ds, strict=True):
         for i, mixer in enumerate(mixers):
-            g = ok[(ok["d_model"] == d) & (ok["mixer"] == mixer)]
+            mine = (ok["d_model"] == d) & (ok["mixer"] == mixer)
+            g, b = ok[mine & ~hot], ok[mine & hot]
+            dx = 3.0 * (i - (len(mixers) - 1) / 2)
             if len(g):
                 resolved_line(ax, g["seq_len"], g["fwdbwd_tokens_per_s"], g["lo"], g["hi"],
-                              color=colors[mixer], marker="o", label=mixer,
-                              dx=3.0 * (i - (len(mixers) - 1) / 2))
+                              color=colors[mixer], marker="o", label=mixer, dx=dx)
+            if len(b):  # timed on a busy machine: open squares with their bars, unjoined
+                _busy_points(ax, b, colors[mixer], dx, "_" if len(g) else mixer)
         ax.set_yscale("log")
         _n_axis(ax)
         _log_labels(ax)
         ax.set(title=f"d = {d}", xlabel=N_LABEL)
     axes[0, 0].set_ylabel("tokens / s, fwd+bwd (log scale)")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside right center", title="mixer", fontsize=8)
+    drawn = {label: handle for ax in axes[0]
+             for handle, label in zip(*ax.get_legend_handles_labels(), strict=True)}
+    if hot.any():
+        drawn[BUSY_LABEL] = BUSY_HANDLE
+    fig.legend(list(drawn.values()), list(drawn), loc="outside right center", title="mixer",
+               fontsize=8)
     spread = ("bars: the interquartile range of each point's repeated timings (centred on "
               "the median), a busy machine's wide; a line joins two points only where their "
               "step exceeds both bars; points 3 pt apart horizontally"
               if ok["lo"].notna().any() else "the rows store no spread of their timings")
+    note = f"\n{busy_note(ok)}" if hot.any() else ""
     return title_above(fig, f"Training throughput per layer\n"
-                       f"{_scale(ok, 'one row per point, its timing repeated')}\n{spread}")
+                       f"{_scale(ok, 'one row per point, its timing repeated')}\n{spread}{note}")
+
+
+def _busy_points(ax: plt.Axes, rows: pd.DataFrame, color: str, dx: float, label: str) -> None:
+    """Throughput timed on a busy machine: open squares with their spread as bars, `dx`
+    points apart on the page as their series' filled points, joined to nothing."""
+    from matplotlib.transforms import offset_copy
+
+    y = rows["fwdbwd_tokens_per_s"]
+    bars = ax.errorbar(rows["seq_len"], y, yerr=[(y - rows["lo"]).clip(lower=0).fillna(0),
+                                                  (rows["hi"] - y).clip(lower=0).fillna(0)],
+                       fmt="s", ls="none", color=color, mfc="none", ms=5, capsize=0,
+                       elinewidth=1.2, label=label, zorder=3)
+    shifted = offset_copy(ax.transData, ax.figure, x=dx, units="points")
+    for artist in [bars[0], *bars[1], *bars[2]]:
+        artist.set_transform(shifted)
 
 
 def _log_labels(ax: plt.Axes) -> None:
@@ -348,17 +387,27 @@ def fixed_tokens(df: pd.DataFrame) -> plt.Figure:
     ok["us_per_token"] = ok["fwdbwd_ms"] * 1e3 / (ok["batch_size"] * ok["seq_len"])
     tokens = int((ok["batch_size"] * ok["seq_len"]).iloc[0])
     dtypes = sorted(ok["dtype"].astype(str).unique())
-    g = sns.relplot(data=ok, x="seq_len", y="us_per_token", hue="mixer", style="mixer",
+    hot = busy(ok)  # timed on a busy machine: open squares, off the lines
+    colors = _palette(ok["mixer"])
+    g = sns.relplot(data=ok.assign(us_per_token=ok["us_per_token"].where(~hot)), x="seq_len",
+                    y="us_per_token", hue="mixer", style="mixer",
                     col="dtype" if len(dtypes) > 1 else None, kind="line", markers=True,
-                    palette=_palette(ok["mixer"]), height=3.4, aspect=1.2)
+                    palette=colors, height=3.4, aspect=1.2)
     g.set(yscale="log")
     for ax in g.axes.flat:
         _n_axis(ax)
+    panels = g.axes_dict.items() if len(dtypes) > 1 else [(dtypes[0], g.ax)]
+    for dtype, ax in panels:
+        _open_markers(ax, ok[hot & (ok["dtype"].astype(str) == str(dtype))], "us_per_token",
+                      colors, "s")
+    if hot.any():
+        relegend(g, {BUSY_LABEL: BUSY_HANDLE})
     g.set_axis_labels("sequence length n (batch B = tokens / n; log scale)",
                       "µs per token, fwd+bwd (log scale)")
     g.set_titles(col_template="{col_name}")
+    note = f"\n{busy_note(ok)}" if hot.any() else ""
     g.figure.suptitle(f"Time per token at {tokens} tokens per batch: as n grows, only "
-                      f"parallelism within each sequence remains\n{_scale(ok)}", y=1.08,
+                      f"parallelism within each sequence remains\n{_scale(ok)}{note}", y=1.08,
                       fontsize=9)
     return g.figure
 

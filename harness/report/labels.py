@@ -131,3 +131,37 @@ def declare_unit(artists, unit: str) -> None:
 def unit_of(artist) -> str | None:
     """The unit declare_unit gave an artist; None if none was declared."""
     return getattr(artist, UNIT, None)
+
+
+# ------------------------------------------------------------ timings on a busy machine
+
+BUSY_LABEL = "timed on a busy machine (open square: not joined)"
+
+
+def busy(df: pd.DataFrame) -> pd.Series:
+    """The rows flagged `busy`: timed while other work held the machine (its load average
+    above the CPUs the process could use, or the process's CPU share low), so their times do
+    not compare; a row from before the flag counts as idle."""
+    if "busy" not in df:
+        return pd.Series(False, index=df.index)
+    return df["busy"].astype(str).str.lower().eq("true")
+
+
+def busy_note(rows: pd.DataFrame) -> str:
+    """A figure's line on its busy points ("" where none is): every one is drawn as such."""
+    n = int(busy(rows).sum())
+    return (f"open squares, joined to nothing: the {n} of {len(rows)} timings flagged busy "
+            "(timed on a busy machine: they do not compare)") if n else ""
+
+
+def busy_flag(rows: pd.DataFrame, rerun: str) -> str:
+    """REPORT.md's line for a suite some of whose timings were taken on a busy machine ("" for
+    none): how many, out of its timed rows, and what measures them again."""
+    n = int(busy(rows).sum())
+    if not n:
+        return ""
+    timed = int(rows["busy"].notna().sum())
+    return (f"**Timed on a busy machine: {n} of {timed} timed rows** (flagged `busy`: other "
+            "work held the machine while they were timed), so their times do not compare "
+            "(a figure of timings draws them as open squares, off its lines); on an idle "
+            f"machine `{rerun}` measures them again.")

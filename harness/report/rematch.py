@@ -21,6 +21,7 @@ from harness.report.curves import (
     rows,
     titled,
 )
+from harness.report.labels import BUSY_LABEL, busy, busy_note
 from harness.results import load_results
 
 # Feng et al. 2024: training speed-up of the parallel scan over the sequential form at
@@ -110,16 +111,29 @@ def throughput(out_dir: Path, suite: str) -> plt.Figure:
     styles = dict(zip(forms, [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."),
                               ("v", (0, (5, 1, 1, 1))), ("P", (0, (1, 2)))], strict=False))
     fig, ax = plt.subplots(figsize=(7.5, 4.6), layout="constrained")
-    for name, g in ok.groupby("variant", sort=False):
-        g = g.groupby("seq_len", as_index=False).agg(
+    ok["busy"] = busy(ok)
+    for name, mine in ok.groupby("variant", sort=False):
+        # an n timed on an idle machine is the median of its idle timings; one timed only
+        # on a busy machine is an open square off the line
+        idle = mine[~mine["busy"]]
+        hot = mine[mine["busy"] & ~mine["seq_len"].isin(idle["seq_len"])]
+        g, b = (part.groupby("seq_len", as_index=False).agg(
             fwdbwd_ms=("fwdbwd_ms", "median"), mixer=("mixer", "first"),
-            form=("form", "first"), stale=("stale", "any"))
-        marker, dashes = styles.get(g["form"].iloc[0], ("o", "-"))
-        stale = bool(g["stale"].any())
-        ax.plot(g["seq_len"], g["fwdbwd_ms"], marker=marker, ls=dashes,
-                color=colors[g["mixer"].iloc[0]], alpha=0.45 if stale else 1, ms=5,
-                mfc="none" if stale else colors[g["mixer"].iloc[0]],
-                label=f"{name}, before the loop fix" if stale else name)
+            form=("form", "first"), stale=("stale", "any")) for part in (idle, hot))
+        first = mine.iloc[0]
+        marker, dashes = styles.get(first["form"], ("o", "-"))
+        stale = bool(mine["stale"].any())
+        color = colors[first["mixer"]]
+        label = f"{name}, before the loop fix" if stale else name
+        if len(g):
+            ax.plot(g["seq_len"], g["fwdbwd_ms"], marker=marker, ls=dashes, color=color,
+                    alpha=0.45 if stale else 1, ms=5, mfc="none" if stale else color,
+                    label=label)
+        if len(b):
+            ax.plot(b["seq_len"], b["fwdbwd_ms"], marker="s", ls="none", color=color, ms=6,
+                    mfc="none", label="_" if len(g) else label)
+    if ok["busy"].any():
+        ax.plot([], [], marker="s", ls="", mfc="none", mec="0.3", label=BUSY_LABEL)
     ax.set(xscale="log", yscale="log", xlabel="sequence length n (log scale)",
            ylabel="forward+backward ms (median, log scale)")
     first = ok.iloc[0]
@@ -127,6 +141,8 @@ def throughput(out_dir: Path, suite: str) -> plt.Figure:
     if ok["stale"].any():
         note = (f"\nfaint, open markers: loops timed before their O(n²) backward was fixed "
                 f"({LOOP_FIX[:10]}): too slow, and every speed-up over them too large")
+    if ok["busy"].any():
+        note += f"\n{busy_note(ok)}"
     ax.set_title(f"One layer's training step, d={int(first['d_model'])}, batch "
                  f"{int(first['batch_size'])}, {first.get('device', '?')}{note}", fontsize=9)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
