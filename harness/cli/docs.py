@@ -1,6 +1,6 @@
 """The generated pages of docs/: docs/cli.md from the click commands themselves, and
-docs/suites.md from the rows `tvr suites --format json` prints. `tvr report` writes them as
-generated blocks (harness.report.readme), so they cannot drift from the code."""
+docs/suites.md from the rows `tvr suites --format json` prints. `tvr report --docs` writes
+them as generated blocks (harness.report.readme), so they cannot drift from the code."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def doc_blocks(group: click.Group) -> dict[str, Callable[[Path], str]]:
 
 
 def documents(root: Path) -> list[Path]:
-    """The files whose generated blocks `tvr report` writes: README.md and docs/*.md."""
+    """The files whose generated blocks `tvr report --docs` writes: README.md and docs/*.md."""
     return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
 
 
@@ -112,7 +112,7 @@ MAX_DOCUMENT_BYTES = 16 << 20  # README.md is ~40 kB; a bigger file is not one o
 
 
 def ours(root: Path, group: click.Group) -> tuple[list[Path], list[str]]:
-    """The documents under `root` whose generated blocks `tvr report` writes, and one note
+    """The documents under `root` whose generated blocks `tvr report --docs` writes, and one note
     for each it leaves as it is: a block it does not write (the README of another project
     beside --out), a file it cannot read as text. Decided before anything is written, so
     such a file never fails a report half done."""

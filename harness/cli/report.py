@@ -221,25 +221,35 @@ def plot_cmd(name: str, out: str, suite: str, machine: str | None) -> None:
         click.echo(f"skipped {reason}", err=True)
 
 
-@click.command("report", epilog="Example: tvr report --out results")
+@click.command("report", epilog="""\b
+Examples:
+  tvr report                         # results/REPORT.md, tables and figures (make run's step)
+  tvr report --docs                  # and README.md's and docs/'s generated blocks""")
 @out_option
 @suite_option
 @machine_option
-def report_cmd(out: str, suite: str | None, machine: str | None) -> None:
+@click.option("--docs", "docs_", is_flag=True,
+              help="Also rewrite the generated blocks of the README.md beside <out> and of its "
+                   "docs/*.md (measured numbers, the CLI reference, the suite list): the "
+                   "project's pages, refreshed from the committed results when they change; "
+                   "without it the report leaves every file outside <out> as it is.")
+def report_cmd(out: str, suite: str | None, machine: str | None, docs_: bool) -> None:
     """Write <out>/REPORT.md: the claims ledger and every suite's tables and figures, with
-    the machine they ran on, and each tuning search's search.md; then the generated blocks
-    of the README.md beside <out> and of its docs/*.md (the CLI reference and the suite
-    list among them)."""
+    the machine they ran on, and each tuning search's search.md. Writes nothing outside
+    <out>; with --docs also the generated blocks of the README.md beside <out> and of its
+    docs/*.md."""
     from harness.cli.docs import ours, update_documents
     from harness.report import document as report
     from harness.results import machine_choice
 
     _check_machine(out, [suite] if suite else None, machine)
-    # the blocks show the default choice: a report of one chosen machine leaves them; the
-    # documents beside --out are looked at before anything is written
+    if docs_ and (suite is not None or machine is not None):
+        raise BadInput("--docs writes the blocks from every suite's default machine: give it "
+                       "without --suite and --machine")
+    # the documents beside --out are looked at before anything is written
     group = click.get_current_context().find_root().command  # `tvr` itself
     root = Path(out).resolve().parent
-    blocks = suite is None and machine is None and isinstance(group, click.Group)
+    blocks = docs_ and isinstance(group, click.Group)
     documents, notes = ours(root, group) if blocks else ([], [])
     with machine_choice(machine):
         click.echo(str(report.write_report(Path(out), suite)))

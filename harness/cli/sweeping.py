@@ -69,12 +69,15 @@ def sweep(name: str, description: str, points: list[Point], out_dir: Path, uri: 
             try:
                 device = where.resolve_device(o.device)
                 with stopping(folder / "results.csv"):
+                    if uri is not None:
+                        sync_reference(out_dir, name, uri, describe(description, name))
                     return sweeps.run_suite(
                         name, points, device, out_dir, uri, o.resume, o.max_memory,
                         o.min_run_time, description=describe(description, name),
                         outputs=lambda: outputs(out_dir, name), executor=where,
                         headline=lambda: headline_of(out_dir, name),
-                        keep_checkpoints=o.keep_checkpoints)
+                        keep_checkpoints=o.keep_checkpoints,
+                        expected=expected_seconds(out_dir, name, points, device.type))
             finally:
                 where.close()
     except BaseException:
@@ -91,6 +94,44 @@ def _remove_if_unused(folder: Path) -> None:
     tidy(folder / "results.csv")
     if folder.is_dir() and not any(folder.iterdir()):
         folder.rmdir()
+
+
+def expected_seconds(out_dir: Path, name: str, points: list[Point],
+                     device: str) -> dict[str, float]:
+    """Each point's reference point time, which the sweep's progress bar counts
+    (harness.report.estimate.point_weights); empty where the suite has no reference rows."""
+    from harness.report.estimate import point_weights
+    from harness.results import this_machine
+
+    return point_weights(out_dir, name, [p.point_id for p in points], device, this_machine())
+
+
+def sync_reference(out_dir: Path, name: str, uri: str, description: str) -> None:
+    """The suite's reference rows (other machines', committed with the code) into the store
+    before the sweep, once (harness.track.sync.sync_reference): a store `make run` builds
+    holds them without a `tvr sync`. A store that fails here costs one warning line; the
+    sweep then says what it makes of the store."""
+    from harness.results import machine_choice, results_path
+    from harness.run.claims import sync_lock
+    from harness.track.sync import sync_reference as sync
+
+    def headline(machine: str) -> tuple[dict[str, float], dict[str, str]]:
+        with machine_choice(machine):  # the reference's numbers on the reference's parent
+            return headline_of(out_dir, name)
+
+    path = results_path(out_dir, name)
+    if not path.is_file():
+        return
+    try:
+        with sync_lock(path):  # one sweep logs them; one beside it finds them logged
+            logged = sync(out_dir, name, uri, headline, description)
+    except OSError as e:
+        click.echo(f"warning: the reference rows of {name} were not logged to MLflow: "
+                   f"{mask(str(e))}".splitlines()[0], err=True)
+        return
+    if logged:
+        click.echo(f"{name}: {logged} reference rows (other machines', committed with the "
+                   "code) logged to MLflow, tagged reference = true", err=True)
 
 
 def tell(summary: SweepSummary, name: str, variant: bool, uri: str | None,

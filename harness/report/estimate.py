@@ -1,10 +1,23 @@
-"""Time before it is spent: a suite's expected time from the reference rows' time per point,
-scaled to this machine by its peak matmul rate against the reference machine's.
+"""Time before it is spent: a suite's expected time from the reference rows' point time,
+scaled to this machine by one stable rule (`scale`):
 
-Reads stored rows only; the caller measures this machine's rate (`tvr run --dry-run`, with
-harness.measure.compare.peak_rate) and hands it in. The README's `make run` total sums the
-same per-point times (harness.report.readme). An estimate: a peak matmul rate is one number
-for a machine, and a suite of loops or small layers need not scale with it.
+1. not scaled where this machine is of the reference machine's kind: the same device, the
+   same model (`device_name`, the CPU or GPU) and, where both record one, the same vector ISA
+   (`cpu_capability`);
+2. else scaled by the ratio of the two machines' peak fp32 matmul rates, one benchmark on
+   both (harness.measure.compare.peak_rate, at the reference's threads), each a median over
+   repeats: the reference's over its rows' `peak_flops_per_s`, this machine's over its own
+   rows' where it has MIN_REPEATS of them, else over REPEATS measured by the caller now;
+3. not scaled, saying why, where there is no such pair of rates: a reference that recorded
+   none, no such device here, or a machine busy now (a rate measured beside other work is
+   not the machine's: three measured within a minute on a loaded 2-core machine put one
+   suite at 0.9, 1.8 and 3 times its reference time).
+
+Reads stored rows only; the caller measures this machine's rate when asked (`tvr run
+--dry-run`, `tvr estimate`). The README's `make run` total sums the same per-point times
+(harness.report.readme), unscaled. The sweep's progress bar counts the same reference
+seconds per point (`point_weights`). An estimate: a suite of loops or small layers need not
+scale with a matmul rate.
 """
 
 from __future__ import annotations
@@ -25,6 +38,17 @@ from harness.results import (
 
 GPU = "gpu"  # <out>/gpu/SUITE: the suites a GPU machine measured (harness.track.sync)
 PEAK = "peak_flops_per_s"  # the machine's peak fp32 matmul rate, in training and bench rows
+MIN_REPEATS = 3  # this machine's own rows' rates that stand for it (rule 2)
+REPEATS = 5  # rates the caller measures now where it has fewer: their median counts
+
+# The suites of the Makefile's `run` target, in its order (a test checks them against it):
+# `tvr estimate` with no suite estimates them, the README's run-times block sums them
+MAKE_RUN = ("quick", "table1", "convergence-quick", "identities", "threads",
+            "translation-quick")
+# Quick suites left out of `make run` to keep it within MAKE_RUN_BUDGET_S of reference
+# point time; the README's run-times block names each with its measured time
+OUTSIDE_MAKE_RUN = ("rematch-quick",)
+MAKE_RUN_BUDGET_S = 20 * 60
 
 
 def point_seconds(rows: pd.DataFrame) -> pd.Series:
@@ -82,6 +106,71 @@ def machine_peak(out_dir: Path, machine: str, device: str, threads: int) -> tupl
     return (float(values.median()) if len(values) else float("nan")), len(values)
 
 
+class NoRate(Exception):
+    """This machine gives no rate to stand by now (busy, say): the estimate is not scaled."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a machine is, for rule 1: its device, the device's model, its vector ISA."""
+
+    device: str
+    name: str
+    isa: str = ""  # cpu_capability; "" where not recorded
+
+    def same(self, other: Kind) -> bool:
+        return (self.device, self.name) == (other.device, other.name) and \
+            (not self.isa or not other.isa or self.isa == other.isa)
+
+    def text(self) -> str:
+        return f"{self.device} {self.name}" + (f", {self.isa}" if self.isa else "")
+
+
+def kind_of(rows: pd.DataFrame, device: str) -> Kind:
+    """The kind of the machine that measured `rows` (its most common model and ISA)."""
+    def most(column: str) -> str:
+        if column not in rows:
+            return ""
+        values = rows[column].dropna().astype(str)
+        values = values[values != ""]
+        return str(values.mode().iloc[0]) if len(values) else ""
+
+    return Kind(device, most("device_name"), most("cpu_capability"))
+
+
+def scale(out_dir: Path, reference_rows: pd.DataFrame, device: str, machine: str,
+          threads: int, here: Kind | None, rate: Callable[[], float] | None
+          ) -> tuple[float, str]:
+    """The factor from the reference machine's point time to this machine's, and the rule
+    that chose it in words (the module's rules 1-3). `rate()` measures this machine's median
+    peak rate now (raising NoRate when it has none to stand by); called only where rules 1
+    and 2 leave nothing else, None where this machine has no such device."""
+    name = str(reference_rows["machine"].iloc[0])
+    ref = kind_of(reference_rows, device)
+    if here is not None and ref.name and here.same(ref):
+        return 1.0, f"not scaled: this machine is of {name}'s kind ({ref.text()})"
+    on = f" on {threads} thread{'s' if threads != 1 else ''}" if device == "cpu" else ""
+    peak, n = machine_peak(out_dir, name, device, threads)
+    if not n:
+        return 1.0, f"not scaled to this machine: {name} recorded no peak matmul rate on " \
+            f"{device}{on}"
+    mine, m = machine_peak(out_dir, machine, device, threads)
+    if m >= MIN_REPEATS:
+        how = f"median of {m} of its rows' {PEAK}"
+    elif rate is None:
+        return 1.0, f"not scaled to this machine: no {device} device here to measure its rate"
+    else:
+        try:
+            mine = rate()
+        except NoRate as why:
+            return 1.0, f"not scaled to this machine: {why}"
+        how = f"median of {REPEATS} measured just now"
+    return peak / mine, (
+        f"times {peak / mine:.2g}: {name}'s peak fp32 matmul rate {peak / 1e9:.3g} GFLOP/s{on} "
+        f"(median of {n} of its rows' {PEAK}) over this machine's {mine / 1e9:.3g} "
+        f"GFLOP/s{on} ({how})")
+
+
 @dataclass(frozen=True)
 class Estimate:
     """The expected time of the points to do, and what it rests on."""
@@ -103,30 +192,40 @@ class Estimate:
 
 
 def estimate(out_dir: Path, suite: str, todo: list[str], device: str, machine: str,
-             threads: int, rate: Callable[[], float] | None) -> Estimate:
-    """The expected time of the points `todo` of `suite` on this machine (`machine`, on
-    `device`): the reference rows' summed point time, times the reference machine's peak
-    matmul rate over this machine's (`rate()`, called only when the reference recorded one;
-    None where this machine has no such device to measure)."""
+             threads: int, rate: Callable[[], float] | None,
+             here: Kind | None = None) -> Estimate:
+    """The expected time of the points `todo` of `suite` on this machine (`machine`, of
+    kind `here`, on `device`): the reference rows' summed point time, scaled by `scale`."""
     ref = reference(suite_rows(out_dir, suite), todo, device, machine)
     if ref.empty:
         return Estimate(0.0, 0, len(todo), "")
     name = str(ref["machine"].iloc[0])
-    seconds = float(point_seconds(ref).sum())
+    seconds = float(_per_point(ref).sum())
     count = ref["point_id"].nunique()
+    factor, why = scale(out_dir, ref, device, machine, threads, here, rate)
     measured = f"{count} of them took {seconds:.0f} s of point time on {name}, summed"
-    on = f" on {threads} thread{'s' if threads != 1 else ''}" if device == "cpu" else ""
-    peak, n = machine_peak(out_dir, name, device, threads)
-    if not n or rate is None:
-        why = (f"{name} recorded no peak matmul rate on {device}{on}" if not n
-               else f"no {device} device here to measure this machine's rate")
-        return Estimate(seconds, count, len(todo) - count,
-                        f"{measured}; not scaled to this machine: {why}")
-    here = rate()
-    return Estimate(seconds * peak / here, count, len(todo) - count,
-                    f"{measured}, times {peak / here:.2g}: {name}'s peak fp32 matmul rate "
-                    f"{peak / 1e9:.3g} GFLOP/s{on} (median of {n} of its rows' {PEAK}) over "
-                    f"this machine's {here / 1e9:.3g} GFLOP/s{on}, measured just now")
+    return Estimate(seconds * factor, count, len(todo) - count,
+                    f"{measured}{'; ' if why.startswith('not') else ', '}{why}")
+
+
+def _per_point(ref: pd.DataFrame) -> pd.Series:
+    """Each reference point's time once: its last row's (a point measured again, the
+    newest)."""
+    return point_seconds(ref).groupby(ref["point_id"].astype(str)).last()
+
+
+def point_weights(out_dir: Path, suite: str, todo: list[str], device: str,
+                  machine: str) -> dict[str, float]:
+    """Each point to do's reference point time in seconds (what the sweep's bar counts: a
+    slow point moves it as much as it takes); a point without a reference row counts as the
+    median of those with one. Empty where none has one: the bar counts points."""
+    ref = reference(suite_rows(out_dir, suite), todo, device, machine)
+    known = {str(k): max(float(v), 0.0) for k, v in
+             (_per_point(ref).dropna().items() if len(ref) else ())}
+    if not known:
+        return {}
+    fill = float(pd.Series(list(known.values())).median())
+    return {p: known.get(p, fill) for p in todo}
 
 
 def duration(seconds: float) -> str:

@@ -24,12 +24,15 @@ QUIET_LOGGERS = ("mlflow", "alembic", "sqlalchemy", "urllib3")
 
 
 class _Lines:
-    """The part of tqdm's interface the sweep uses, printing `suite k/N point (elapsed)`."""
+    """The part of tqdm's interface the sweep uses, printing `suite k/N point (elapsed)`, or
+    with `total` (expected seconds) `suite S/T expected s, point k/N point (elapsed)`."""
 
-    def __init__(self, items: Sequence[Any], desc: str, enabled: bool) -> None:
-        self.items, self.desc, self.enabled = items, desc, enabled
+    def __init__(self, items: Sequence[Any], desc: str, enabled: bool,
+                 total: float | None = None) -> None:
+        self.items, self.desc, self.enabled, self.total = items, desc, enabled, total
         self.started = time.perf_counter()
         self.done = 0
+        self.n = 0.0  # what update() added: points, or their expected seconds
 
     def __iter__(self) -> Iterator[Any]:
         for item in self.items:
@@ -39,11 +42,14 @@ class _Lines:
     def set_postfix_str(self, text: str, refresh: bool = True) -> None:
         if self.enabled:
             elapsed = time.perf_counter() - self.started
-            print(f"{self.desc} {self.done + 1}/{len(self.items)} {text} ({elapsed:.0f} s)",
-                  file=sys.stderr, flush=True)
+            count = (f"{self.n:.0f}/{self.total:.0f} expected s, point " if self.total
+                     else "")
+            print(f"{self.desc} {count}{self.done + 1}/{len(self.items)} {text} "
+                  f"({elapsed:.0f} s)", file=sys.stderr, flush=True)
 
-    def update(self, n: int = 1) -> None:
-        self.done += n
+    def update(self, n: float = 1) -> None:
+        self.n += n
+        self.done += 1
 
     def close(self) -> None:
         """Nothing to tear down: every line is already complete."""
@@ -55,12 +61,25 @@ def label(point: Any, d_model: int) -> str:
     return sized(point.subject, point.seq_len, d_model)
 
 
-def progress_bar(items: Sequence[Any], desc: str, enabled: bool = True) -> Any:
-    """tqdm over items (points done, current point, ETA), or _Lines without tqdm."""
+# the bar of expected seconds: how far by the reference's point times, then tqdm's ETA
+SECONDS_FORMAT = ("{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s of expected point "
+                  "time [{elapsed}<{remaining}{postfix}]")
+
+
+def progress_bar(items: Sequence[Any], desc: str, enabled: bool = True,
+                 seconds: Sequence[float] | None = None) -> Any:
+    """tqdm over items (points done, current point, ETA), or _Lines without tqdm. With
+    `seconds` (each item's expected seconds, harness.report.estimate.point_weights) the bar
+    counts those, and the caller updates it by each finished item's: a point of many minutes
+    moves it as far as it takes, where a count of points sat still through it."""
+    total = float(sum(seconds)) if seconds else None
     try:
         from tqdm import tqdm
     except ImportError:
-        return _Lines(items, desc, enabled)
+        return _Lines(items, desc, enabled, total)
+    if total:
+        return tqdm(total=total, desc=desc, unit="s", file=sys.stderr, disable=not enabled,
+                    dynamic_ncols=True, bar_format=SECONDS_FORMAT)
     return tqdm(items, desc=desc, unit="pt", file=sys.stderr, disable=not enabled,
                 dynamic_ncols=True)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -138,7 +138,8 @@ def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Pa
               headline: Callable[[], tuple[dict[str, float], dict[str, str]]] | None = None,
               keep_checkpoints: bool = False,
               prune: Callable[[Point, int, Any], bool] | None = None,
-              redo: frozenset[str] = frozenset()) -> SweepSummary:
+              redo: frozenset[str] = frozenset(),
+              expected: Mapping[str, float] | None = None) -> SweepSummary:
     """Measure every point not already done on this device of this machine; one results row
     and one MLflow child run each. The executor (default: this process, one point after
     another) decides where points run; rows are written here, as each point finishes. The
@@ -146,7 +147,8 @@ def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Pa
     report and `outputs()` (tables, figures) as artifacts, `headline()`'s metrics and tags
     (n*, exponents, verdicts); `description` is the experiment's note. The points in `redo`
     are measured again though done (a search's trial pruned by an older rule), resuming
-    from a checkpoint of their own as any point does."""
+    from a checkpoint of their own as any point does. `expected` (point id -> expected
+    seconds) makes the progress bar count those rather than points."""
     executor = executor or LocalExecutor()
     path = results_path(out_dir, suite)
     summary = SweepSummary(suite, path)
@@ -166,14 +168,16 @@ def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Pa
             Tracker(tracking_uri, suite, out_dir, params, description, facts) as tracker:
         tracker.names = run_names([_named(p) for p in points])
         summary.synced = _sync_mine(tracker, path, claims)
-        bar = progress_bar(todo, suite, enabled=progress)
+        weights = [(expected or {}).get(p.point_id, 0.0) for p in todo]
+        counted = expected if sum(weights) > 0 else None  # else the bar counts points
+        bar = progress_bar(todo, suite, enabled=progress, seconds=weights if counted else None)
         # closed on any exit, a stop signal's included: its line ends before the next message
         try:
             with closing(bar), closing(executor.run(todo, ctx, max_memory, _skipper(
                     claims, summary, resume, redo))) as finished:
                 for done in signals.checked(finished):  # a stop a library swallowed
                     bar.set_postfix_str(label(done.point, trained_width(done.point)), False)
-                    bar.update(1)
+                    bar.update(counted.get(done.point.point_id, 0.0) if counted else 1)
                     # the node's facts (Ray) override the driver's; `machine` stays the driver's
                     _record(done, path, device, facts | done.facts | {"machine": machine},
                             tracker)
@@ -239,9 +243,20 @@ def _skipper(claims: Claims, summary: SweepSummary, resume: bool,
 def _finish(tracker: Tracker, summary: SweepSummary, path: Path,
             outputs: Callable[[], Iterable[Path]] | None,
             headline: Callable[[], tuple[dict[str, float], dict[str, str]]] | None) -> None:
-    """The parent run's summary metrics and artifacts; a failed store is noted in summary."""
-    if tracker.enabled and tracker.error is None:
-        numbers, tags = headline() if headline is not None and path.exists() else ({}, {})
+    """The parent run's name (what this invocation measured), summary metrics and artifacts;
+    a failed store is noted in summary. An invocation that measured nothing and logged
+    nothing (a resume of a finished suite) leaves no parent run; one that measured nothing
+    gets no headline numbers (they are the suite's, which earlier parents carry)."""
+    measured = sum(summary.statuses.values())
+    if tracker.enabled and tracker.error is None and not measured and not summary.synced:
+        tracker.discard()
+    elif tracker.enabled and tracker.error is None:
+        did = [f"{measured} point{'s' if measured != 1 else ''} measured" if measured else "",
+               f"{summary.synced} stored rows logged" if summary.synced else "",
+               f"{summary.resumed} done before" if summary.resumed else ""]
+        tracker.rename(f"{tracker.name} · {', '.join(d for d in did if d)}")
+        numbers, tags = headline() if headline is not None and measured and path.exists() \
+            else ({}, {})
         tracker.log_summary({**{f"points_{s}": n for s, n in summary.statuses.items()},
                              "points_resumed": summary.resumed, "wall_s": summary.wall_s,
                              **numbers}, tags)

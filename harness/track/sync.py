@@ -8,6 +8,7 @@ aside to a dated backup and rebuilds its runs from every suite's rows this way.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +44,37 @@ def sync_suite(out_dir: Path, suite: str, uri: str,
     return logged, len(rows)
 
 
+Headline = tuple[dict[str, float], dict[str, str]]
+
+
+def sync_reference(out_dir: Path, suite: str, uri: str,
+                   headline: Callable[[str], Headline] | None = None,
+                   description: str = "") -> int:
+    """Log the rows of `suite` that other machines measured (the reference committed with
+    the code) and the store lacks, each machine's under its reference parent run, as `tvr
+    sync` does; returns how many. `tvr run` calls it before its sweep, so the store a first
+    `make run` builds holds the reference beside the user's runs without a `tvr sync`.
+    `headline(machine)` gives a parent's headline numbers, asked only where rows are
+    logged."""
+    path = Path(out_dir) / suite / RESULTS_FILE
+    if not path.is_file():
+        return 0
+    rows = read_results(path)
+    if "machine" not in rows:
+        return 0
+    machines = rows["machine"].fillna("").astype(str)
+    others = [m for m in dict.fromkeys(machines) if m not in ("", this_machine())]
+    if not others:
+        return 0
+    series = read_series(out_dir, suite) if (path.parent / SERIES_FILE).exists() else None
+    return sum(_sync_machine(out_dir, suite, uri, rows[machines == m], series,
+                             (lambda m=m: headline(m)) if headline else None, description,
+                             True) for m in others)
+
+
 def _sync_machine(out_dir: Path, suite: str, uri: str, rows: pd.DataFrame,
                   series: pd.DataFrame | None,
-                  headline: tuple[dict[str, float], dict[str, str]] | None,
+                  headline: Headline | Callable[[], Headline] | None,
                   description: str, reference: bool) -> int:
     """One machine's rows of `suite` under one parent run (deleted if it adds none)."""
     labels: dict[str, Any] = {}
@@ -61,7 +90,7 @@ def _sync_machine(out_dir: Path, suite: str, uri: str, rows: pd.DataFrame,
         if not logged:
             tracker.discard()  # nothing added: no empty parent run
         elif headline:  # n*, exponents and verdicts on the parent run, as a live sweep's
-            tracker.log_summary(*headline)
+            tracker.log_summary(*(headline() if callable(headline) else headline))
         if tracker.error is not None:
             first = str(tracker.error).strip().splitlines()[0] if str(tracker.error) else ""
             raise OSError(f"the store failed: {mask(first)}")

@@ -34,7 +34,7 @@ from harness.track.client import (
     quiet_mlflow,
     tracking_errors,
 )
-from harness.track.names import run_name, run_names
+from harness.track.names import RUN_NAME_LIMIT, run_name, run_names
 from harness.track.sqlitefile import create_sqlite
 from harness.track.store import is_remote, mask, problem, sqlite_path, store_write
 from harness.track.values import (
@@ -131,9 +131,10 @@ class Tracker:
         self._client = MlflowClient(tracking_uri=client_uri(self.uri or ""))
         self.experiment_id = self._experiment()
         self.close_orphans()
+        self.name = self.name or f"{self.suite} {time.strftime('%Y-%m-%d %H:%M:%S')}"
         run = self._client.create_run(
             self.experiment_id,
-            run_name=self.name or f"{self.suite} {time.strftime('%Y-%m-%d %H:%M:%S')}",
+            run_name=self.name,
             start_time=self.span[0] if self.span else None,
             tags={"torch_version": version("torch"), **self.tags, "suite": self.suite,
                   "host": socket.gethostname(), "pid": str(os.getpid()),
@@ -291,6 +292,19 @@ class Tracker:
         try:
             self._log_batch(self.parent_run_id, metrics=metrics_batch(metrics, None),
                             tags=tags)
+        except self._errors as e:
+            self._give_up(e)
+
+    @store_write
+    def rename(self, name: str) -> None:
+        """Name the parent run anew (what the invocation did, once it is known), within the
+        length a PostgreSQL store takes."""
+        if self._client is None or self.error is not None or self.parent_run_id is None:
+            return
+        name = name[:RUN_NAME_LIMIT]
+        try:
+            self._client.update_run(self.parent_run_id, name=name)
+            self.name = name
         except self._errors as e:
             self._give_up(e)
 

@@ -1,6 +1,6 @@
-"""`tvr report` beside another project's files: a README.md next to --out whose generated
-block tvr does not write (or that is not text) is left as it is with one note, decided
-before REPORT.md is written; it once failed the report after REPORT.md was written."""
+"""`tvr report --docs` beside another project's files: a README.md next to --out whose
+generated block tvr does not write (or that is not text) is left as it is with one note,
+decided before REPORT.md is written; it once failed the report after REPORT.md was written."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def test_a_foreign_readme_beside_out_is_left_with_one_note(tmp_path: Path, quick
     out = tmp_path / "results"
     out.mkdir()
     (tmp_path / "README.md").write_bytes(content)
-    result = CliRunner().invoke(cli, ["report", "--out", str(out)])
+    result = CliRunner().invoke(cli, ["report", "--docs", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "README.md").read_bytes() == content
     notes = [x for x in result.stderr.splitlines() if x.strip()]
@@ -56,7 +56,7 @@ def test_our_blocks_beside_out_are_still_written(tmp_path: Path, quick_report) -
     (docs / "suites.md").write_text(page)
     (tmp_path / "README.md").write_text(FOREIGN)
     assert ours(tmp_path, cli)[0] == [docs / "suites.md"]
-    result = CliRunner().invoke(cli, ["report", "--out", str(out)])
+    result = CliRunner().invoke(cli, ["report", "--docs", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "| `smoke` |" in (docs / "suites.md").read_text()
     assert (tmp_path / "README.md").read_text() == FOREIGN
