@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run docs test microbench lint clean joeynmt
+.PHONY: run docs test test-fast microbench lint clean joeynmt
 
 # Bytecode is written as Python writes it by default, by the first process that imports a
 # module: a run imports about a quarter of the venv's 18,000 files, and compiling all of them
@@ -52,6 +52,13 @@ docs: $(STAMP)
 test: $(STAMP)
 	$(BIN)/lint-imports
 	MPLBACKEND=Agg $(BIN)/pytest -q -n auto --dist loadgroup --durations=10
+
+# The inner loop: the tests not marked slow (pyproject.toml's markers: no training runs, real
+# processes or servers, browsers, Ray clusters, fuzzers or whole suites): about two minutes on
+# 2 idle cores. `make test` runs them too, with the slow ones.
+test-fast: $(STAMP)
+	$(BIN)/lint-imports
+	MPLBACKEND=Agg $(BIN)/pytest -q -n auto --dist loadgroup -m "not slow" --durations=5
 
 # The third-party toolkit of the Table 2 cross-check (scripts/anchor), in a venv of its own:
 # its protobuf pin conflicts with MLflow's; JoeyNMT 2.3.0 passes ReduceLROnPlateau a
