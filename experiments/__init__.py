@@ -43,6 +43,7 @@ SUITES: dict[str, Callable[[], list[Point]]] = {
     "convergence-smoke": convergence.convergence_smoke,
     "translation-quick": translation.translation_quick,
     "translation-cpu-tuned": translation.translation_cpu_tuned,
+    "translation-cpu-converged": translation.translation_cpu_converged,
     "translation": translation.translation,
     "translation-table3": translation.translation_table3,
     "translation-table3-quick": translation.translation_table3_quick,
@@ -54,6 +55,7 @@ SUITES: dict[str, Callable[[], list[Point]]] = {
     "rematch-gpu-quick": rematch.rematch_gpu_quick,
     "scan-error": rematch.scan_error,
     "mqar": rematch.mqar,
+    "mqar-cpu": rematch.mqar_cpu,
 }
 
 

@@ -33,7 +33,8 @@ FACT_KEYS = ("cpu", "threads", "torch_version", "host", "device_name",
              "tf32_matmul", "tf32_cudnn",
              "cpu_count", "physical_cores", "usable_cpus", "blas", "onednn", "cpu_capability")
 # Who measured it besides the machine: the executor, its node and the code's commit
-RUN_FACTS = ("executor", "node", "nice", "attempts", "git_commit", "git_dirty")
+RUN_FACTS = ("executor", "node", "nice", "attempts", "git_commit", "git_dirty",
+             "git_diff_sha256")
 FACTS = (*FACT_KEYS, *RUN_FACTS)
 
 # The CSV's column order: these first, every other column in first-seen order, then the tail

@@ -4,22 +4,37 @@ initialization."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from harness.report import claim_power as power
-from harness.report.claim_training import SUITE, study_rows, training_scale
+from harness.report.claim_training import (
+    SUITE,
+    probe_scope,
+    study_rows,
+    trained_scope,
+    training_scale,
+)
 from harness.report.evidence import Claim, Evidence, Missing, Stored, scale_facts
-from harness.report.gates import Gate
+from harness.report.gates import Gate, agree_gate, below_tests, range_gate
+from harness.report.rulebook import PROBE, TRAINED_QUALITY
 from harness.report.stats import spread
 from harness.report.verdicts import CONTRADICTS, NOT_MEASURED, QUALIFIED, SUPPORTS
 
 EXPLODED = 1.0  # log10 gradient ratio far over near: 10x larger counts as exploding
 GATED = ("lstm", "gru")  # recurrent cells with gates: the remedy for exploding gradients
+# the log10 ratio of two float32 gradient norms lies within +-this (largest finite over the
+# smallest subnormal): a ratio there overflowed or underflowed, the metric's ceiling and floor
+FLOAT32_SPAN = float(np.log10(np.finfo(np.float32).max)
+                     - np.log10(np.finfo(np.float32).smallest_subnormal))
 
 
 def exploding_gradients(stored: Stored) -> Evidence:
     rows = study_rows(stored, "gradient-distance", runner="grad-distance")
     rnn = rows[~rows["model"].str.startswith("transformer")]
     columns = [c for c in ("grad_decay_init", "grad_decay_trained") if c in rnn]
-    worst = {m: float(g[columns].max().max()) for m, g in rnn.groupby("model")}
+    per_seed = rnn.assign(worst=rnn[columns].max(axis=1))  # each seed's larger ratio
+    by_model = dict(tuple(per_seed.groupby("model")))
+    worst = {m: float(g["worst"].max()) for m, g in by_model.items()}
     exploded = [m for m, v in worst.items() if v >= EXPLODED]
     diverged = stored.rows(SUITE)
     diverged = diverged[diverged["status"] == "diverged"]
@@ -30,6 +45,17 @@ def exploding_gradients(stored: Stored) -> Evidence:
                   "an ungated (Elman) recurrent model in a gradient-distance study (no suite "
                   "has one: gating is the remedy the claim motivates)")
     verdict = SUPPORTS if exploded or len(diverged) else CONTRADICTS
+    # the tests behind the verdict: each recurrent model's per-seed ratio below 10^EXPLODED
+    tests = tuple(t for m, g in by_model.items()
+                  for t in below_tests(g["worst"], EXPLODED, f"{m} log10 gradient ratio"))
+    pairs = [tests[i:i + 2] for i in range(0, len(tests), 2)]
+    agree = [agree_gate(p) for p in pairs]
+    gates = (family, power.seeds(by_model, SUITE),
+             power.unigram(by_model, "final_bits_per_char"),
+             range_gate({m: float(g["worst"].mean()) for m, g in by_model.items()},
+                        "log10 gradient ratio", FLOAT32_SPAN, -FLOAT32_SPAN,
+                        "gradients that neither overflow nor underflow in float32"),
+             next((g for g in agree if not g.passed), agree[0]) if agree else agree_gate([]))
     return Evidence(
         f"gradient-distance (n = {int(rows['seq_len'].iloc[0])}): gradient norm at the "
         "farthest position over the nearest, at initialization and after training; "
@@ -39,9 +65,14 @@ def exploding_gradients(stored: Stored) -> Evidence:
         f"; {len(diverged)} diverged training run{'s' if len(diverged) != 1 else ''}",
         verdict,
         f"supports if a recurrent model's gradient grows by 10^{EXPLODED:g} or more over the "
-        "distance, or a training run diverged; else contradicts at this scale. Gate: an "
-        "ungated recurrent model is measured (gated cells are built not to explode)",
-        training_scale(rows), (family,), facts=scale_facts(rows))
+        "distance, or a training run diverged; else contradicts at this scale. Gates: an "
+        "ungated recurrent model is measured (gated cells are built not to explode); 5 seeds "
+        "per model; the trained models below the unigram model on bits/char (they learned "
+        "more than character frequencies); the log10 ratio off float32's overflow and "
+        f"underflow (+-{FLOAT32_SPAN:.3g}); a one-sided t-test and an exact sign test over "
+        f"seeds agree on each model's ratio against 10^{EXPLODED:g}",
+        training_scale(rows), gates, tests, facts=scale_facts(rows),
+        scope=trained_scope(rows, f"n = {int(rows['seq_len'].iloc[0])}"))
 
 
 def residual_connections(stored: Stored) -> Evidence:
@@ -96,15 +127,18 @@ def post_ln_depth(stored: Stored) -> Evidence:
         "shrinks from the shallowest to the deepest, so separated; else qualified, naming "
         "the depths where the rise stops. Gates: 5 seeds per depth, the tests agree",
         training_scale(grads), (power.seeds(arms, SUITE), power.agree(comps)),
-        tuple(t for c in comps for t in c.tests), scale_facts(grads))
+        tuple(t for c in comps for t in c.tests), scale_facts(grads),
+        scope=probe_scope(grads, f"Post-LN depths {', '.join(map(str, depths))}"))
 
 
 CLAIMS = [
     Claim("exploding-gradients", "Recurrent networks suffer from exploding gradients over "
-          "long paths", SUITE, f"{SUITE}/grad-distance.png", exploding_gradients),
+          "long paths", SUITE, f"{SUITE}/grad-distance.png", exploding_gradients,
+          kind=TRAINED_QUALITY),
     Claim("residual", "Residual connections preserve signal and gradients through depth",
-          SUITE, "", residual_connections),
+          SUITE, "", residual_connections, kind=TRAINED_QUALITY),
+    # measured at initialization (runner layer-grads: no training step): a probe
     Claim("post-ln-depth", "At initialization, Post-LN's gradient scale depends on depth "
           "(larger near the output in deeper stacks)", SUITE,
-          f"{SUITE}/layer-grad-norms.png", post_ln_depth),
+          f"{SUITE}/layer-grad-norms.png", post_ln_depth, kind=PROBE),
 ]

@@ -10,9 +10,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness.report.evidence import Claim, Evidence, Missing, Stored
-from harness.report.gates import MIN_SEEDS  # recall verdicts: seeds per configuration
+from harness.report import claim_power as power
+from harness.report.evidence import Claim, Evidence, Missing, Stored, device_word, scale_facts
+from harness.report.gates import (
+    MIN_SEEDS,  # recall verdicts: seeds per configuration
+    SPREAD_SHARE,
+    Gate,
+    baseline_gate,
+    compare,
+    range_gate,
+)
 from harness.report.rematch import before_loop_fix, best_lr, floor
+from harness.report.rulebook import TIMING, TRAINED_QUALITY, scope_of
 from harness.report.stats import fmt, loglog_fit, paired
 from harness.report.verdicts import CONTRADICTS, QUALIFIED, SUPPORTS
 
@@ -71,17 +80,18 @@ def _forms(df: pd.DataFrame) -> dict[tuple[str, str], pd.Series]:
     return out
 
 
-def _speedups(stored: Stored) -> tuple[str, list[str], list[str], list[str]]:
+def _speedups(stored: Stored) -> tuple[str, list[str], list[str], list[str], list[tuple]]:
     """(text, forms that beat the loop at the longest n on a device, forms that do not,
-    the suites read): per scan form and device, each layer's speed-up over its loop. GPU rows
-    measured before the loop fix are shown and not judged."""
+    the suites read, the judged comparisons): per scan form and device, each layer's speed-up
+    over its loop. GPU rows measured before the loop fix are shown and not judged; each judged
+    comparison is (what, speed-up, suite, the loop's and the scan's rows at the longest n)."""
     cpu = _rematch(stored, runner="fwdbwd")
     sets = [(cpu["suite"].iloc[0], cpu)]
     gpu = stored.gpu()
     if gpu is not None:
         sets += [(f"gpu/{suite}", g) for suite, g in
                  gpu[gpu["runner"] == "fwdbwd"].groupby("suite")]
-    holds, fails, parts = [], [], []
+    holds, fails, parts, judged = [], [], [], []
     for suite, df in sets:
         forms = _forms(df)
         if not forms:
@@ -96,23 +106,29 @@ def _speedups(stored: Stored) -> tuple[str, list[str], list[str], list[str]]:
             if not stale:
                 wins = all(r.iloc[-1] > MIN_SPEEDUP for r in ratios.values())
                 (holds if wins else fails).append(label)
+                for k, r in ratios.items():
+                    n = int(r.index[-1])
+                    at = df[(df["mixer"] == k) & (df["seq_len"].astype(int) == n)
+                            & df["scan"].isin(["sequential", scan])]
+                    judged.append((f"{k} {label}, n={n}", float(r.iloc[-1]), suite, at))
             parts.append(f"{suite}, {label}: " + "; ".join(
                 f"{k} " + ", ".join(f"n={n}: {fmt(v)}x" for n, v in r.items())
                 for k, r in ratios.items())
                 + (" (loop measured before its O(n^2) backward was fixed: shown, not judged)"
                    if stale else ""))
     return ("forward+backward speed-up of each scan over the loop (one timing per point): "
-            + "; ".join(parts)), holds, fails, [s for s, _ in sets]
+            + "; ".join(parts)), holds, fails, [s for s, _ in sets], judged
 
 
 def log_depth_training(stored: Stored) -> Evidence:
     depth_text, log_depth, linear = _depth(stored)
-    speed_text, holds, fails, suites = _speedups(stored)
+    speed_text, holds, fails, suites, judged = _speedups(stored)
     verdict = (CONTRADICTS if linear or not holds else
                SUPPORTS if log_depth and not fails else QUALIFIED)
     where = (f". The speed-up holds for: {', '.join(holds) or 'no form on any device'}"
              + (f"; not for: {', '.join(fails)}" if fails else ""))
     rows = _rematch(stored, runner="fwdbwd")
+    judged_rows = pd.concat([r for *_, r in judged]) if judged else rows  # the devices judged
     error = _scan_error(stored)
     return Evidence(
         f"table1, fit=seq-ops (min-gru, scan=levels); {', '.join(suites)}, runner fwdbwd "
@@ -126,10 +142,33 @@ def log_depth_training(stored: Stored) -> Evidence:
         f"device; contradicts if k > {1 - LOG_EXP_MAX} or no form holds anywhere; else "
         "qualified, naming the forms and devices where it holds. Rows measured before the "
         "loop's fix are not judged. Feng et al. report 175x (minGRU) and 235x (minLSTM) at "
-        "n = 512 on a GPU",
+        "n = 512 on a GPU. Gates, over the judged rows (each layer's loop and scan at the "
+        f"longest n): forward + backward timings; spread: every row's IQR/median at most "
+        f"{SPREAD_SHARE:g} of the scan's speed-up over its loop (larger / smaller - 1); idle "
+        "machine: no row flagged busy",
         _scale(rows) + f", d = {int(rows['d_model'].iloc[0])}, batch "
-        f"{int(rows['batch_size'].iloc[0])}",
-        figure=f"{rows['suite'].iloc[0]}/scan-throughput.png")
+        f"{int(rows['batch_size'].iloc[0])}", _scan_gates(judged),
+        figure=f"{rows['suite'].iloc[0]}/scan-throughput.png",
+        scope=", ".join(x for x in (device_word(judged_rows), f"n up to "
+                                    f"{int(judged_rows['seq_len'].max())}",
+                                    f"d = {int(rows['d_model'].iloc[0])}",
+                                    f"batch {int(rows['batch_size'].iloc[0])}") if x))
+
+
+def _scan_gates(judged: list[tuple]) -> tuple[Gate, ...]:
+    """The timing gates over the comparisons the scan verdict judges."""
+    if not judged:
+        return (Gate("spread", False, "no scan form judged (every row measured before the "
+                     "loop's fix)", "`tvr run rematch-quick`"),)
+    timed = pd.concat([rows for *_, rows in judged])
+    suite = str(judged[0][2])
+    return (power.forward_backward({what: power.timing_column(rows)
+                                    for what, _, _, rows in judged}, suite),
+            power.combined([power.spread(rows, power.timing_column(rows),
+                                         max(ratio, 1 / ratio) - 1,
+                                         f"{what}: the speed-up over the loop", s)
+                            for what, ratio, s, rows in judged]),
+            power.idle(timed, suite))
 
 
 def _scan_error(stored: Stored) -> str:
@@ -188,7 +227,8 @@ def attention_recalls_more(stored: Stored) -> Evidence:
                + f" (no-recall floor: {_floors(df['pairs'])}; to pass: `tvr run mqar "
                "--executor ray`, trained long enough for attention to learn recall)")
         return Evidence(f"{df['suite'].iloc[0]}, study mqar-state", why, INCONCLUSIVE, rule,
-                        scale, figure=f"{df['suite'].iloc[0]}/mqar-state.png")
+                        scale, figure=f"{df['suite'].iloc[0]}/mqar-state.png",
+                        scope=_recall_scope(df))
     p = int(learned.index.max())
     at = df[df["pairs"] == p]
     diffs = {k: paired(at[at["mixer_kind"] == k], at[at["mixer_kind"] == "self-attention"],
@@ -201,18 +241,55 @@ def attention_recalls_more(stored: Stored) -> Evidence:
     measured = (f"{p} pairs: mean accuracy {accuracies} (no-recall floor {fmt(floor(p))}, "
                 f"{seeds} seeds); attention minus {differences}")
     verdict = CONTRADICTS if lost else SUPPORTS if won else QUALIFIED
-    return Evidence(f"{df['suite'].iloc[0]}, study mqar-state: pairs swept at d = "
+    arms = {str(k): g for k, g in at.groupby("mixer_kind")}
+    attn = arms["self-attention"]
+    comps = [compare(g["final_accuracy"], attn["final_accuracy"], f"self-attention vs {k}, "
+                     f"{p} pairs") for k, g in arms.items() if k != "self-attention"]
+    suite = str(df["suite"].iloc[0])
+    remedy = f"`tvr run {suite}` (or `tvr run mqar --executor ray`)"
+    means = {k: float(g["final_accuracy"].mean()) for k, g in arms.items()}
+    gates = (power.seeds(arms, suite, MIN_SEEDS),
+             baseline_gate(means, {"no-recall floor": floor(p)}, "final_accuracy",
+                           f"longer training, until attention learns recall: {remedy}",
+                           need="best"),
+             range_gate(means, "final_accuracy", 1.0, floor(p),
+                        f"more pairs (a task no model recalls whole): {remedy}"),
+             power.agree(comps))
+    return Evidence(f"{suite}, study mqar-state: pairs swept at d = "
                     f"{int(df['d_model'].iloc[0])}, mixer-lm with only the mixer changed",
-                    measured, verdict, rule, scale,
-                    figure=f"{df['suite'].iloc[0]}/mqar-state.png")
+                    measured, verdict, rule + f". Gates: {MIN_SEEDS}+ seeds per configuration "
+                    "and enough for the exact tests over seeds to reach p < 0.05 (4+), "
+                    "attention above the no-recall "
+                    "floor, accuracy off its ceiling (two models recalling every pair cannot "
+                    "show who recalls more) and the floor, the two exact tests over seeds "
+                    "agree on each recurrent model against attention", scale, gates,
+                    tuple(t for c in comps for t in c.tests),
+                    figure=f"{suite}/mqar-state.png", scope=_recall_scope(df))
+
+
+def _recall_scope(df: pd.DataFrame) -> str:
+    """The recall verdict's scope: width, the budget (one learning rate for every model, or
+    each model's best of several), seeds and device."""
+    lrs = sorted(pd.to_numeric(df["lr"], errors="coerce").dropna().unique()) \
+        if "lr" in df else []
+    steps = int(pd.to_numeric(df["steps"], errors="coerce").max()) if "steps" in df else 0
+    budget = f"{steps} steps" if steps else ""
+    if len(lrs) == 1:
+        budget += f" at learning rate {lrs[0]:g} for every model"
+    elif lrs:
+        budget += f", each model at its best learning rate of {', '.join(f'{v:g}' for v in lrs)}"
+    facts = scale_facts(df)
+    return ", ".join(x for x in (f"d = {int(df['d_model'].iloc[0])}", budget.strip(", "),
+                                 scope_of({"seeds": facts["seeds"],
+                                           "device": facts["device"]})) if x)
 
 
 CLAIMS = [
     Claim("scan-log-depth", f"{LATER} (Feng et al. 2024): a recurrence whose gates do not "
           "depend on h_{t-1} trains with O(log n) sequential operations, and faster than its "
           "sequential form", "rematch-quick", "rematch-quick/scan-throughput.png",
-          log_depth_training),
+          log_depth_training, kind=TIMING),
     Claim("attention-recalls-more", f"{LATER} (Arora et al. 2023): at equal width, attention "
           "recalls more key-value pairs than a fixed-size recurrent state", "rematch-quick",
-          "rematch-quick/mqar-state.png", attention_recalls_more),
+          "rematch-quick/mqar-state.png", attention_recalls_more, kind=TRAINED_QUALITY),
 ]

@@ -15,7 +15,15 @@ from scipy import stats
 
 from harness.report import claim_power as power
 from harness.report.evidence import Claim, Evidence, Missing, Stored, scale_facts
-from harness.report.gates import Test
+from harness.report.gates import ALPHA, MIN_SEEDS, Test
+from harness.report.rulebook import (
+    COUNT,
+    IDENTITY_KIND,
+    KNEE,
+    PROBE,
+    TRAINED_QUALITY,
+    scope_of,
+)
 from harness.report.stats import censored_text, fmt, paired, spread
 from harness.report.verdicts import CONTRADICTS, IDENTITY, QUALIFIED, SUPPORTS
 
@@ -31,6 +39,8 @@ WARMUP_GAIN = 0.1  # nats/char: a warm-up gain smaller than this does not count
 EXTRAPOLATES = 0.9  # accuracy at 2n, relative to accuracy at n, that counts as extrapolating
 NEAR_EQUAL = 0.02  # accuracies within 2 points count as "nearly identical"
 QK_GROWTH_TOL = 0.15  # the model's own Var(q.k) ~ d_k^slope: slope within 0.15 of 1
+KNEE_SHARE = 0.25  # a gain past the knee under this share of the gain up to it is "small";
+# the power gate bounds it there (the smallest effect of interest of the knee)
 
 
 def study_rows(stored: Stored, study: str, runner: str = "train", **where) -> pd.DataFrame:
@@ -50,6 +60,44 @@ def training_scale(rows: pd.DataFrame) -> str:
     parts.append(f"{seeds} seed{'' if seeds == 1 else 's'}")
     parts.append(f"device {first.get('device', '?')} ({first.get('device_name', '?')})")
     return ", ".join(parts) + f", machine {first.get('machine', '?')}"
+
+
+def budget(rows: pd.DataFrame, who: str = "model") -> str:
+    """The training budget of the rows: "300 steps at learning rate 0.001 for every model"
+    (one learning rate for all), or the steps and the learning rates used ("" where the rows
+    record no steps)."""
+    steps = pd.to_numeric(rows["steps"], errors="coerce").dropna() if "steps" in rows \
+        else pd.Series(dtype=float)
+    steps = steps[steps > 0]
+    if steps.empty:
+        return ""
+    lo, hi = int(steps.min()), int(steps.max())
+    text = f"{lo} steps" if lo == hi else f"{lo}-{hi} steps"
+    column = next((c for c in ("lr", "peak_lr") if c in rows), None)
+    lrs = sorted(pd.to_numeric(rows[column], errors="coerce").dropna().unique()) \
+        if column else []
+    if len(lrs) == 1:
+        text += f" at {'peak ' if column == 'peak_lr' else ''}learning rate {lrs[0]:g} for " \
+                f"every {who}"
+    elif lrs:
+        text += f", learning rates {', '.join(f'{v:g}' for v in lrs)}"
+    return text
+
+
+def trained_scope(rows: pd.DataFrame, *extra: str, who: str = "model") -> str:
+    """A trained verdict's label scope: parameters, the budget (steps and one learning rate
+    for all), `extra` (the task, the sizes), seeds and device."""
+    facts = scale_facts(rows)
+    head = scope_of({"params": facts["params"]})
+    tail = scope_of({"seeds": facts["seeds"], "device": facts["device"]})
+    return ", ".join(p for p in (head, budget(rows, who), *extra, tail) if p)
+
+
+def probe_scope(rows: pd.DataFrame, sizes: str) -> str:
+    """A probe's label scope: the sizes measured, at initialisation, seeds and device."""
+    facts = scale_facts(rows)
+    tail = scope_of({"seeds": facts["seeds"], "device": facts["device"]})
+    return ", ".join(p for p in (f"{sizes} at initialisation", tail) if p)
 
 
 def capped_steps(rows: pd.DataFrame) -> pd.DataFrame:
@@ -76,7 +124,8 @@ def vanishing_gradients(stored: Stored) -> Evidence:
     comps = [power.versus(by_far[m], by_far[attn[0]], "final_accuracy")
              for m in by_far if m not in attn] if attn else []
     gates = (power.seeds(by_far, SUITE),
-             power.chance(dict(tuple(near.groupby("model")))), power.agree(comps))
+             power.chance(dict(tuple(near.groupby("model")))),
+             power.accuracy_range(by_far, "final_accuracy", SUITE), power.agree(comps))
     return Evidence(
         f"gradient-distance (n = {int(grads['seq_len'].iloc[0])}, at init) and convergence "
         f"distance-k at k = {k}",
@@ -88,9 +137,11 @@ def vanishing_gradients(stored: Stored) -> Evidence:
         f"Transformer's is >= 10^{KEPT:g}, and the recurrent models stay below "
         f"{RECALLED:.0%} accuracy at the largest k; qualified if one of the two holds. Gates: "
         f"every model above chance at k = {int(near['k'].iloc[0])} (it learned the task), 5 "
-        "seeds, the Transformer's lead at the largest k by two agreeing exact tests",
+        "seeds, accuracy at the largest k off its ceiling (two models there) and floor, the "
+        "Transformer's lead at the largest k by two agreeing exact tests",
         training_scale(pd.concat([grads, far])), gates,
-        tuple(t for c in comps for t in c.tests), scale_facts(pd.concat([grads, far])))
+        tuple(t for c in comps for t in c.tests), scale_facts(pd.concat([grads, far])),
+        scope=trained_scope(k_rows, f"distance-k up to k = {k}"))
 
 
 def qk_variance(stored: Stored) -> Evidence:
@@ -124,8 +175,13 @@ def qk_growth(stored: Stored) -> Evidence:
             f"d_k={d}: {spread(g['qk_var'] / d)}" for d, g in init.groupby("d_k")),
         SUPPORTS if ok else CONTRADICTS,
         f"supports if the log-log slope of the model's own Var(q.k) against d_k is within "
-        f"{QK_GROWTH_TOL} of 1 (grows as d_k: what 1/sqrt(d_k) undoes); else contradicts",
-        training_scale(init), tests=(test,), facts=scale_facts(init))
+        f"{QK_GROWTH_TOL} of 1 (grows as d_k: what 1/sqrt(d_k) undoes); else contradicts. "
+        f"Gate: {MIN_SEEDS}+ seeds per d_k (a regression over seed-points: no exact test "
+        "over seeds)", training_scale(init),
+        (power.seeds({f"d_k={int(d)}": g for d, g in init.groupby("d_k")}, SUITE, MIN_SEEDS,
+                     exact=False),),
+        (test,), scale_facts(init),
+        scope=probe_scope(init, f"d_k = {d_ks[0]}..{d_ks[-1]}"))
 
 
 def _saturation(on: pd.DataFrame, off: pd.DataFrame, suffix: str,
@@ -159,7 +215,10 @@ def softmax_saturation(stored: Stored) -> Evidence:
         verdict,
         f"saturated = unscaled entropy under {SATURATED:.0%} of uniform and an unscaled "
         "Jacobian under half the scaled one; supports if so for both kinds of q, k, qualified "
-        "if for one, contradicts if for neither", training_scale(top), facts=scale_facts(top))
+        f"if for one, contradicts if for neither. Gate: {MIN_SEEDS}+ seeds per arm (read "
+        "against thresholds: no exact test over seeds)", training_scale(top),
+        (power.seeds({"scaled": on, "unscaled": off}, SUITE, MIN_SEEDS, exact=False),),
+        facts=scale_facts(top), scope=probe_scope(top, f"d_k = {int(d)}"))
 
 
 def scale_factor_training(stored: Stored) -> Evidence:
@@ -170,7 +229,7 @@ def scale_factor_training(stored: Stored) -> Evidence:
         diff = power.versus(on, off, "steps_capped")  # unscaled minus scaled: > 0 = scaled faster
         wins.append((int(d), diff))
         arms = {f"d_k={int(d)} scaled": on, f"d_k={int(d)} unscaled": off}
-        gates += [power.seeds(arms, SUITE), power.steps_range(arms, SUITE)]
+        gates += [power.seeds(arms, SUITE), power.chance(arms), power.steps_range(arms, SUITE)]
         steps = [censored_text(g["steps_to_target"], g["steps"]) for g in (on, off)]
         parts.append(f"d_k={int(d)}: steps to 99% scaled {steps[0]}, unscaled {steps[1]}; "
                      f"unscaled minus scaled {diff.text()}")
@@ -187,9 +246,11 @@ def scale_factor_training(stored: Stored) -> Evidence:
         "a run that never reached 99% counted as its budget; supports if scaled trains faster "
         "by both exact permutation tests over seeds (p < 0.05) at every d_k, contradicts if "
         "unscaled is so faster at the largest d_k, else qualified (mixed, or not separated). "
-        "Gates: 5 seeds per arm, steps off their ceiling and floor, the two tests agree",
+        "Gates: 5 seeds per arm, every arm's final accuracy above chance, steps off their "
+        "ceiling and floor, the two tests agree",
         training_scale(rows), (*power.one_per_name(gates), power.agree([w for _, w in wins])),
-        tuple(t for _, w in wins for t in w.tests), scale_facts(rows))
+        tuple(t for _, w in wins for t in w.tests), scale_facts(rows),
+        scope=trained_scope(rows, "copy to 99% accuracy"))
 
 
 
@@ -253,7 +314,7 @@ def heads_quality(stored: Stored) -> Evidence:
         "ceiling (at it, \"worse\" cannot show: inconclusive, a harder task named), the "
         "tests agree",
         training_scale(rows), gates, tuple(t for o in others.values() for t in o.tests),
-        scale_facts(rows))
+        scale_facts(rows), scope=trained_scope(rows, f"{task} n = {n}"))
 
 
 def _by_ffn(stored: Stored) -> tuple[pd.DataFrame, dict[int, pd.DataFrame]]:
@@ -265,27 +326,40 @@ def _by_ffn(stored: Stored) -> tuple[pd.DataFrame, dict[int, pd.DataFrame]]:
 def _ffn_gates(by_r: dict[int, pd.DataFrame], comps: list) -> tuple:
     arms = {f"{r}x": g for r, g in by_r.items()}
     return (power.seeds(arms, SUITE), power.unigram(arms, "final_bits_per_char"),
-            power.agree(comps))
+            power.loss_range(arms, "final_bits_per_char", SUITE), power.agree(comps))
 
 
 def ffn_four(stored: Stored) -> Evidence:
     rows, by_r = _by_ffn(stored)
     if not {1, 4}.issubset(by_r) or max(by_r) <= 4:
         raise Missing(SUITE, "ffn-width needs d_ff/d_model = 1, 4 and a larger ratio")
+    top = max(by_r)
     gain_to_4 = power.versus(by_r[1], by_r[4], "final_bits_per_char")  # negative = better
-    gain_past = power.versus(by_r[4], by_r[max(by_r)], "final_bits_per_char")
-    small = not gain_past.separated or abs(gain_past.diff) < 0.25 * abs(gain_to_4.diff)
+    gain_past = power.versus(by_r[4], by_r[top], "final_bits_per_char")
+    bound = KNEE_SHARE * -gain_to_4.diff  # the smallest gain past 4x that would matter
+    small = -gain_past.diff < bound
+    seeds_now = int(min(g["seed"].nunique() for g in by_r.values()))
+    power_gate = power.knee(by_r[4], by_r[top], "final_bits_per_char", bound,
+                            f"gain in bits/char from 4x to {top}x", SUITE, seeds_now,
+                            concludes_none=small)
     return Evidence(
         "ffn-width: d_ff / d_model = " + ", ".join(map(str, by_r)) + " on the character "
         "corpus", "bits/char: " + "; ".join(
             f"{r}x: {spread(g['final_bits_per_char'])}" for r, g in by_r.items()) +
-        f". 1x->4x: {gain_to_4.text()}; 4x->{max(by_r)}x: {gain_past.text()}",
+        f". 1x->4x: {gain_to_4.text()}; 4x->{top}x: {gain_past.text()}",
         SUPPORTS if small else QUALIFIED,
-        "d_ff = 4 d_model is a convention; supports it as the knee if the gain past 4x is not "
-        "separated by the exact tests over seeds or is under a quarter of the gain from 1x to "
-        "4x, else qualified. Gates: 5 seeds, every width below the unigram model, tests agree",
-        training_scale(rows), _ffn_gates(by_r, [gain_to_4, gain_past]),
-        (*gain_to_4.tests, *gain_past.tests), scale_facts(rows))
+        "d_ff = 4 d_model is a convention; supports it as the knee if the gain in bits/char "
+        f"past 4x is under {KNEE_SHARE:g} of the gain from 1x to 4x (a gain the tests merely do "
+        "not separate is no evidence of none), else qualified (a gain of at least that past "
+        "4x: wider is still better). Gates: 5 seeds, every width below the unigram model, "
+        "bits/char off its ceiling (0) and floor (the unigram model), tests agree; power: "
+        f"the gain past 4x bounded under {KNEE_SHARE:g} of the gain from 1x to 4x by its "
+        f"one-sided {1 - ALPHA:.0%} upper bound (Welch t, the upper test of TOST at "
+        f"p < {ALPHA:g}) where the verdict says it is small, detected by both exact tests "
+        "where it says it is not",
+        training_scale(rows), (*_ffn_gates(by_r, [gain_to_4, gain_past]), power_gate),
+        (*gain_to_4.tests, *gain_past.tests), scale_facts(rows),
+        scope=trained_scope(rows, "character corpus"))
 
 
 def ffn_bigger(stored: Stored) -> Evidence:
@@ -301,30 +375,33 @@ def ffn_bigger(stored: Stored) -> Evidence:
         "; ".join(f"{a}x->{b}x bits/char: {s.text()}" for a, b, s in steps), verdict,
         "supports if each wider FFN lowers bits/char, separated by both exact tests over "
         "seeds; contradicts if none lowers it and a step is separated; else qualified. Gates: "
-        "5 seeds, every width below the unigram model, tests agree",
+        "5 seeds, every width below the unigram model, bits/char off its ceiling (0) and "
+        "floor (the unigram model), tests agree",
         training_scale(rows), _ffn_gates(by_r, [s for _, _, s in steps]),
-        tuple(t for _, _, s in steps for t in s.tests), scale_facts(rows))
+        tuple(t for _, _, s in steps for t in s.tests), scale_facts(rows),
+        scope=trained_scope(rows, "character corpus"))
 
 
 CLAIMS = [
     Claim("vanishing-gradients", "Gradients vanish over long recurrent paths, limiting the "
           "effective context despite gating", SUITE, f"{SUITE}/grad-distance.png",
-          vanishing_gradients),
+          vanishing_gradients, kind=TRAINED_QUALITY),
     Claim("qk-variance", "For i.i.d. unit-variance q, k: Var(q.k) = d_k (1/sqrt(d_k) restores "
-          "1)", SUITE, f"{SUITE}/qk-variance.png", qk_variance),
+          "1)", SUITE, f"{SUITE}/qk-variance.png", qk_variance, kind=IDENTITY_KIND),
     Claim("qk-growth", "Dot products grow large in magnitude with d_k (the model's own q, k "
-          "at initialization)", SUITE, f"{SUITE}/qk-variance.png", qk_growth),
+          "at initialization)", SUITE, f"{SUITE}/qk-variance.png", qk_growth, kind=PROBE),
     Claim("softmax-saturation", "At initialization, without 1/sqrt(d_k), large dot products "
           "push the softmax into regions of near-zero gradient", SUITE, f"{SUITE}/qk-variance.png",
-          softmax_saturation),
+          softmax_saturation, kind=PROBE),
     Claim("scale-factor-training", "The 1/sqrt(d_k) factor keeps early training stable",
-          SUITE, f"{SUITE}/scaling-curves.png", scale_factor_training),
+          SUITE, f"{SUITE}/scaling-curves.png", scale_factor_training, kind=TRAINED_QUALITY),
     Claim("heads-cost", "Multi-head attention (d_k = d_model/h) costs the same as one full "
-          "head", SUITE, f"{SUITE}/heads.png", heads_cost),
+          "head", SUITE, f"{SUITE}/heads.png", heads_cost, kind=COUNT),
     Claim("table3-heads", "Table 3 (A), synthetic task: single-head attention is worse than "
-          "the best number of heads", SUITE, f"{SUITE}/heads.png", heads_quality),
+          "the best number of heads", SUITE, f"{SUITE}/heads.png", heads_quality,
+          kind=TRAINED_QUALITY),
     Claim("ffn-4x", "d_ff = 4 d_model (the standard FFN width)", SUITE,
-          f"{SUITE}/ffn-width.png", ffn_four),
+          f"{SUITE}/ffn-width.png", ffn_four, kind=KNEE),
     Claim("table3-ffn", "Table 3 (C), character LM: a larger d_ff is better", SUITE,
-          f"{SUITE}/ffn-width.png", ffn_bigger),
+          f"{SUITE}/ffn-width.png", ffn_bigger, kind=TRAINED_QUALITY),
 ]

@@ -28,6 +28,7 @@ from harness.report import (
     claim_table3,
     claim_training,
     claim_translation,
+    rulebook,
 )
 from harness.report.evidence import (
     SCALE_FIELDS,
@@ -48,7 +49,7 @@ FORMATS = ("markdown", "csv", "json")
 def judge(claim: Claim, stored: Stored) -> Evidence:
     """The claim's evidence, or a row naming what is missing and the command that makes it."""
     try:
-        return gated(claim.judge(stored))
+        return gated(claim.judge(stored), rulebook.gates_of(claim.kind))
     except Missing as gap:
         return Evidence("", gap.what, not_measured(gap.suite, stored.out_dir),
                         "no verdict without the suite's results")
@@ -113,9 +114,9 @@ def ledger(out_dir: Path, claims: list[Claim] | None = None, progress: bool = Fa
             bar.set_description_str(f"{claim.key} ({claim.suite})", refresh=False)
             rows.append(_row(claim, stored, out_dir))
             bar.update(1)
-    columns = ["key", "claim", "verdict", "kind", "measured", "points", "point_ids", "rule",
-               "gates",
-               "tests", "ungated", *SCALE_FIELDS, "scale", "suite", "figure"]
+    columns = ["key", "claim", "verdict", "label", "kind", "claim_kind", "measured", "points",
+               "point_ids", "rule", "gates", "tests", "ungated", *SCALE_FIELDS, "scope",
+               "scale", "suite", "figure"]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -126,23 +127,29 @@ def _row(claim: Claim, stored: Stored, out_dir: Path) -> dict[str, Any]:
     chosen = e.figure or claim.figure
     figure = chosen if chosen and (Path(out_dir) / chosen).exists() else ""
     facts = {k: e.facts.get(k, "") for k in SCALE_FIELDS}
+    facts_in_scope = e.facts if claim.kind != rulebook.COUNT else \
+        {k: v for k, v in e.facts.items() if k != "seeds"}  # an exact count has no seeds
+    scope = e.scope or rulebook.scope_of(facts_in_scope, e.scale)
     return {"key": claim.key, "claim": claim.claim, "verdict": e.verdict,
-            "kind": e.kind, "measured": e.measured, "points": e.points,
+            "label": rulebook.label(e.verdict, scope, e.kind), "kind": e.kind,
+            "claim_kind": claim.kind, "measured": e.measured, "points": e.points,
             "point_ids": _read(stored.read),
             "rule": e.rule, "gates": as_records(e.gates),
-            "tests": as_records(e.tests), "ungated": e.ungated, **facts,
+            "tests": as_records(e.tests), "ungated": e.ungated, **facts, "scope": scope,
             "scale": e.scale, "suite": claim.suite, "figure": figure}
 
 
 def _read(read: list[dict]) -> list[dict]:
     """The rows a rule read, one record per suite and filter (repeated reads merged): the
-    provenance of its verdict as point ids of <out>/<suite>/results.csv."""
+    provenance of its verdict as point ids of <out>/<suite>/results.csv, with the machines
+    and commits they were measured on and the command that measures them."""
     merged: dict[tuple, dict] = {}
     for r in read:
         key = (r["suite"], tuple(sorted(r["filter"].items())))
-        merged.setdefault(key, {**r, "point_ids": []})
-        seen = merged[key]["point_ids"]
-        seen += [i for i in r["point_ids"] if i not in seen]
+        merged.setdefault(key, {**r, "point_ids": [], "machines": [], "commits": []})
+        for field in ("point_ids", "machines", "commits"):
+            seen = merged[key][field]
+            seen += [i for i in r.get(field, []) if i not in seen]
     return list(merged.values())
 
 
@@ -175,12 +182,10 @@ def render(table: pd.DataFrame, fmt: str) -> str:
 
 def _markdown(table: pd.DataFrame) -> str:
     summary = pd.DataFrame({"#": range(1, len(table) + 1), "claim": table["claim"],
-                            "verdict": table["verdict"]})
+                            "verdict": table["label"]})
     parts = [counts(table) + ".", "", markdown_table(summary.map(_cell)), ""]
     for i, row in enumerate(table.itertuples(index=False), start=1):
-        parts += [f"**{i}. {row.claim}**: {row.verdict}.", ""]
-        if row.kind != EMPIRICAL:
-            parts[-2] = f"**{i}. {row.claim}** ({row.kind}): {row.verdict}."
+        parts += [f"**{i}. {row.claim}** ({row.claim_kind}): {row.label}.", ""]
         if row.ungated:
             # one name per failed gate kind (the baselines gate is judged on BLEU and chrF)
             names = ", ".join(dict.fromkeys(g["name"] for g in row.gates if not g["passed"]))

@@ -19,6 +19,7 @@ from harness.report import tables
 from harness.report.claims import ledger
 from harness.report.claims import render as render_claims
 from harness.report.evidence import GPU_DIR, NO_ONEDNN
+from harness.report.labels import busy_flag
 from harness.report.markdown import code
 from harness.report.studies import TABLE_RUNNERS, study_tables
 from harness.report.table1 import is_table1, table1
@@ -55,12 +56,32 @@ def _machine(df: pd.DataFrame, every: pd.DataFrame) -> str:
     if "measured_at" in df and df["measured_at"].notna().any():
         dates = df["measured_at"].dropna().astype(str).str[:10]
         text += f", {dates.min()}" + (f" to {dates.max()}" if dates.max() != dates.min() else "")
+    text += _provenance(df)
     others = sorted(set(every["machine"].astype(str)) - {name}) if "machine" in every else []
     if others:
         text += ". Also in this folder: " + ", ".join(code(m) for m in others)
     command = COMMANDS.get(suite, f"tvr run {suite}")
     return text + (f". `{command}` measures the machine at hand; `tvr compare` puts two "
                    "machines side by side")
+
+
+def _provenance(df: pd.DataFrame) -> str:
+    """The commits the rows were measured at, and a flag where some were measured on a tree
+    with uncommitted changes (or before rows recorded their commit)."""
+    if "git_commit" not in df or df["git_commit"].isna().all():
+        return "; commit not recorded (rows from before rows carried it)"
+    commits = df["git_commit"].dropna().astype(str).str[:10].unique()
+    text = f"; at commit{'s' if len(commits) > 1 else ''} " + ", ".join(
+        code(c) for c in commits[:3]) + (f" and {len(commits) - 3} more" if len(commits) > 3
+                                         else "")
+    missing = int(df["git_commit"].isna().sum())
+    dirty = int(df.get("git_dirty", pd.Series(dtype=str)).astype(str).eq("True").sum())
+    if dirty:
+        text += (f"; **{dirty} of {len(df)} rows measured with uncommitted changes** "
+                 "(`git_diff_sha256` names the diff)")
+    if missing:
+        text += f"; {missing} rows without a recorded commit"
+    return text
 
 
 def _save_table(out_dir: Path, suite: str, name: str, table: pd.DataFrame) -> str:
@@ -148,6 +169,11 @@ def translation_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str
         (t3, "table3", "Table 3 in miniature: variations of the base model (dev set)",
          "")]
     lines = []
+    from harness.report.readme import CONVERGED_SUITE, translation_converged
+
+    if suite == CONVERGED_SUITE:  # each model at convergence beside the matched budget
+        lines += ["### Table 2 by stopping rule: matched budget and convergence", "",
+                  translation_converged(out_dir)]
     for table, name, title, text in parts:
         if not table.empty:
             lines += [f"### {title}", "", *([text, ""] if text else []),
@@ -278,6 +304,9 @@ def suite_section(out_dir: Path, name: str, prefix: str = "") -> tuple[list[str]
     counts = ", ".join(f"{n} {s}" for s, n in df["status"].value_counts().items())
     parts = [f"## Suite `{prefix}{name}`", "",
              f"{len(df)} points ({counts}). {_machine(df, every)}.", ""]
+    flag = busy_flag(df, COMMANDS.get(name) or ("tvr bench" if name == "bench" else
+                                                 f"tvr run {name} --no-resume"))
+    parts += [flag, ""] if flag else []
     for applies, section in SECTIONS:
         if applies(name, df):
             try:

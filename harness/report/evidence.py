@@ -13,7 +13,7 @@ import pandas as pd
 
 from harness.report.gates import Gate, Test, failed
 from harness.report.verdicts import DECISIVE, EMPIRICAL, INCONCLUSIVE
-from harness.results import RESULTS_FILE, load_results
+from harness.results import RESULTS_FILE, SERIES_FILE, load_results, read_series
 
 SCALE_FIELDS = ("params", "steps", "tokens", "seeds", "eval_size", "device")
 GPU_DIR = "gpu"  # <out>/gpu: results measured on a GPU (scripts/gpu-check writes them)
@@ -29,7 +29,9 @@ class Missing(Exception):
 
 
 def not_measured(suite: str, out_dir: Path = Path("results")) -> str:
-    out = "" if Path(out_dir) == Path("results") else f" --out {out_dir}"
+    # a folder named as the default one needs no --out: REPORT.md, regenerated in a copy of
+    # results/ elsewhere (a fresh clone's check), then reads the same
+    out = "" if Path(out_dir).name == "results" else f" --out {out_dir}"
     return f"not measured: run `tvr run {suite}{out}`"
 
 
@@ -47,14 +49,36 @@ class Evidence:
     ungated: str = ""  # the verdict the rule's thresholds chose before a gate failed
     figure: str = ""  # the figure of the suite the evidence came from, where the claim's
     #                   suite is chosen from the rows (else the claim's own figure)
+    scope: str = ""  # what the verdict holds at, for its label ("1.4M parameters, 28k
+    #                  training pairs, ..., CPU"); "" : from `facts` (harness.report.rulebook)
 
 
-def gated(evidence: Evidence) -> Evidence:
+def gated(evidence: Evidence, required: tuple[str, ...] = ()) -> Evidence:
     """A decisive verdict with a failed gate becomes INCONCLUSIVE (the rule's own verdict
-    kept in `ungated`, the failed gates named in `measured`'s tail by the renderer)."""
+    kept in `ungated`, the failed gates named in `measured`'s tail by the renderer). Every
+    gate of `required` (the claim kind's, harness.report.rulebook) that the rule did not
+    apply is added as failed: a verdict never skips a gate its kind asks."""
+    names = {g.name for g in evidence.gates}
+    absent = tuple(Gate(name, False, "not applied by this claim's rule",
+                        "the rule applies its kind's gate (harness/report/rulebook.py)")
+                   for name in required if name not in names)
+    if evidence.verdict in DECISIVE and absent:
+        evidence = replace(evidence, gates=evidence.gates + absent)
     if evidence.verdict in DECISIVE and failed(evidence.gates):
         return replace(evidence, verdict=INCONCLUSIVE, ungated=evidence.verdict)
     return evidence
+
+
+def device_word(rows: pd.DataFrame) -> str:
+    """"CPU", "GPU" or both, from the rows' device column, with the device's name once."""
+    if "device" not in rows:
+        return ""
+    words = []
+    for device, group in rows.groupby(rows["device"].astype(str), sort=True):
+        name = str(group["device_name"].iloc[0]) if "device_name" in group else ""
+        word = {"cpu": "CPU", "cuda": "GPU"}.get(device, device)
+        words.append(f"{word} ({name})" if name and name != "nan" else word)
+    return ", ".join(words)
 
 
 def scale_facts(rows: pd.DataFrame, eval_size: object = "") -> dict:
@@ -88,6 +112,7 @@ class Claim:
     suite: str  # the suite whose results test it
     figure: str  # the figure showing it, relative to the results folder ("" if none)
     judge: Callable[[Stored], Evidence]
+    kind: str = ""  # its kind in harness.report.rulebook.KINDS: the gates every verdict needs
 
 
 class Stored:
@@ -98,10 +123,20 @@ class Stored:
         self._cache: dict[str, pd.DataFrame] = {}
         self.read: list[dict] = []  # what rows() and gpu() returned: suite, filter, point ids
 
-    def _note(self, suite: str, where: dict, df: pd.DataFrame) -> None:
-        ids = df["point_id"].astype(str).drop_duplicates().tolist() if "point_id" in df else []
+    def note(self, suite: str, where: dict, df: pd.DataFrame) -> None:
+        """Record `df` as rows a rule read (its claim's provenance)."""
+        def values(column: str) -> list[str]:
+            if column not in df:
+                return []
+            return [v for v in df[column].dropna().astype(str).drop_duplicates() if v]
+
+        commits = values("git_commit")
+        if "git_commit" not in df or df["git_commit"].isna().any():
+            commits.append("not recorded")  # rows measured before rows carried their commit
         self.read.append({"suite": suite, "filter": {k: str(v) for k, v in where.items()},
-                          "point_ids": ids})
+                          "point_ids": values("point_id"), "machines": values("machine"),
+                          "commits": commits,
+                          "command": f"tvr run {suite.removeprefix(GPU_DIR + '/')}"})
 
     def rows(self, suite: str, **where: object) -> pd.DataFrame:
         """The suite's finished rows (ok or diverged) matching `where`; Missing if none."""
@@ -118,8 +153,21 @@ class Stored:
         if df.empty:
             what = ", ".join(f"{k}={v}" for k, v in where.items()) or "finished"
             raise Missing(suite, f"suite {suite} has no {what} rows")
-        self._note(suite, where, df)
+        self.note(suite, where, df)
         return df
+
+    def series(self, suite: str, point_ids: pd.Series) -> pd.DataFrame:
+        """The curves of `point_ids` of `suite`, wide: one row per point and evaluation step
+        (columns point_id, step and one per metric), in step order; Missing if none."""
+        path = self.out_dir / suite / SERIES_FILE
+        if not path.exists():
+            raise Missing(suite, f"suite {suite} has no training curves ({SERIES_FILE})")
+        tidy = read_series(self.out_dir, suite)
+        tidy = tidy[tidy["point_id"].isin(set(point_ids))]
+        if tidy.empty:
+            raise Missing(suite, f"suite {suite} has no curves of its finished points")
+        return tidy.pivot_table(index=["point_id", "step"], columns="metric", values="value",
+                                aggfunc="last").reset_index().sort_values(["point_id", "step"])
 
     def gpu(self) -> pd.DataFrame | None:
         """Every finished cuda row under <out>/gpu, or None when no GPU has been measured."""
@@ -131,5 +179,5 @@ class Stored:
         if not len(df):
             return None
         for suite, rows in df.groupby("suite"):
-            self._note(f"{GPU_DIR}/{suite}", {"device": "cuda"}, rows)
+            self.note(f"{GPU_DIR}/{suite}", {"device": "cuda"}, rows)
         return df

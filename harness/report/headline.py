@@ -48,6 +48,7 @@ def headline(out_dir: Path, suite: str) -> tuple[dict[str, float], dict[str, str
     metrics = _layer_metrics(df) if "runner" in df and (df["runner"] == "layer").any() else {}
     claims = ledger(Path(out_dir))
     mine = claims[claims["suite"].astype(str).str.split(", ").map(lambda s: suite in s)]
-    tags = {_key(f"verdict: {c}"): str(v) for c, v in zip(mine["claim"], mine["verdict"],
+    # MLflow caps a tag's value at 5,000 characters: a label is far shorter
+    tags = {_key(f"verdict: {c}"): str(v) for c, v in zip(mine["claim"], mine["label"],
                                                            strict=True)}
     return metrics, tags

@@ -16,9 +16,15 @@ import pandas as pd
 
 from harness.errors import BadInput
 from harness.files import write_atomic
-from harness.report import tables
+from harness.report import rulebook, tables
 from harness.report.claims import counts, ledger
-from harness.report.estimate import duration, point_seconds
+from harness.report.estimate import (
+    MAKE_RUN,
+    MAKE_RUN_BUDGET_S,
+    OUTSIDE_MAKE_RUN,
+    duration,
+    point_seconds,
+)
 from harness.report.evidence import NO_ONEDNN
 from harness.report.labels import labelled
 from harness.report.markdown import markdown_table
@@ -49,33 +55,40 @@ def _machine(df: pd.DataFrame) -> str:
             f"{int(first['threads'])} thread{'s' if first['threads'] != 1 else ''})")
 
 
-# The suites of the Makefile's `run` target, in its order (a test checks them against it)
-MAKE_RUN = ("quick", "table1", "convergence-quick", "identities", "threads",
-            "translation-quick", "rematch-quick")
+def _suite_time(out: Path, suite: str) -> tuple[str, float]:
+    """One suite's points and point time in words, on the machine whose rows the report
+    shows (the reference on a fresh clone); NaN seconds where it has none."""
+    try:
+        df = _rows(out, suite)
+    except BadInput as exc:
+        return f"`{suite}`: {exc}", float("nan")
+    seconds = float(point_seconds(df).sum())
+    return f"`{suite}` {len(df)} points, {seconds:.0f} s on {_machine(df)}", seconds
 
 
 def run_times(out: Path) -> str:
     """`make run`'s expected time: each of its suites' point time on the machine whose rows
-    the report shows (the reference on a fresh clone), and their sum."""
+    the report shows (the reference on a fresh clone), and their sum; then the quick suites
+    left out of it, with theirs."""
     parts, total, missing = [], 0.0, []
     for suite in MAKE_RUN:
-        try:
-            df = _rows(out, suite)
-        except BadInput as exc:
-            parts.append(f"`{suite}`: {exc}")
+        text, seconds = _suite_time(out, suite)
+        parts.append(text)
+        if seconds == seconds:
+            total += seconds
+        else:
             missing.append(suite)
-            continue
-        seconds = float(point_seconds(df).sum())
-        total += seconds
-        parts.append(f"`{suite}` {len(df)} points, {seconds:.0f} s on {_machine(df)}")
     which = f"the {len(MAKE_RUN) - len(missing)} measured suites" if missing else "its suites"
+    outside = [_suite_time(out, suite)[0] for suite in OUTSIDE_MAKE_RUN]
     return (f"`make run`: {total:.0f} s (about {duration(total)}) of point time, {which} on "
             "the machines named below, each point's wall time as its row records it (a point "
             "resumed from a checkpoint adds its earlier attempts' training), summed: "
             + "; ".join(parts) + ". Start-up, installing, MLflow and the report come on top; "
             "the training suites run one point per core (`--executor ray`), so on two or more "
-            "cores they take less wall time than their sum. `tvr run SUITE --dry-run` scales "
-            "a suite's time to your machine.")
+            "cores they take less wall time than their sum. `make run` first prints `tvr "
+            "estimate`: these times scaled to your machine. Left out of it to keep it within "
+            f"{MAKE_RUN_BUDGET_S // 60} minutes, run on its own (`tvr run SUITE --executor "
+            "ray`): " + "; ".join(outside) + ".")
 
 
 def crossover(out: Path) -> str:
@@ -219,6 +232,40 @@ def plugin_example(out: Path) -> str:
 
 
 TABLE2_SUITES = ("translation-cpu-tuned", "translation-cpu", "translation-quick")  # best first
+
+
+CONVERGED_SUITE = "translation-cpu-converged"  # Table 2 with every model trained to a flat curve
+
+
+def translation_converged(out: Path) -> str:
+    """Table 2 by stopping rule: each trained model at the matched FLOP budget (the suite
+    table2_suite picks) and trained to convergence, with the cost to a common target."""
+    from harness.report.evidence import Missing, Stored
+    from harness.report.translation import converged_table, flops_text, to_target, trained_runs
+
+    suite = table2_suite(out)
+    matched = trained_runs(_rows(out, suite))
+    budget = pd.to_numeric(matched.get("budget_flops"), errors="coerce").max()
+    head = (f"`{suite}` stops every model at {flops_text(budget)} counted training FLOPs; "
+            f"`{CONVERGED_SUITE}` trains each until its dev curve is flat")
+    try:
+        converged = trained_runs(_rows(out, CONVERGED_SUITE))
+        target, converged = to_target(converged, Stored(out).series(
+            CONVERGED_SUITE, converged["point_id"]))
+    except (BadInput, Missing):
+        return (head + f": not measured yet (`tvr run {CONVERGED_SUITE}`, about 8-16 "
+                "core-hours, resumable).\n\n" + markdown_table(
+                    converged_table(matched, matched.iloc[0:0])) + "\n")
+    first = converged.iloc[0]
+    return (head + f" ({int(first['patience'])} evaluations without a new best greedy dev "
+            f"BLEU, capped at {flops_text(float(first['budget_flops']))} FLOPs; "
+            f"{len(converged)} runs so far, on {_machine(converged)}). `converged`: seeds whose "
+            "dev curve flattened; `updates`: the updates run; `flops_to_target`, "
+            "`seconds_to_target`: training FLOPs and update seconds to greedy dev BLEU "
+            f"{target:.2f} on the curve's verses (the lowest best of the converged runs), "
+            "geometric means over seeds. The verdicts: `tvr claims` (Table 2's quality, cost "
+            "and matched-budget claims).\n\n"
+            + markdown_table(converged_table(matched, converged)) + "\n")
 
 
 def table2_suite(out: Path) -> str:
@@ -367,18 +414,29 @@ def seed_gates(table: pd.DataFrame) -> str:
 
 def claims(out: Path) -> str:
     table = ledger(out)
-    summary = table[["claim", "verdict", "kind"]]  # kind: empirical, or an identity check
+    # the verdict as labelled with its scope; kind: empirical, or an identity check
+    summary = table[["claim", "label", "kind"]].rename(columns={"label": "verdict"})
     return (counts(table) + " (the evidence, rule and scale of each: `tvr claims`, or "
             "[REPORT.md](results/REPORT.md)). Seeds per arm the seeds gate asks, as the rules "
             f"apply it: {seed_gates(table)}.\n\n" + markdown_table(summary) + "\n")
 
 
+def claims_tally(out: Path) -> str:
+    """The README's line on the ledger: the tally of verdicts; the table is in docs."""
+    table = ledger(out)
+    return (counts(table) + ". Each verdict and its scope: [docs/results.md]"
+            "(docs/results.md#the-claims-ledger); the evidence, rule and gates of each: "
+            "`tvr claims` or [REPORT.md](results/REPORT.md).\n")
+
+
 BLOCKS: dict[str, Callable[[Path], str]] = {
     "run-times": run_times, "crossover": crossover, "table1": table1_block, "bench": bench,
-    "claims": claims, "threads": threads, "linear-attention": plugin_example,
+    "claims": claims, "claims-tally": claims_tally, "threads": threads,
+    "linear-attention": plugin_example,
     "translation": translation, "translation-table3": translation_table3,
+    "translation-converged": translation_converged,
     "rematch-throughput": rematch_throughput, "rematch-mqar": rematch_mqar,
-    "gpu-fixed-tokens": gpu_fixed_tokens,
+    "gpu-fixed-tokens": gpu_fixed_tokens, "rulebook": lambda out: rulebook.table(),
     **{f"study-{s.name}": (lambda out, name=s.name: study(out, name))
        for s in STUDIES if s.readme},
 }
@@ -389,9 +447,51 @@ Writers = dict[str, Callable[[Path], str]]  # block name -> its text from the re
 
 def render_block(name: str, out: Path, blocks: Writers | None = None) -> str:
     try:
-        return (blocks or BLOCKS)[name](out).rstrip("\n") + "\n"
+        return wrap((blocks or BLOCKS)[name](out).rstrip("\n")) + "\n"
     except BadInput as exc:  # missing results: the block says what to run
-        return f"{exc}\n"
+        return wrap(str(exc)) + "\n"
+
+
+PROSE_WIDTH, LONGEST = 100, 200  # a long generated line is wrapped at the prose's width
+
+
+def wrap(text: str) -> str:
+    """Prose lines of a block longer than LONGEST wrapped at PROSE_WIDTH (Markdown renders
+    them as one paragraph), never inside a code span or a link; table rows, images, list
+    items, code and HTML kept whole."""
+    out, fenced = [], False
+    for line in text.split("\n"):
+        fenced ^= line.startswith("```")
+        keep = fenced or line.startswith(("|", "!", "<", "```", "- ", "    ")) \
+            or len(line) <= LONGEST
+        out += [line] if keep else _pack(_words(line))
+    return "\n".join(out)
+
+
+def _words(line: str) -> list[str]:
+    """The line's words, a code span or a link (with the code in its text) kept as one."""
+    words, word, code, depth = [], "", False, 0
+    for ch in line:
+        if ch == " " and not code and depth == 0:
+            words += [word] if word else []
+            word = ""
+            continue
+        word += ch
+        code ^= ch == "`"
+        if not code:
+            depth += {"[": 1, "(": 1, "]": -1, ")": -1}.get(ch, 0) if ch in "[]()" else 0
+            depth = max(depth, 0)
+    return words + ([word] if word else [])
+
+
+def _pack(words: list[str]) -> list[str]:
+    lines: list[str] = []
+    for word in words:
+        if lines and len(lines[-1]) + 1 + len(word) <= PROSE_WIDTH:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
 
 
 # a link or image target relative to the repository root, as blocks write them (no URL, #, /)

@@ -245,3 +245,73 @@ def table3(df: pd.DataFrame) -> pd.DataFrame:
                                                                         "dev_ppl", "dev_bleu"))],
                             kind="stable")
     return rows[cols].rename(columns=TABLE3_COLUMNS).reset_index(drop=True)
+
+
+def flops_text(value: float) -> str:
+    """6e13, 2.4e14: a FLOP count as people write it (two significant digits)."""
+    mantissa, _, exponent = f"{value:.2g}".partition("e")
+    return f"{mantissa}e{int(exponent)}" if exponent else mantissa
+
+
+def cost_to_target(curve: pd.DataFrame, target: float) -> dict[str, float]:
+    """FLOPs and seconds of training at the first evaluation whose greedy dev BLEU reaches
+    `target` (NaN where none did): `curve` is one run's wide curve (columns
+    dev_bleu_greedy, train_flops, train_s; one row per evaluation, in step order)."""
+    hit = curve[curve["dev_bleu_greedy"] >= target]
+    if hit.empty:
+        return {"flops": float("nan"), "seconds": float("nan")}
+    first = hit.iloc[0]
+    return {"flops": float(first["train_flops"]), "seconds": float(first["train_s"])}
+
+
+def to_target(runs: pd.DataFrame, curves: pd.DataFrame) -> tuple[float, pd.DataFrame]:
+    """The common dev BLEU target of Table 2's cost half, the lowest best greedy dev BLEU of
+    any run (so every run reaches it), and `runs` with each one's flops_to_target and
+    seconds_to_target. `curves`: the runs' wide curves (point_id, step, metrics)."""
+    best = curves.groupby("point_id")["dev_bleu_greedy"].max()
+    target = float(best.loc[best.index.isin(runs["point_id"])].min())
+    cost = pd.DataFrame([cost_to_target(curves[curves["point_id"] == pid].sort_values("step"),
+                                        target) for pid in runs["point_id"]],
+                        index=runs.index)
+    return target, runs.assign(flops_to_target=cost["flops"],
+                               seconds_to_target=cost["seconds"])
+
+
+def gmean(values: pd.Series) -> float:
+    """The geometric mean of the finite positive values (a cost's typical value over seeds:
+    costs spread by factors, not by amounts); NaN if none."""
+    v = pd.to_numeric(values, errors="coerce")
+    v = v[np.isfinite(v) & (v > 0)]
+    return float(np.exp(np.log(v).mean())) if len(v) else float("nan")
+
+
+def converged_table(matched: pd.DataFrame, converged: pd.DataFrame) -> pd.DataFrame:
+    """Table 2 by stopping rule, a row per model and rule: `matched` (trained runs stopped at
+    one FLOP budget) and `converged` (trained runs to a flat dev curve, with
+    flops_to_target and seconds_to_target from to_target): seeds, test BLEU (mean, sd),
+    seeds converged, updates run, epochs, training FLOPs, and, at convergence, the FLOPs and
+    update seconds to the common target (geometric means over seeds)."""
+    out = []
+    for stopped, runs in (("matched budget", matched), ("converged", converged)):
+        for model, g in runs.groupby("model", sort=False):
+            def col(name: str, g: pd.DataFrame = g) -> pd.Series:
+                return pd.to_numeric(g.get(name, pd.Series(np.nan, index=g.index)),
+                                     errors="coerce")
+
+            steps = col("steps_run")
+            row = {"model": model, "stopped": stopped, "seeds": int(g["seed"].nunique()),
+                   "test_bleu": g["test_bleu"].mean(), "test_bleu_sd": g["test_bleu"].std(),
+                   "converged": int(col("converged").fillna(0).gt(0).sum()),
+                   "updates": f"{steps.min():,.0f}-{steps.max():,.0f}" if steps.notna().any()
+                   else "",
+                   "epochs": col("epochs").mean(),
+                   "train_flops": pd.to_numeric(g["train_flops"]).mean()}
+            if "flops_to_target" in g:
+                row |= {"flops_to_target": gmean(g["flops_to_target"]),
+                        "seconds_to_target": gmean(g["seconds_to_target"])}
+            out.append(row)
+    order = list(dict.fromkeys([*matched.get("model", []), *converged.get("model", [])]))
+    table = pd.DataFrame(out)
+    if table.empty:
+        return table
+    return table.sort_values("model", key=lambda m: m.map(order.index), kind="stable")

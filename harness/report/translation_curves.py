@@ -166,7 +166,8 @@ def _cost_panels(axes, wide: pd.DataFrame, rows: pd.DataFrame, seeds: pd.Series,
         g = curves.assign(k=curves.groupby("point_id")["step"].rank(method="first")
                           ).groupby("k")
         band = g["dev_bleu_greedy"].agg(["mean", "min", "max", "count"]).reset_index()
-        band = band[band["count"] == band["count"].max()]  # evaluations every seed reached
+        # the mean and band where every seed has a point; each seed is drawn to its own end
+        band = band[band["count"] == curves["point_id"].nunique()]
         x = {"flops": g["train_flops"].mean().loc[band["k"]].to_numpy(),
              "s": g["train_s"].mean().loc[band["k"]].to_numpy()}
         n = seeds[(model, recipe)]
@@ -180,6 +181,8 @@ def _cost_panels(axes, wide: pd.DataFrame, rows: pd.DataFrame, seeds: pd.Series,
             if n > 1:
                 ax.fill_between(x[key], band["min"], band["max"], alpha=0.2,
                                 color=colors[model], lw=0)
+                _seed_lines(ax, curves, "train_flops" if key == "flops" else "train_s",
+                            colors[model], chosen)
     if others:
         axes[0].plot([], [], color="0.4", lw=0.7, alpha=0.5,
                      label="thin: the model's other recipes")
@@ -192,6 +195,15 @@ def _cost_panels(axes, wide: pd.DataFrame, rows: pd.DataFrame, seeds: pd.Series,
     axes[0].set_xlabel("training FLOPs (forward + backward, counted)")
     axes[1].set_xlabel("training seconds (updates only, measured)")
     axes[0].set_ylabel("dev BLEU (greedy)")
+
+
+def _seed_lines(ax: plt.Axes, curves: pd.DataFrame, x: str, color: Any, chosen: bool) -> None:
+    """Each seed's own curve, thin, to its own last evaluation (the mean stops where the
+    first seed stopped); gid "seed:<point id>", so a test can find them."""
+    for pid, one in curves.groupby("point_id", sort=False):
+        one = one.sort_values("step")
+        ax.plot(one[x], one["dev_bleu_greedy"], color=color, lw=0.6,
+                alpha=0.45 if chosen else 0.25, gid=f"seed:{pid}")
 
 
 def _line(k: int, chosen: bool, color: Any) -> dict[str, Any]:

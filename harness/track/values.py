@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import getpass
+import hashlib
 import math
 import subprocess
 import sys
@@ -90,8 +91,11 @@ def code_facts() -> dict[str, str]:
     commit = _git("rev-parse", "HEAD")
     if not commit:
         return {}
-    return {"git_commit": commit,
-            "git_dirty": str(bool(_git("status", "--porcelain", "--untracked-files=no")))}
+    dirty = bool(_git("status", "--porcelain", "--untracked-files=no"))
+    # what the uncommitted changes were, as a digest: two dirty rows of one commit measured
+    # the same code only if their digests agree
+    diff = hashlib.sha256(_git("diff", "HEAD").encode()).hexdigest()[:16] if dirty else ""
+    return {"git_commit": commit, "git_dirty": str(dirty), "git_diff_sha256": diff}
 
 
 def source_name(suite: str) -> str:

@@ -82,3 +82,24 @@ def test_the_tuned_suite_judges_once_it_has_rows_and_every_remedy_names_it(tmp_p
     tuned = gated(claim_table3.key_size(Stored(tmp_path)))
     assert tuned.verdict == SUPPORTS and tuned.points.startswith(claim_table3.TUNED_SUITE)
     assert any("clustered" in t.name for t in tuned.tests)
+
+
+def _nothing(seed: int) -> list[str]:
+    """Hypotheses sharing no word with the references: dev BLEU 0."""
+    return ["qqq"] * len(REFS)
+
+
+def test_dev_bleu_off_its_floor_and_the_scope_names_the_budget(tmp_path, monkeypatch):
+    """The range gate of the kind on dev BLEU: passes where the models translate, fails where
+    every variation scores 0; the scope names the updates, one peak learning rate and the
+    seeds per variation."""
+    monkeypatch.setattr(claim_translation, "SAMPLES", 1000)
+    _suite(tmp_path, poor, 120.0)
+    evidence = claim_table3.key_size(Stored(tmp_path))
+    (rng,) = [g for g in evidence.gates if g.name == "range"]
+    assert rng.passed and "dev BLEU" in rng.detail
+    assert "4 seeds per variation" in evidence.scope
+    _suite(tmp_path, _nothing, 120.0, base=_nothing)
+    failed = {g.name: g for g in gated(claim_table3.key_size(Stored(tmp_path))).gates
+              if not g.passed}
+    assert "every arm at the floor" in failed["range"].detail

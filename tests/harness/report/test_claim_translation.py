@@ -18,6 +18,7 @@ from harness.report.evidence import Stored
 from harness.report.verdicts import CONTRADICTS, INCONCLUSIVE, QUALIFIED, SUPPORTS
 from tests.harness.report.claim_frames import write_suite
 
+MATCHED = next(c for c in CLAIMS if c.key == "table2-matched-budget")
 SUITE = SUITES[-1]  # the demo suite: the reference (SUITES[0]) takes over once it has models
 
 REFS = [f"and the lord spake unto moses number {i} saying go thou" for i in range(40)]
@@ -70,7 +71,7 @@ def _suite(out, transformer, rnn, flops=(1e12, 1e12), seeds=3, baselines=LOW):
 def test_missing_hypotheses_name_the_suite_to_run(tmp_path):
     _suite(tmp_path, good, poor)
     (tmp_path / SUITE / "hyp" / "refs.txt").unlink()
-    evidence = judge(CLAIMS[0], Stored(tmp_path))
+    evidence = judge(MATCHED, Stored(tmp_path))
     assert evidence.verdict.startswith("not measured") and "hypotheses" in evidence.measured
 
 
@@ -82,7 +83,7 @@ def test_missing_hypotheses_name_the_suite_to_run(tmp_path):
 ])
 def test_table2_verdicts_when_every_gate_passes(tmp_path, transformer, rnn, flops, verdict):
     _suite(tmp_path, transformer, rnn, flops)
-    evidence = judge(CLAIMS[0], Stored(tmp_path))
+    evidence = judge(MATCHED, Stored(tmp_path))
     assert evidence.verdict == verdict, [g for g in evidence.gates if not g.passed]
     assert all(g.passed for g in evidence.gates)
     names = " ".join(t.name for t in evidence.tests)
@@ -106,7 +107,7 @@ def test_table2_is_inconclusive_when_a_gate_fails(tmp_path, monkeypatch, transfo
     monkeypatch.setattr(claim_translation, "SAMPLES", 1000)  # the gates, not the tests, decide
     monkeypatch.setattr(claim_translation, "CLUSTERED_SAMPLES", 1000)
     _suite(tmp_path, transformer, good, seeds=seeds, baselines=baselines)
-    evidence = judge(CLAIMS[0], Stored(tmp_path))
+    evidence = judge(MATCHED, Stored(tmp_path))
     assert evidence.verdict == INCONCLUSIVE
     assert evidence.ungated == CONTRADICTS  # what the rule says without its gates
     gate = next(g for g in evidence.gates if g.name == failed and not g.passed)
@@ -122,11 +123,11 @@ def test_the_cpu_reference_decides_once_it_has_trained_models(tmp_path):
     reference = SUITES[0]
     write_suite(tmp_path, reference, [{"runner": "retrieval", "model": "retrieval",
                                        "test_bleu": 1.0, "test_chrf": 10.0}])
-    demo = judge(CLAIMS[0], Stored(tmp_path))
+    demo = judge(MATCHED, Stored(tmp_path))
     assert demo.points.startswith(SUITE) and demo.figure == f"{SUITE}/bleu-vs-cost.png"
     shutil.rmtree(tmp_path / reference)
     shutil.move(tmp_path / SUITE, tmp_path / reference)  # the reference with its models
-    full = judge(CLAIMS[0], Stored(tmp_path))  # its figure too, not the demo's
+    full = judge(MATCHED, Stored(tmp_path))  # its figure too, not the demo's
     assert full.points.startswith(reference) and full.figure == f"{reference}/bleu-vs-cost.png"
 
 
@@ -139,7 +140,7 @@ def test_a_reference_with_seeds_still_to_run_leaves_the_verdict_to_the_demo(tmp_
     _suite(tmp_path, good, poor, seeds=2)
     shutil.move(tmp_path / SUITE, tmp_path / SUITES[0])
     _suite(tmp_path, poor, good)
-    assert judge(CLAIMS[0], Stored(tmp_path)).points.startswith(SUITE)
+    assert judge(MATCHED, Stored(tmp_path)).points.startswith(SUITE)
 
 
 def test_the_best_model_is_tested_against_retrieval_sentence_by_sentence(tmp_path):
@@ -155,7 +156,7 @@ def test_the_best_model_is_tested_against_retrieval_sentence_by_sentence(tmp_pat
                          else "hyp/retrieval.txt" for i, c in enumerate(r.split(",")))
                 for r in rows[1:]]
     (folder / "results.csv").write_text("\n".join(rows) + "\n")
-    evidence = judge(CLAIMS[0], Stored(tmp_path))
+    evidence = judge(MATCHED, Stored(tmp_path))
     versus = [t for t in evidence.tests if "vs retrieval" in t.name]
     assert {t.name for t in versus} == {
         f"lstm-attention vs retrieval, {m}, clustered {k}" for m in ("BLEU", "chrF")
@@ -237,7 +238,7 @@ def test_a_retuned_models_seeds_are_not_mixed_with_its_earlier_recipe(tmp_path):
     old = rows[rows["model"] == "transformer"].assign(peak_lr=5e-3, seed=lambda r: r["seed"] + 3)
     pd.concat([old, rows]).to_csv(path, index=False)  # the earlier recipe first
     stored = Stored(tmp_path)
-    kept = claim_translation._runs(stored)
+    kept = claim_translation._runs_in(stored, claim_translation._suite(stored))
     assert set(kept.loc[kept["model"] == "transformer", "peak_lr"]) == {1e-3}
     assert sorted(kept.loc[kept["model"] == "transformer", "seed"]) == [0, 1, 2]
 
@@ -249,6 +250,6 @@ def test_the_measured_line_says_which_seeds_converged(tmp_path):
     rows = pd.read_csv(tmp_path / SUITE / "results.csv")
     rows["converged"] = [None] * 3 + [0, 0, 0, 1, 1, 0]  # transformer, then lstm-attention
     rows.to_csv(tmp_path / SUITE / "results.csv", index=False)
-    measured = judge(CLAIMS[0], Stored(tmp_path)).measured
+    measured = judge(MATCHED, Stored(tmp_path)).measured
     assert "transformer 0 of 3 seeds, lstm-attention 2 of 3 seeds" in measured
     assert "not at convergence, for transformer" in measured

@@ -450,17 +450,23 @@ def test_a_variation_keeps_its_own_knob_and_takes_the_rest_of_the_recipe(tuned):
 
 
 def test_the_tuned_table3_suite_keeps_each_variations_searched_knob():
-    """translation-table3-tuned: every point names the Table 2 search as its recipe, 4 seeds
-    per variation, the baselines beside them; the dropout and label-smoothing variations
-    keep their own values, the others keep nothing."""
+    """translation-table3-tuned: every point names the Table 2 search as its recipe, 3 seeds
+    per variation (the base is translation-cpu-converged's Transformer), seed-major, trained
+    by Table 2's stopping rule, the baselines beside them; the dropout variation keeps its
+    own values, the others keep nothing."""
+    from experiments.translation import CONVERGED_CAP, CONVERGED_PATIENCE
+
     points = experiments.SUITES["translation-table3-tuned"]()
     trained = [p for p in points if p.runner == "translate"]
     assert {p.runner for p in points} - {"translate"} == {"source-copy", "constant",
                                                            "retrieval"}
     assert all(p.options.recipe == "translation-cpu-tune" for p in trained)
-    assert len(trained) == 4 * 9 and {p.seed for p in trained} == {0, 1, 2, 3}
+    assert len(trained) == 3 * 5 and {p.seed for p in trained} == {0, 1, 2}
+    assert [p.seed for p in trained] == sorted(p.seed for p in trained)
+    assert {(p.options.budget_flops, p.options.patience) for p in trained} == {
+        (CONVERGED_CAP, CONVERGED_PATIENCE)}
     keeps = {p.options.recipe_keeps for p in trained}
-    assert keeps == {(), ("dropout", "attn_dropout"), ("label_smoothing",)}
+    assert keeps == {(), ("dropout", "attn_dropout")}
     assert len({p.point_id for p in points}) == len(points)
 
 
