@@ -51,6 +51,7 @@ from harness.report.rulebook import TRAINED_COST, TRAINED_QUALITY
 from harness.report.translation import (
     BASELINES,
     comparable,
+    flat_by_rule,
     flops_text,
     table2_choice,
     to_target,
@@ -484,17 +485,16 @@ def _rule_text(rows: pd.DataFrame) -> str:
 
 
 def converged_gate(by: dict[str, pd.DataFrame], rule: str) -> Gate:
-    """Every seed of every compared model ended with its dev curve flattened (the row's
-    `converged`): a quality verdict waits while a compared model's curve is still rising."""
-    rising = {m: [int(s) for s, c in zip(g["seed"], pd.to_numeric(g["converged"],
-                                                                     errors="coerce"),
-                                        strict=True) if not c > 0]
-              for m, g in by.items()}
+    """Every seed of every compared model ended with its dev curve flat by the stopping rule
+    (harness.report.translation.flat_by_rule: stopped by patience, not by the cap): a
+    quality verdict waits while a compared model's curve may still be rising."""
+    rising = {m: [int(s) for s, flat in zip(g["seed"], flat_by_rule(g), strict=True)
+                  if not flat] for m, g in by.items()}
     still = {m: s for m, s in rising.items() if s}
     detail = ", ".join(f"{m} {len(by[m]) - len(rising[m])} of {len(by[m])} seeds flattened"
                        for m in by)
     if still:
-        detail += "; still rising: " + ", ".join(
+        detail += "; stopped by the cap, not by the rule (may still rise): " + ", ".join(
             f"{m} seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))}"
             for m, s in still.items())
     return Gate("converged", not still, f"{detail} ({rule})",

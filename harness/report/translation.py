@@ -285,12 +285,24 @@ def gmean(values: pd.Series) -> float:
     return float(np.exp(np.log(v).mean())) if len(v) else float("nan")
 
 
+def flat_by_rule(rows: pd.DataFrame) -> pd.Series:
+    """Per row, whether its run ended with its dev curve flat by the stopping rule: ended by
+    patience where the rows record how they stopped (a run the cap ended did not meet the
+    rule, however slowly it still rose), else the rows' `converged` flag."""
+    if "stopped_by" in rows and rows["stopped_by"].notna().any():
+        return rows["stopped_by"].astype(str).eq("patience")
+    flag = pd.to_numeric(rows.get("converged", pd.Series(np.nan, index=rows.index)),
+                         errors="coerce")
+    return flag.fillna(0).gt(0)
+
+
 def converged_table(matched: pd.DataFrame, converged: pd.DataFrame) -> pd.DataFrame:
     """Table 2 by stopping rule, a row per model and rule: `matched` (trained runs stopped at
     one FLOP budget) and `converged` (trained runs to a flat dev curve, with
     flops_to_target and seconds_to_target from to_target): seeds, test BLEU (mean, sd),
     seeds converged, updates run, epochs, training FLOPs, and, at convergence, the FLOPs and
-    update seconds to the common target (geometric means over seeds)."""
+    update seconds to the common target (geometric means over seeds). `converged` counts
+    the seeds flat by the rule (flat_by_rule)."""
     out = []
     for stopped, runs in (("matched budget", matched), ("converged", converged)):
         for model, g in runs.groupby("model", sort=False):
@@ -301,7 +313,7 @@ def converged_table(matched: pd.DataFrame, converged: pd.DataFrame) -> pd.DataFr
             steps = col("steps_run")
             row = {"model": model, "stopped": stopped, "seeds": int(g["seed"].nunique()),
                    "test_bleu": g["test_bleu"].mean(), "test_bleu_sd": g["test_bleu"].std(),
-                   "converged": int(col("converged").fillna(0).gt(0).sum()),
+                   "converged": int(flat_by_rule(g).sum()),
                    "updates": f"{steps.min():,.0f}-{steps.max():,.0f}" if steps.notna().any()
                    else "",
                    "epochs": col("epochs").mean(),
