@@ -8,6 +8,7 @@ import hashlib
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from harness.report import document
 from harness.report.claims import ledger
@@ -49,6 +50,7 @@ def test_each_claim_names_the_rows_it_read_with_machine_commit_and_command(tmp_p
     assert len(attention["point_ids"]) + len(lstm["point_ids"]) == len(rows)
 
 
+@pytest.mark.slow
 def test_table2_names_only_the_runs_its_verdict_compares():
     """The tuned suite keeps a superseded Transformer seed (an earlier search best, 10.50
     test BLEU) beside the 3 seeds of its last recipe: the claim's provenance names the 3."""
@@ -65,3 +67,17 @@ def test_table2_names_only_the_runs_its_verdict_compares():
     records = ledger(committed, claims=matched)["point_ids"].iloc[0]
     named = {pid for r in records if r["suite"] == suite for pid in r["point_ids"]}
     assert named and not named & superseded
+
+
+def test_report_shows_timings_from_before_the_loop_fix_only_with_their_caveat(tmp_path):
+    """The GPU rematch rows predate the fix of the loop's O(n^2) backward: REPORT.md shows
+    their 103x and 84x speed-ups only under a line saying so."""
+    from harness.report.rematch import LOOP_FIX
+
+    rows = pd.read_csv(Path(__file__).resolve().parents[3]
+                       / "results/gpu/rematch-gpu-quick/results.csv")
+    assert (rows["measured_at"].astype(str) < LOOP_FIX).all()
+    lines = document.rematch_section(tmp_path, "rematch-gpu-quick", rows)
+    assert lines[0].startswith(f"**{len(rows)} of {len(rows)} timings were measured before")
+    fresh = rows.assign(measured_at="2099-01-01T00:00:00+00:00")
+    assert not document.rematch_section(tmp_path, "s", fresh)[0].startswith("**")
