@@ -259,8 +259,9 @@ def translation_converged(out: Path) -> str:
     first = converged.iloc[0]
     return (head + f" ({int(first['patience'])} evaluations without a new best greedy dev "
             f"BLEU, capped at {flops_text(float(first['budget_flops']))} FLOPs; "
-            f"{len(converged)} runs so far, on {_machine(converged)}). `converged`: seeds whose "
-            "dev curve flattened; `updates`: the updates run; `flops_to_target`, "
+            f"{len(converged)} runs so far, on {_machine(converged)}). `converged`: seeds ended by "
+            "patience, flat by the rule (a run the cap or budget ended is not); `updates`: the "
+            "updates run; `flops_to_target`, "
             "`seconds_to_target`: training FLOPs and update seconds to greedy dev BLEU "
             f"{target:.2f} on the curve's verses (the lowest best of the converged runs), "
             "geometric means over seeds. The verdicts: `tvr claims` (Table 2's quality, cost "
