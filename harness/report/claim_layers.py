@@ -13,7 +13,15 @@ import pandas as pd
 
 from harness.errors import BadInput
 from harness.report import claim_power as power
-from harness.report.evidence import Claim, Evidence, Missing, Stored, device_word, scale_facts
+from harness.report.evidence import (
+    GPU_DIR,
+    Claim,
+    Evidence,
+    Missing,
+    Stored,
+    device_word,
+    scale_facts,
+)
 from harness.report.gates import SPREAD_SHARE, Gate
 from harness.report.rulebook import COUNT, TIMING
 from harness.report.stats import Fit, fmt, loglog_fit
@@ -125,9 +133,12 @@ def parallel_hardware(stored: Stored) -> Evidence:
             "Without fixed-token rows: attention's achieved FLOP/s over the LSTM's at the "
             f"longest n (>= {UTILISATION_GAP}x supports, < 1 contradicts). No GPU results "
             "(<out>/gpu): not measured on this hardware")
+    seen = len(stored.read)
     gpu = stored.gpu()
     if gpu is not None and "fit" in gpu and (gpu["fit"] == "fixed-tokens").any():
-        return _fixed_tokens_gpu(gpu[gpu["fit"] == "fixed-tokens"], rule)
+        fixed = gpu[gpu["fit"] == "fixed-tokens"]
+        stored.only(seen, fixed, f"{GPU_DIR}/")  # what the verdict reads, not every GPU row
+        return _fixed_tokens_gpu(fixed, rule)
     if gpu is None:
         rows = _fit_rows(stored, "fixed-tokens", "lstm")
         attn = _fit_rows(stored, "fixed-tokens", "self-attention")

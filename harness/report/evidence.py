@@ -169,6 +169,13 @@ class Stored:
         return tidy.pivot_table(index=["point_id", "step"], columns="metric", values="value",
                                 aggfunc="last").reset_index().sort_values(["point_id", "step"])
 
+    def only(self, seen: int, rows: pd.DataFrame, prefix: str = "") -> None:
+        """Forget what was noted as read since len(self.read) was `seen`, and note `rows`
+        instead, per suite: a rule that read more than its verdict uses names only those."""
+        del self.read[seen:]
+        for suite, group in rows.groupby("suite"):
+            self.note(f"{prefix}{suite}", {}, group)
+
     def gpu(self) -> pd.DataFrame | None:
         """Every finished cuda row under <out>/gpu, or None when no GPU has been measured."""
         gpu_dir = self.out_dir / GPU_DIR

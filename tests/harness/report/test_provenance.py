@@ -81,3 +81,14 @@ def test_report_shows_timings_from_before_the_loop_fix_only_with_their_caveat(tm
     assert lines[0].startswith(f"**{len(rows)} of {len(rows)} timings were measured before")
     fresh = rows.assign(measured_at="2099-01-01T00:00:00+00:00")
     assert not document.rematch_section(tmp_path, "s", fresh)[0].startswith("**")
+
+
+def test_the_gpu_claim_names_the_fixed_token_rows_it_judges_not_every_gpu_row():
+    from harness.report.claim_layers import CLAIMS
+
+    committed = Path(__file__).resolve().parents[3] / "results"
+    claim = [c for c in CLAIMS if c.key == "parallel-hardware"]
+    records = ledger(committed, claims=claim)["point_ids"].iloc[0]
+    fixed = pd.read_csv(committed / "gpu" / "fixed-tokens-gpu" / "results.csv")
+    assert [r["suite"] for r in records] == ["gpu/fixed-tokens-gpu"]
+    assert set(records[0]["point_ids"]) == set(fixed.loc[fixed["status"] == "ok", "point_id"])
