@@ -32,9 +32,8 @@ GREY = 0.15  # a colour whose channels differ by less than this is a grey: a ref
 TOL = 1e-9  # relative: two x values of one point
 
 
-def _rgb(artist) -> set[tuple[float, float, float]]:
-    """The opaque, chromatic colours an artist or legend handle shows (greys and black are
-    the reference lines' and the style entries' colours: they mean nothing by themselves)."""
+def colors(artist) -> set[tuple[float, ...]]:
+    """The opaque colours an artist (or a legend handle) shows, as rounded RGB."""
     found = []
     if isinstance(artist, Line2D):
         if artist.get_linestyle() not in ("None", "", " ") and artist.get_linewidth() > 0:
@@ -49,8 +48,13 @@ def _rgb(artist) -> set[tuple[float, float, float]]:
     elif isinstance(artist, Collection):
         found += [*artist.get_facecolors(), *artist.get_edgecolors()]
     rgba = [to_rgba(c) for c in found if not (isinstance(c, str) and c.lower() == "none")]
-    rgb = {tuple(float(v) for v in np.round(c[:3], 3)) for c in rgba if c[3] > 0}
-    return {c for c in rgb if rgb_to_hsv(c)[1] * max(c) > GREY}
+    return {tuple(float(v) for v in np.round(c[:3], 3)) for c in rgba if c[3] > 0}
+
+
+def _rgb(artist) -> set[tuple[float, ...]]:
+    """The chromatic colours an artist or legend handle shows (greys and black are the
+    reference lines' and the style entries' colours: they mean nothing by themselves)."""
+    return {c for c in colors(artist) if rgb_to_hsv(c)[1] * max(c) > GREY}
 
 
 def _legends(fig: plt.Figure) -> list[Legend]:

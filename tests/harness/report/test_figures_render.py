@@ -20,11 +20,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.collections import Collection, LineCollection, PathCollection, PolyCollection
-from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch, Rectangle
+from matplotlib.patches import Rectangle
 from matplotlib.text import Text
 
 from experiments.rematch import THROUGHPUT
@@ -37,6 +36,9 @@ from harness.report.stats import t_interval
 from harness.report.tables import sweep_frame
 from harness.results import RESULTS_FILE, SERIES_FILE, load_results
 from tests.harness.report.claim_frames import write_suite
+from tests.harness.report.figure_faults import (
+    colors as shown_colors,
+)
 from tests.harness.report.figure_faults import (
     colour_problems,
     join_problems,
@@ -164,25 +166,6 @@ def range_problems(fig: plt.Figure) -> list[str]:
     return out
 
 
-def _colors(artist) -> set[tuple[float, ...]]:
-    """The opaque colours an artist (or a legend handle) shows."""
-    found = []
-    if isinstance(artist, Line2D):
-        if artist.get_linestyle() not in ("None", "", " ") and artist.get_linewidth() > 0:
-            found.append(artist.get_color())
-        if artist.get_marker() not in ("None", "", " ", None):
-            found += [artist.get_markerfacecolor(), artist.get_markeredgecolor()]
-    elif isinstance(artist, Patch):
-        if artist.get_fill():
-            found.append(artist.get_facecolor())
-        if artist.get_linewidth() > 0:
-            found.append(artist.get_edgecolor())
-    elif isinstance(artist, Collection):
-        found += [*artist.get_facecolors(), *artist.get_edgecolors()]
-    rgba = [to_rgba(c) for c in found if not (isinstance(c, str) and c.lower() == "none")]
-    return {tuple(np.round(c[:3], 3)) for c in rgba if c[3] > 0}
-
-
 def _style(artist) -> tuple | None:
     """(marker, dash pattern) of a line, for style entries that show no hue of their own."""
     if not isinstance(artist, Line2D):
@@ -215,7 +198,7 @@ def legend_problems(fig: plt.Figure, renderer) -> list[str]:
     """A legend entry whose handle shows nothing, or looks like nothing drawn; a legend
     inside a panel covering that panel's data."""
     drawn = _drawn(fig)
-    colors = set().union(*(_colors(a) for a in drawn)) if drawn else set()
+    colors = set().union(*(shown_colors(a) for a in drawn)) if drawn else set()
     styles = {_style(a) for a in drawn} - {None}
     legends = [lg for lg in [*fig.legends, *(ax.get_legend() for ax in fig.axes)]
                if lg is not None and lg.get_visible()]
@@ -223,7 +206,7 @@ def legend_problems(fig: plt.Figure, renderer) -> list[str]:
     for lg in legends:
         for handle, text in zip(lg.legend_handles, lg.get_texts(), strict=True):
             label = text.get_text()
-            shown = _colors(handle) if handle is not None and handle.get_visible() else set()
+            shown = shown_colors(handle) if handle is not None and handle.get_visible() else set()
             if not shown:
                 out.append(f"legend entry {label!r} draws nothing")
             elif not (shown & colors or _style(handle) in styles
