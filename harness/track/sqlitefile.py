@@ -15,14 +15,12 @@ import sqlite3
 import stat
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from harness.files import LockTimeout, PathLock, lock_file
 from harness.inputs import is_virtual, resolved
-
-if TYPE_CHECKING:
-    from filelock import FileLock
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 LOCKED_WAIT_S = 5.0  # how long a check waits for another writer's lock before saying so
@@ -32,12 +30,17 @@ LEFTOVERS = {"-journal": "a hot journal (a writer was killed inside a transactio
              "-wal": "a write-ahead log not yet written back"}
 
 
-def store_lock(path: Path, timeout: float = LOCK_TIMEOUT_S) -> FileLock:
-    """The file lock beside the store that creation, checks and repairs hold; acquiring it
-    raises filelock.Timeout (an OSError) after `timeout` seconds."""
-    from filelock import FileLock
-
-    return FileLock(path.with_name(f".{path.name}.lock"), timeout=timeout)
+@contextmanager
+def store_lock(path: Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+    """Hold the file lock beside the store (`.NAME.lock`) that creation, checks and repairs
+    take; LockTimeout (an OSError) after `timeout` seconds. Its holder removes the file on
+    release (PathLock's rule, safe for waiters), so a finished run leaves no lock file."""
+    lock = PathLock(lock_file(path), timeout=timeout)
+    lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release(remove=True)
 
 
 def leftovers(path: Path) -> list[str]:
@@ -68,12 +71,10 @@ def sqlite_problem(path: Path) -> str | None:
         head = f.read(len(SQLITE_MAGIC))
     if head and head != SQLITE_MAGIC:
         return f"{path} is not an SQLite database; {REPAIR}"
-    from filelock import Timeout
-
     try:
         with store_lock(path):
             return _open_problem(path)
-    except Timeout:
+    except LockTimeout:
         return (f"{path}: its lock file .{path.name}.lock stayed held for "
                 f"{LOCK_TIMEOUT_S:.0f} s (another tvr creating or repairing it?)")
     except OSError as e:

@@ -37,6 +37,16 @@ def test_a_clean_run_leaves_its_rows_and_nothing_of_its_bookkeeping(tmp_path: Pa
         assert "results.csv" in left
 
 
+def test_the_local_store_leaves_no_lock_file(tmp_path: Path, one_point) -> None:
+    """The default store (<out>/mlflow.db) is created, checked and written under its lock;
+    the run leaves the store and no `.mlflow.db.lock` beside it."""
+    result = CliRunner().invoke(cli, ["run", "smoke", "--out", str(tmp_path),
+                                      "--min-run-time", "0.01"])
+    assert result.exit_code == 0, result.output
+    top = sorted(p.name for p in tmp_path.iterdir())
+    assert "mlflow.db" in top and not [n for n in top if n.endswith(".lock")], top
+
+
 def test_an_early_error_leaves_no_empty_suite_folder(tmp_path: Path, one_point) -> None:
     import torch
 
