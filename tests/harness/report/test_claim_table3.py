@@ -1,105 +1,228 @@
-"""Table 3 judged from translation: made-up dev hypotheses and perplexities yielding each
-verdict of row B (smaller d_k hurts), and one seed failing the seeds gate."""
+"""Table 3 judged from translation, on made-up dev hypotheses: the tuned suite's variations
+against translation-cpu-converged's Transformer (the base), decided on dev BLEU by the
+clustered sentence tests, each verdict and each gate's failure; the quick suite as the
+fallback, too small to judge."""
 
 from __future__ import annotations
 
 import pytest
 from sacrebleu.metrics import BLEU
 
+import experiments
 from harness.files import write_lines
 from harness.report import claim_table3, claim_translation
-from harness.report.claim_table3 import SUITE
+from harness.report.claim_table3 import SUITE, TUNED_SUITE
+from harness.report.claim_translation import CONVERGED
 from harness.report.evidence import Stored, gated
-from harness.report.verdicts import CONTRADICTS, INCONCLUSIVE, QUALIFIED, SUPPORTS
+from harness.report.rulebook import TRAINED_QUALITY, gates_of, label
+from harness.report.verdicts import CONTRADICTS, INCONCLUSIVE, SUPPORTS
 from tests.harness.report.claim_frames import write_suite
 from tests.harness.report.test_claim_translation import REFS, good, good_too, poor
 
-
-def _suite(out, variant, ppl, seeds=4, base=good, study="table3-B", knob="d_k",
-           values=(24, 8), params=(1000, 1000), suite=SUITE):
-    """The base (perplexity 100) and one variation (`knob` = values[1], variant hypotheses,
-    perplexity ppl) of Table 3's row `study`."""
-    write_lines(out / suite / "hyp" / "refs.txt", REFS)
-    rows = [{"runner": "baseline", "model": b, "dev_bleu": 0.01 * (i + 1)}
-            for i, b in enumerate(claim_translation.BASELINES)]
-    for name_, value, make, level, n in (("table3-base", values[0], base, 100.0, params[0]),
-                                         (study, values[1], variant, ppl, params[1])):
-        for seed in range(seeds):
-            hyps, name = make(seed), f"hyp/{name_}-{seed}.txt"
-            write_lines(out / suite / name, hyps)
-            rows.append({"runner": "translate", "model": "transformer", "study": name_,
-                         "seed": seed, knob: value, "dev_ppl": level + seed,
-                         "dev_bleu": BLEU().corpus_score(hyps, [REFS]).score,
-                         "dev_hypotheses": name, "dev_references": "hyp/refs.txt",
-                         "dev_sentences": len(REFS), "n_params": n, "steps": 10})
-    write_suite(out, suite, rows)
+ALPHAS = "0.0;0.2;0.4;0.6;0.8;1.0;1.2;1.4;1.6;1.8;2.0"
+RULE = {"alphas": ALPHAS, "recipe": "translation-cpu-tune", "patience": 6,
+        "budget_flops": 2.4e14, "peak_lr": 8e-4, "steps_run": 9000, "train_pairs": 28000}
 
 
-@pytest.mark.parametrize("variant, ppl, seeds, verdict", [
-    (poor, 120.0, 4, SUPPORTS),  # higher perplexity and lower BLEU, both separated
-    (good_too, 101.0, 4, QUALIFIED),  # not separated
-    (poor, 80.0, 4, QUALIFIED),  # mixed: lower perplexity, lower BLEU
-    (poor, 120.0, 1, INCONCLUSIVE),  # one seed
+@pytest.fixture(autouse=True)
+def _fewer_resamples(monkeypatch):
+    monkeypatch.setattr(claim_translation, "CLUSTERED_SAMPLES", 1000)
+
+
+def _row(out, suite, name, make, seed, **values) -> dict:
+    """A trained Transformer's row of `suite` with its saved dev hypotheses make(seed)."""
+    hyps, path = make(seed), f"hypotheses/{name}-{seed}.dev.txt"
+    write_lines(out / suite / path, hyps)
+    return {"runner": "translate", "model": "transformer", "seed": seed, "dev_ppl": 100.0 + seed,
+            "dev_bleu": BLEU().corpus_score(hyps, [REFS]).score, "dev_hypotheses": path,
+            "dev_references": "hypotheses/refs.dev.ref.txt", "dev_sentences": len(REFS),
+            "n_params": 1000, "stopped_by": "patience", **RULE} | values
+
+
+def _baselines(out, suite, bleu=(0.01, 0.02, 0.03)) -> list[dict]:
+    write_lines(out / suite / "hypotheses" / "refs.dev.ref.txt", REFS)
+    return [{"runner": b, "model": b, "dev_bleu": v}
+            for b, v in zip(claim_translation.BASELINES, bleu, strict=True)]
+
+
+def converged(out, make=good, seeds=4, **values) -> None:
+    """translation-cpu-converged: its Transformer (4 seeds), the base; an attentional LSTM
+    beside it, which Table 3 does not read."""
+    rows = _baselines(out, CONVERGED) + [_row(out, CONVERGED, "transformer", make, s, **values)
+                                         for s in range(seeds)]
+    rows.append(_row(out, CONVERGED, "lstm", poor, 0) | {"model": "lstm-attention"})
+    write_suite(out, CONVERGED, rows)
+
+
+def tuned(out, make, study="table3-B", knob="d_k", value=16, seeds=3, baselines=None,
+          **values) -> None:
+    """translation-table3-tuned: one variation (`knob` = value, hypotheses make(seed))."""
+    rows = _baselines(out, TUNED_SUITE, *([baselines] if baselines else [])) + [
+        _row(out, TUNED_SUITE, study, make, s, study=study, **{knob: value} | values)
+        for s in range(seeds)]
+    write_suite(out, TUNED_SUITE, rows)
+
+
+def judged(out, rule=claim_table3.key_size):
+    """The rule's evidence as the ledger shows it: behind its kind's gates."""
+    return gated(rule(Stored(out)), gates_of(TRAINED_QUALITY))
+
+
+def failed(evidence) -> dict:
+    return {g.name: g for g in evidence.gates if not g.passed}
+
+
+@pytest.mark.parametrize("base, variant, ppl, verdict", [
+    (good, poor, 120.0, SUPPORTS),  # lower dev BLEU, separated by both sentence tests
+    (good, poor, 80.0, SUPPORTS),  # perplexity reported, not deciding
+    (good, good_too, 100.0, INCONCLUSIVE),  # not separated
+    (poor, good, 120.0, CONTRADICTS),  # the smaller d_k scores higher, separated
 ])
-def test_key_size(tmp_path, monkeypatch, variant, ppl, seeds, verdict):
-    monkeypatch.setattr(claim_translation, "SAMPLES", 1000)
-    _suite(tmp_path, variant, ppl, seeds)
-    evidence = gated(claim_table3.key_size(Stored(tmp_path)))
-    assert evidence.verdict == verdict, [g for g in evidence.gates if not g.passed]
-    if verdict == INCONCLUSIVE:
-        assert "seeds" in {g.name for g in evidence.gates if not g.passed}
-    assert "d_k=8 vs base" in evidence.measured
+def test_key_size_against_the_converged_base(tmp_path, base, variant, ppl, verdict):
+    converged(tmp_path, base)
+    tuned(tmp_path, variant, dev_ppl=ppl)
+    evidence = judged(tmp_path)
+    assert evidence.verdict == verdict, failed(evidence)
+    assert not failed(evidence) or verdict == INCONCLUSIVE and not evidence.ungated
+    assert evidence.points.startswith(f"{TUNED_SUITE}: ") and CONVERGED in evidence.points
+    assert "base: dev BLEU" in evidence.measured and "d_k=16 vs base" in evidence.measured
+    deciding = [t for t in evidence.tests if "clustered" in t.name]
+    assert len(deciding) == 2 and all(f"{len(REFS)} sentences x 4 seeds kept together" in
+                                      t.detail for t in deciding)
+    assert any("dev perplexity per seed (reported)" in t.name for t in evidence.tests)
+    # the base is the converged suite's Transformer only, not its LSTM
+    assert "4 seeds" in evidence.measured.split(";")[0]
+    assert "lstm" not in evidence.measured
 
 
-def test_contradicts_when_the_smaller_d_k_is_better_on_both(tmp_path, monkeypatch):
-    monkeypatch.setattr(claim_translation, "SAMPLES", 1000)
-    _suite(tmp_path, good, 80.0, base=poor)
-    assert gated(claim_table3.key_size(Stored(tmp_path))).verdict == CONTRADICTS
+def test_three_seeds_per_variation_pass_the_seeds_gate_and_two_do_not(tmp_path):
+    converged(tmp_path)
+    tuned(tmp_path, poor)
+    (seeds,) = [g for g in judged(tmp_path).gates if g.name == "seeds"]
+    assert seeds.passed and "d_k=16 3" in seeds.detail
+    tuned(tmp_path, poor, seeds=2)
+    evidence = judged(tmp_path)
+    assert evidence.verdict == INCONCLUSIVE and evidence.ungated == SUPPORTS
+    assert set(failed(evidence)) == {"seeds"}
 
 
-@pytest.mark.parametrize("params, ppl, verdict", [
-    ((1000, 2000), 80.0, SUPPORTS),  # larger and lower perplexity
-    ((1000, 2000), 120.0, CONTRADICTS),  # larger and higher
-    ((1000, 500), 120.0, SUPPORTS),  # smaller and higher
+def test_models_below_the_retrieval_baseline_did_not_learn(tmp_path):
+    converged(tmp_path)
+    tuned(tmp_path, poor, baselines=(0.01, 0.02, 99.0))
+    evidence = judged(tmp_path)
+    assert evidence.verdict == INCONCLUSIVE and "baselines" in failed(evidence)
+    assert "retrieval 99.00" in evidence.measured
+    assert "did not learn the task at this scale" in evidence.measured
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"alphas": None}, "alphas=default"),  # decoded at one length penalty, the base by a grid
+    ({"patience": 4}, "patience=4"),  # another stopping rule
+    ({"dev_references": "hypotheses/other.dev.ref.txt"}, "other dev references"),
 ])
-def test_bigger_models(tmp_path, monkeypatch, params, ppl, verdict):
-    monkeypatch.setattr(claim_translation, "SAMPLES", 1000)
-    _suite(tmp_path, good_too, ppl, study="table3-C", knob="d_ff", values=(384, 768),
-           params=params)
-    assert gated(claim_table3.bigger(Stored(tmp_path))).verdict == verdict
+def test_arms_scored_or_trained_differently_are_not_compared(tmp_path, change, named):
+    converged(tmp_path)
+    write_lines(tmp_path / TUNED_SUITE / "hypotheses" / "other.dev.ref.txt",
+                [r + " amen" for r in REFS])
+    tuned(tmp_path, poor, **change)
+    evidence = judged(tmp_path)
+    assert evidence.verdict == INCONCLUSIVE
+    assert named in failed(evidence)["same dev scoring"].detail
 
 
-def test_the_tuned_suite_judges_once_it_has_rows_and_every_remedy_names_it(tmp_path):
-    """The quick suite with one seed: inconclusive, the seeds gate naming the tuned suite's
-    commands; once the tuned suite has rows, they are judged and the quick ones ignored."""
-    _suite(tmp_path, poor, 120.0, seeds=1)
-    quick = gated(claim_table3.key_size(Stored(tmp_path)))
-    failed = [g for g in quick.gates if not g.passed]
-    assert quick.verdict == INCONCLUSIVE and failed
-    assert "tvr run translation-table3-tuned" in failed[0].remedy
-    assert quick.points.startswith(SUITE)
-    _suite(tmp_path, poor, 120.0, suite=claim_table3.TUNED_SUITE)
-    tuned = gated(claim_table3.key_size(Stored(tmp_path)))
-    assert tuned.verdict == SUPPORTS and tuned.points.startswith(claim_table3.TUNED_SUITE)
-    assert any("clustered" in t.name for t in tuned.tests)
+def test_a_seed_stopped_by_the_cap_holds_the_verdict(tmp_path):
+    converged(tmp_path)
+    tuned(tmp_path, poor, stopped_by="budget")
+    evidence = judged(tmp_path)
+    assert evidence.verdict == INCONCLUSIVE and set(failed(evidence)) == {"converged"}
 
 
-def _nothing(seed: int) -> list[str]:
-    """Hypotheses sharing no word with the references: dev BLEU 0."""
-    return ["qqq"] * len(REFS)
+@pytest.mark.parametrize("params, make, verdict", [
+    (2000, good, SUPPORTS),  # larger and higher dev BLEU
+    (2000, poor, CONTRADICTS),  # larger and lower
+    (500, poor, SUPPORTS),  # smaller and lower
+])
+def test_bigger_models(tmp_path, params, make, verdict):
+    converged(tmp_path, poor if make is good else good)
+    tuned(tmp_path, make, study="table3-C", knob="d_model", value=192, n_params=params)
+    assert judged(tmp_path, claim_table3.bigger).verdict == verdict
 
 
-def test_dev_bleu_off_its_floor_and_the_scope_names_the_budget(tmp_path, monkeypatch):
-    """The range gate of the kind on dev BLEU: passes where the models translate, fails where
-    every variation scores 0; the scope names the updates, one peak learning rate and the
-    seeds per variation."""
-    monkeypatch.setattr(claim_translation, "SAMPLES", 1000)
-    _suite(tmp_path, poor, 120.0)
-    evidence = claim_table3.key_size(Stored(tmp_path))
+def test_dropout_and_single_head_are_judged_against_the_base(tmp_path):
+    converged(tmp_path, dropout=0.06, attn_dropout=0.06, n_heads=4)
+    tuned(tmp_path, poor, study="table3-D", knob="dropout", value=0.0, attn_dropout=0.0)
+    evidence = judged(tmp_path, claim_table3.dropout)
+    assert evidence.verdict == SUPPORTS and "dropout=0, attn_dropout=0 vs base" in \
+        evidence.measured
+    tuned(tmp_path, good_too, study="table3-A", knob="n_heads", value=1)
+    evidence = judged(tmp_path, claim_table3.heads)
+    assert evidence.verdict == INCONCLUSIVE and "n_heads=1 vs base" in evidence.measured
+
+
+def _same(seed: int) -> list[str]:
+    """Every seed's hypotheses alike: two arms of them differ by 0 in every resample."""
+    return good(0)
+
+
+@pytest.mark.parametrize("base, make, verdict", [
+    (_same, _same, SUPPORTS),  # the interval is [0, 0]
+    (good, good_too, INCONCLUSIVE),  # difference 0, but 40 verses leave it +-1 BLEU wide
+    (good, poor, CONTRADICTS),  # far apart and separated
+])
+def test_learned_positions(tmp_path, base, make, verdict):
+    converged(tmp_path, base)
+    tuned(tmp_path, make, study="table3-E", knob="pos_encoding", value="learned")
+    evidence = judged(tmp_path, claim_table3.learned_positions)
+    assert evidence.verdict == verdict, failed(evidence)
+    assert "pos_encoding=learned vs base" in evidence.measured
+
+
+def test_the_quick_suite_is_the_fallback_and_too_small_to_judge(tmp_path):
+    """Without tuned rows the quick suite (its own base) is shown, inconclusive, its scale
+    gate naming the tuned suite's command; once the tuned suite has rows they are judged."""
+    rows = _baselines(tmp_path, SUITE) + [
+        _row(tmp_path, SUITE, s, m, seed, study=s, d_k=d_k, steps_run=600)
+        for s, m, d_k in (("table3-base", good, 24), ("table3-B", poor, 8))
+        for seed in range(3)]
+    write_suite(tmp_path, SUITE, rows)
+    quick = judged(tmp_path)
+    assert quick.verdict == INCONCLUSIVE and quick.ungated == SUPPORTS
+    assert set(failed(quick)) == {"scale"}
+    assert f"tvr run {TUNED_SUITE}" in failed(quick)["scale"].remedy
+    assert quick.points.startswith(f"{SUITE}: ")
+    shown = label(quick.verdict, quick.scope)
+    assert shown.startswith(f"{INCONCLUSIVE} ({SUITE}, a smoke test too small to judge: ")
+    converged(tmp_path)
+    tuned(tmp_path, poor)
+    now = judged(tmp_path)
+    assert now.verdict == SUPPORTS and now.points.startswith(TUNED_SUITE)
+    assert label(now.verdict, now.scope).startswith(
+        "supports at 0.0M parameters, 28k training pairs, 9,000 updates, at convergence")
+
+
+def test_dev_bleu_off_its_floor_and_the_scope_names_the_budget(tmp_path):
+    converged(tmp_path)
+    tuned(tmp_path, poor)
+    evidence = judged(tmp_path)
     (rng,) = [g for g in evidence.gates if g.name == "range"]
     assert rng.passed and "dev BLEU" in rng.detail
-    assert "4 seeds per variation" in evidence.scope
-    _suite(tmp_path, _nothing, 120.0, base=_nothing)
-    failed = {g.name: g for g in gated(claim_table3.key_size(Stored(tmp_path))).gates
-              if not g.passed}
-    assert "every arm at the floor" in failed["range"].detail
+    assert "3-4 seeds per variation" in evidence.scope
+    assert "peak learning rate 0.0008 for every variation" in evidence.scope
+
+    def nothing(seed: int) -> list[str]:
+        return ["qqq"] * len(REFS)
+
+    converged(tmp_path, nothing)
+    tuned(tmp_path, nothing)
+    assert "every arm at the floor" in failed(judged(tmp_path))["range"].detail
+
+
+def test_the_tuned_suite_decodes_and_stops_as_the_converged_base():
+    """What the comparison needs of the two suites: the same dev decoding (the length
+    penalty chosen on dev from one grid), recipe and stopping rule."""
+    def options(suite):
+        return {(p.options.alphas, p.options.beam, p.options.alpha, p.options.final_sentences,
+                 p.options.patience, p.options.budget_flops, p.options.recipe)
+                for p in experiments.points(suite) if p.runner == "translate"
+                and p.subject == "transformer"}
+    assert options(TUNED_SUITE) == options(CONVERGED)
