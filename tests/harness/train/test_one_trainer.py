@@ -1,0 +1,164 @@
+"""The studies train as they did before their training loops were merged into one: a
+language-model point, a synthetic-task point (MQAR), a translation point and a translation
+point stopped and resumed train for 50 updates to exactly the per-update losses, gradient
+norms, dev curves and final metrics recorded in one_trainer.json by the code of the commit
+the file names (`record()` below wrote it).
+
+Every point evaluates after every update (eval_every=1), so each curve point's train_loss is
+that update's loss. The swap points of models.kernels are pinned to their fallbacks (F.linear,
+split QKV, separate FFN, math attention): a sweep picks them per machine by timing
+(harness.measure.kernel_choice), which would let two processes differ. Clock-derived values
+(seconds, rates, MFU) are left out; everything else compares with float equality.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from experiments.convergence import convergence_quick
+from experiments.rematch import rematch_quick
+from experiments.spec import Point
+from experiments.translation import translation_tiny
+from harness.run.runners import RUNNERS
+from harness.runner import Context, Result
+from models import kernels
+
+FIXTURE = Path(__file__).with_name("one_trainer.json")
+STEPS = 50
+INTERRUPT_AT = 25  # the resumed point is stopped at this update's evaluation
+# clock-derived row values and curves: they differ between any two runs
+CLOCK = {"train_s", "tokens_per_s", "wall_to_target", "train_tokens_per_s", "train_flops_per_s",
+         "peak_flops_per_s", "mfu", "seconds_to_bleu", "decode_sent_per_s_cached",
+         "decode_sent_per_s_uncached", "threads_used"}
+SWAP_POINTS = (kernels.LINEAR, kernels.QKV, kernels.FFN, kernels.ATTENTION)
+
+
+def points() -> dict[str, Point]:
+    """The points, shortened to STEPS updates with an evaluation after each."""
+    lm = next(p for p in convergence_quick()
+              if p.study == "ffn-width" and p.subject == "transformer-lm")
+    mqar = next(p for p in rematch_quick() if p.runner == "train")
+    mt = next(p for p in translation_tiny() if p.subject == "transformer")
+    short = {name: replace(p, options=replace(p.options, steps=STEPS, eval_every=1))
+             for name, p in (("lm", lm), ("mqar", mqar), ("translation", mt))}
+    lm_opts, mt_opts = short["lm"].options, short["translation"].options
+    # clipped, and diverging: an Adam step of lr 1e3 (1e6 for translation) blows up within
+    # a few updates (the LM's gradient is the first thing not finite, at a finite loss)
+    return short | {"lm-clip": replace(short["lm"], options=replace(lm_opts, clip=0.5)),
+                    "lm-diverged": replace(short["lm"], options=replace(lm_opts, lr=1e3)),
+                    "translation-diverged": replace(short["translation"], options=replace(
+                        mt_opts, peak_lr=1e6))}
+
+
+@contextmanager
+def pinned_kernels() -> Iterator[None]:
+    """Each swap point on its fallback candidate, restored afterwards."""
+    cpu = torch.device("cpu")
+    before = {p: kernels.backend(p, cpu, torch.float32) for p in SWAP_POINTS}
+    for p in SWAP_POINTS:
+        kernels.use_backend(p, kernels.candidates(p, cpu, torch.float32)[-1])
+    try:
+        yield
+    finally:
+        for p, name in before.items():
+            kernels.use_backend(p, name)
+
+
+def _kept(result: Result) -> dict[str, Any]:
+    """A run's status, curves and row values, clock-derived ones left out, as JSON keeps them."""
+    run = {"status": result.status, "message": result.message,
+           "series": {k: [[s, v] for s, v in pts] for k, pts in sorted(result.series.items())
+                      if k not in CLOCK},
+           "values": {k: v for k, v in sorted(result.values.items()) if k not in CLOCK}}
+    return json.loads(json.dumps(run))
+
+
+class Interrupted(Exception):
+    """Stands for a kill: raised at an evaluation, before that evaluation's checkpoint."""
+
+
+def _interrupt(point: Point, flops: int, curve: dict[str, list[tuple[int, float]]]) -> bool:
+    if curve["train_loss"][-1][0] >= INTERRUPT_AT:
+        raise Interrupted
+    return False
+
+
+def _run(point: Point, ctx: Context) -> Result:
+    torch.manual_seed(0)  # whatever ran before: the runner seeds what it uses
+    return RUNNERS[point.runner](point, ctx)
+
+
+def runs(out: Path) -> dict[str, dict[str, Any]]:
+    """Every point's kept run, and the translation point's stopped at INTERRUPT_AT and run
+    again from its checkpoint ("translation-resumed")."""
+    ctx = Context(torch.device("cpu"), cache_dir=out, machine="fixture")
+    kept: dict[str, dict[str, Any]] = {}
+    with pinned_kernels():
+        for name, point in points().items():
+            kept[name] = _kept(_run(point, ctx))
+        mt = points()["translation"]
+        with pytest.raises(Interrupted):
+            _run(mt, replace(ctx, prune=_interrupt))
+        kept["translation-resumed"] = _kept(_run(mt, ctx))
+    return kept
+
+
+def record(path: Path = FIXTURE, commit: str = "") -> None:
+    """Write the fixture from this checkout's code, naming its commit (`commit`: for a copy
+    of a commit's tree outside git, `git archive`)."""
+    import tempfile
+
+    commit = commit or subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True,
+                                      text=True, check=True,
+                                      cwd=Path(__file__).parent).stdout.strip()
+    with tempfile.TemporaryDirectory() as out:
+        kept = runs(Path(out))
+    path.write_text(json.dumps({"commit": commit, "steps": STEPS, "runs": kept}, indent=1)
+                    + "\n")
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory) -> dict[str, dict[str, Any]]:
+    return runs(tmp_path_factory.mktemp("out"))
+
+
+@pytest.fixture(scope="module")
+def recorded() -> dict[str, dict[str, Any]]:
+    return json.loads(FIXTURE.read_text())["runs"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["lm", "lm-clip", "lm-diverged", "mqar", "translation",
+                                  "translation-resumed", "translation-diverged"])
+def test_a_point_trains_to_the_recorded_losses(name, measured, recorded) -> None:
+    got, want = measured[name], recorded[name]
+    assert (got["status"], want["status"]) == ("diverged" if "diverged" in name else "ok",) * 2
+    if want["status"] == "ok":
+        assert len(want["series"]["train_loss"]) == STEPS  # one curve point per update
+    assert got["message"] == want["message"]
+    for key, curve in want["series"].items():
+        assert got["series"][key] == curve, key
+    for key, value in want["values"].items():
+        assert _same(got["values"][key], value), key
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, NaN equal to NaN (a row's "not measured")."""
+    return a == b or (isinstance(a, float) and isinstance(b, float) and a != a and b != b)
+
+
+@pytest.mark.slow
+def test_a_resumed_point_ends_as_the_uninterrupted_one(measured) -> None:
+    whole, resumed = measured["translation"], measured["translation-resumed"]
+    assert (whole["values"]["resumed_from_step"], resumed["values"]["resumed_from_step"]) \
+        == (0, INTERRUPT_AT - 1)
+    assert resumed | {"values": resumed["values"] | {"resumed_from_step": 0}} == whole
