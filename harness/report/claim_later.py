@@ -1,8 +1,9 @@
 """Later work's claims, judged by the same rules as the paper's but kept apart from them (each
-claim's text says whose it is; the rows are the full `rematch` suite's where it has them,
-else rematch-quick's): that a recurrence with gates free of h_{t-1} trains in
-O(log n) sequential steps and faster than its loop (Feng et al. 2024), and that attention
-recalls more key-value pairs than a fixed-size state at equal width (Arora et al. 2023).
+claim's text says whose it is): that a recurrence with gates free of h_{t-1} trains in
+O(log n) sequential steps and faster than its loop (Feng et al. 2024; the full `rematch`
+suite's rows where it has them, else rematch-quick's), and that attention recalls more
+key-value pairs than a fixed-size state at equal width (Arora et al. 2023; the first of
+RECALL_SUITES with MQAR rows, rematch-quick's shown as too short to judge).
 """
 
 from __future__ import annotations
@@ -20,9 +21,16 @@ from harness.report.gates import (
     compare,
     range_gate,
 )
-from harness.report.rematch import before_loop_fix, best_lr, floor
+from harness.report.rematch import (
+    MIXER_ORDER,
+    STUDY,
+    before_loop_fix,
+    best_lr,
+    floor,
+    state_floats,
+)
 from harness.report.rulebook import TIMING, TRAINED_QUALITY, scope_of
-from harness.report.stats import fmt, loglog_fit, paired
+from harness.report.stats import fmt, loglog_fit
 from harness.report.verdicts import CONTRADICTS, QUALIFIED, SUPPORTS
 
 INCONCLUSIVE = "inconclusive at this scale"
@@ -188,102 +196,141 @@ def _scan_error(stored: Stored) -> str:
                       for s in SCANS if s in err.index))
 
 
+# the recall claim's suites, the first with MQAR rows decides: the CPU-sized grid, the
+# GPU-sized one, the full rematch, then rematch-quick (too short to judge: shown only)
+RECALL_SUITES = ("mqar-cpu", "mqar", "rematch", "rematch-quick")
+RECALL_RUN = "`tvr run mqar-cpu --executor ray` (about 7 core-hours)"
+
+
 def _recall_rows(stored: Stored) -> pd.DataFrame:
-    """The pairs sweep (at the most common width) of suite mqar where it has rows, else the
-    rematch suites', each model at its best learning rate."""
-    try:
-        df = stored.rows("mqar", study="mqar-state", runner="train")
-    except Missing:
-        df = _rematch(stored, study="mqar-state", runner="train")
-    df = df.assign(pairs=lambda f: f["seq_len"].astype(int),
-                   d_model=lambda f: f["d_model"].astype(int))
-    d = int(df["d_model"].mode().iloc[0])
-    return best_lr(df[df["d_model"] == d])
+    """The MQAR rows of the first of RECALL_SUITES that has them, with pairs and width, each
+    mixer at each setting at its best learning rate (rematch.best_lr)."""
+    for suite in RECALL_SUITES:
+        try:
+            df = stored.rows(suite, study=STUDY, runner="train")
+        except Missing:
+            continue
+        df = df.assign(pairs=df["seq_len"].astype(int), d_model=df["d_model"].astype(int))
+        return best_lr(df)
+    raise Missing(RECALL_SUITES[0], f"no MQAR rows in {', '.join(RECALL_SUITES)}")
+
+
+def _by_pairs(df: pd.DataFrame) -> str:
+    """Mean accuracy against pairs, per width and mixer, with the mixer's state size and the
+    learning rate that won at each setting."""
+    parts = []
+    for d, at in df.groupby("d_model"):
+        mixers = []
+        for mixer, g in sorted(at.groupby("mixer_kind"), key=lambda kv: _order(kv[0])):
+            cells = []
+            for p, s in g.groupby("pairs"):
+                lr = f", lr {s['lr'].iloc[0]:g}" if "lr" in s else ""
+                cells.append(f"{p}: {fmt(float(s['final_accuracy'].mean()))} (state "
+                             f"{state_floats(s.iloc[0]):g}{lr})")
+            mixers.append(f"{mixer} " + ", ".join(cells))
+        parts.append(f"d = {d}, mean accuracy by pairs (state: numbers per layer; lr: the "
+                     "best of those run): " + "; ".join(mixers))
+    return ". ".join(parts)
+
+
+def _order(mixer: str) -> tuple[int, str]:
+    return (MIXER_ORDER.index(mixer) if mixer in MIXER_ORDER else len(MIXER_ORDER), mixer)
+
+
+def attention_recalls_more(stored: Stored) -> Evidence:
+    df = _recall_rows(stored)
+    suite = str(df["suite"].iloc[0])
+    attn = df[df["mixer_kind"] == "self-attention"].groupby(["pairs", "d_model"])
+    mean = attn["final_accuracy"].mean()
+    rule = (f"each mixer at its best learning rate per setting (the highest mean accuracy "
+            f"over seeds, as Zoology sweeps it); judged at each width at the most pairs at "
+            f"which attention has learned recall (mean accuracy >= {RECALLED}, as Zoology "
+            "asks of attention); there, supports if attention's accuracy is above every "
+            "recurrent model's, separated by both exact tests over seeds (p < 0.05), "
+            "contradicts if a recurrent model's is so above attention's, else qualified; "
+            f"{INCONCLUSIVE} where attention has learned recall at no setting (the models are "
+            "then still on the way and their order says nothing about capacity)")
+    learned = mean[mean >= RECALLED]
+    figure = f"{suite}/mqar-state.png"
+    if learned.empty:
+        p, d = mean.idxmax()
+        lr = df.loc[(df["mixer_kind"] == "self-attention") & (df["pairs"] == p)
+                    & (df["d_model"] == d), "lr"].iloc[0] if "lr" in df else None
+        why = (f"attention has not learned recall at any setting: its best mean accuracy "
+               f"{fmt(float(mean.max()))} at {p} pairs, d = {d}"
+               + (f" (lr {lr:g})" if lr is not None else "")
+               + f", {int(attn['seed'].nunique().loc[(p, d)])} seeds, below {RECALLED}. "
+               f"{_by_pairs(df)}. No-recall floor: {_floors(df['pairs'])}. To pass: "
+               + ("a suite trained long enough for attention to learn recall, "
+                  f"{RECALL_RUN}" if suite == "rematch-quick" else
+                  f"longer training in `tvr run {suite}`"))
+        return Evidence(f"{suite}, study {STUDY}", why, INCONCLUSIVE, rule, _scale(df),
+                        figure=figure, scope=_recall_scope(df))
+    judged = [(int(learned.loc[:, d].index.max()), int(d))
+              for d in sorted(learned.index.get_level_values("d_model").unique())]
+    comps, arms, texts, gates = [], {}, [], {"baselines": [], "range": []}
+    for p, d in judged:
+        at = df[(df["pairs"] == p) & (df["d_model"] == d)]
+        groups = {str(k): g for k, g in at.groupby("mixer_kind")}
+        arms |= {f"{k} at {p} pairs, d = {d}": g for k, g in groups.items()}
+        means = {k: float(g["final_accuracy"].mean()) for k, g in groups.items()}
+        here = [(k, compare(g["final_accuracy"], groups["self-attention"]["final_accuracy"],
+                            f"self-attention vs {k}, {p} pairs, d = {d}"))
+                for k, g in groups.items() if k != "self-attention"]
+        comps += here
+        texts.append(f"at {p} pairs, d = {d}: attention minus " + "; ".join(
+            f"{k} ({fmt(means[k])}, state {state_floats(groups[k].iloc[0]):g}): {c.text()}"
+            for k, c in here))
+        gates["baselines"].append(baseline_gate(
+            means, {"no-recall floor": floor(p)}, f"final_accuracy at {p} pairs, d = {d}",
+            f"longer training, until attention learns recall: `tvr run {suite}`", need="best"))
+        gates["range"].append(range_gate(means, f"final_accuracy at {p} pairs, d = {d}", 1.0,
+                                         floor(p), f"more pairs (a task no model recalls "
+                                         f"whole): `tvr run {suite}`"))
+    lost = [k for k, c in comps if c.separated and c.diff < 0]
+    won = [k for k, c in comps if c.separated and c.diff > 0]
+    verdict = CONTRADICTS if lost else SUPPORTS if len(won) == len(comps) else QUALIFIED
+    checks = [power.seeds(arms, suite, MIN_SEEDS), power.combined(gates["baselines"]),
+              power.combined(gates["range"]), power.agree([c for _, c in comps])]
+    if suite == "rematch-quick":
+        checks.append(Gate("scale", False, "rematch-quick: up to 400 steps at 2 and 4 pairs, "
+                           "too short to judge recall", RECALL_RUN))
+    return Evidence(
+        f"{suite}, study {STUDY}: mixer-lm with only the mixer changed, judged at "
+        + ", ".join(f"{p} pairs, d = {d}" for p, d in judged),
+        f"{'. '.join(texts)}. {_by_pairs(df)}. No-recall floor: {_floors(df['pairs'])}",
+        verdict, rule + f". Gates: {MIN_SEEDS}+ seeds per mixer and setting and enough for "
+        "the exact tests over seeds to reach p < 0.05 (4+), attention above the no-recall "
+        "floor, accuracy off its ceiling (two models recalling every pair cannot show who "
+        "recalls more) and the floor, the two exact tests over seeds agree on each recurrent "
+        "model against attention" + ("; rematch-quick is too short to judge"
+                                     if suite == "rematch-quick" else ""),
+        _scale(df), tuple(checks), tuple(t for _, c in comps for t in c.tests),
+        figure=figure, scope=_recall_scope(df))
 
 
 def _floors(pairs) -> str:
     return ", ".join(f"{int(p)} pairs {fmt(floor(int(p)))}" for p in sorted(set(pairs)))
 
 
-def attention_recalls_more(stored: Stored) -> Evidence:
-    df = _recall_rows(stored)
-    seeds = int(df.groupby(["mixer_kind", "pairs"])["seed"].nunique().min())
-    mean = df[df["mixer_kind"] == "self-attention"].groupby("pairs")["final_accuracy"].mean()
-    rule = (f"each model at its best learning rate; at the most pairs at which attention has "
-            f"learned recall (mean accuracy >= {RECALLED}, as Zoology asks of attention, and "
-            "so far above the no-recall floor: guessing among the values in context), "
-            "supports if attention beats every recurrent model on every seed (paired by "
-            "seed), contradicts if a recurrent model beats it on every seed, else qualified; "
-            f"{INCONCLUSIVE} with fewer than {MIN_SEEDS} seeds, or where attention has learned "
-            "recall at no pairs count (then the models are still on the way and their order "
-            "says nothing about capacity)")
-    scale = (_scale(df) + f", d = {int(df['d_model'].iloc[0])}, up to "
-             f"{int(df['steps'].max())} steps")
-    learned = mean[mean >= RECALLED]
-    if seeds < MIN_SEEDS or learned.empty:
-        accs = df.groupby(["pairs", "mixer_kind"])["final_accuracy"].mean()
-        why = (f"{seeds} seeds per configuration" if seeds < MIN_SEEDS else
-               f"attention below {RECALLED} at every pairs count; mean accuracy "
-               + "; ".join(f"{p} pairs: " + ", ".join(f"{k} {fmt(v)}" for k, v in
-                                                     accs[p].items()) for p in mean.index)
-               + f" (no-recall floor: {_floors(df['pairs'])}; to pass: `tvr run mqar "
-               "--executor ray`, trained long enough for attention to learn recall)")
-        return Evidence(f"{df['suite'].iloc[0]}, study mqar-state", why, INCONCLUSIVE, rule,
-                        scale, figure=f"{df['suite'].iloc[0]}/mqar-state.png",
-                        scope=_recall_scope(df))
-    p = int(learned.index.max())
-    at = df[df["pairs"] == p]
-    diffs = {k: paired(at[at["mixer_kind"] == k], at[at["mixer_kind"] == "self-attention"],
-                       "final_accuracy") for k in RECURRENT if (at["mixer_kind"] == k).any()}
-    won = all(d.mean > 0 and not d.inside_noise for d in diffs.values())
-    lost = any(d.mean < 0 and not d.inside_noise for d in diffs.values())
-    accs = at.groupby("mixer_kind")["final_accuracy"].mean()
-    accuracies = ", ".join(f"{k} {fmt(v)}" for k, v in accs.items())
-    differences = "; ".join(f"{k}: {d.text()}" for k, d in diffs.items())
-    measured = (f"{p} pairs: mean accuracy {accuracies} (no-recall floor {fmt(floor(p))}, "
-                f"{seeds} seeds); attention minus {differences}")
-    verdict = CONTRADICTS if lost else SUPPORTS if won else QUALIFIED
-    arms = {str(k): g for k, g in at.groupby("mixer_kind")}
-    attn = arms["self-attention"]
-    comps = [compare(g["final_accuracy"], attn["final_accuracy"], f"self-attention vs {k}, "
-                     f"{p} pairs") for k, g in arms.items() if k != "self-attention"]
-    suite = str(df["suite"].iloc[0])
-    remedy = f"`tvr run {suite}` (or `tvr run mqar --executor ray`)"
-    means = {k: float(g["final_accuracy"].mean()) for k, g in arms.items()}
-    gates = (power.seeds(arms, suite, MIN_SEEDS),
-             baseline_gate(means, {"no-recall floor": floor(p)}, "final_accuracy",
-                           f"longer training, until attention learns recall: {remedy}",
-                           need="best"),
-             range_gate(means, "final_accuracy", 1.0, floor(p),
-                        f"more pairs (a task no model recalls whole): {remedy}"),
-             power.agree(comps))
-    return Evidence(f"{suite}, study mqar-state: pairs swept at d = "
-                    f"{int(df['d_model'].iloc[0])}, mixer-lm with only the mixer changed",
-                    measured, verdict, rule + f". Gates: {MIN_SEEDS}+ seeds per configuration "
-                    "and enough for the exact tests over seeds to reach p < 0.05 (4+), "
-                    "attention above the no-recall "
-                    "floor, accuracy off its ceiling (two models recalling every pair cannot "
-                    "show who recalls more) and the floor, the two exact tests over seeds "
-                    "agree on each recurrent model against attention", scale, gates,
-                    tuple(t for c in comps for t in c.tests),
-                    figure=f"{suite}/mqar-state.png", scope=_recall_scope(df))
-
-
 def _recall_scope(df: pd.DataFrame) -> str:
-    """The recall verdict's scope: width, the budget (one learning rate for every model, or
-    each model's best of several), seeds and device."""
+    """The recall verdict's scope: widths, the budget (one learning rate for every model, or
+    each model's best of several), seeds and device; rematch-quick's called too small."""
     lrs = sorted(pd.to_numeric(df["lr"], errors="coerce").dropna().unique()) \
         if "lr" in df else []
     steps = int(pd.to_numeric(df["steps"], errors="coerce").max()) if "steps" in df else 0
-    budget = f"{steps} steps" if steps else ""
+    budget = f"up to {steps} steps" if steps else ""
     if len(lrs) == 1:
         budget += f" at learning rate {lrs[0]:g} for every model"
     elif lrs:
         budget += f", each model at its best learning rate of {', '.join(f'{v:g}' for v in lrs)}"
+    widths = ", ".join(str(d) for d in sorted(df["d_model"].astype(int).unique()))
     facts = scale_facts(df)
-    return ", ".join(x for x in (f"d = {int(df['d_model'].iloc[0])}", budget.strip(", "),
-                                 scope_of({"seeds": facts["seeds"],
-                                           "device": facts["device"]})) if x)
+    scope = ", ".join(x for x in (f"d = {widths}", budget.strip(", "),
+                                  scope_of({"seeds": facts["seeds"],
+                                            "device": facts["device"]})) if x)
+    too_small = str(df["suite"].iloc[0]) == "rematch-quick"
+    return f"rematch-quick, too short to judge: {scope}" if too_small else scope
 
 
 CLAIMS = [
@@ -292,6 +339,6 @@ CLAIMS = [
           "sequential form", "rematch-quick", "rematch-quick/scan-throughput.png",
           log_depth_training, kind=TIMING),
     Claim("attention-recalls-more", f"{LATER} (Arora et al. 2023): at equal width, attention "
-          "recalls more key-value pairs than a fixed-size recurrent state", "rematch-quick",
-          "rematch-quick/mqar-state.png", attention_recalls_more, kind=TRAINED_QUALITY),
+          "recalls more key-value pairs than a fixed-size recurrent state", RECALL_SUITES[0],
+          f"{RECALL_SUITES[0]}/mqar-state.png", attention_recalls_more, kind=TRAINED_QUALITY),
 ]

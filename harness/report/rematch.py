@@ -203,8 +203,14 @@ def mqar_state(out_dir: Path, suite: str) -> plt.Figure:
     number of key-value pairs (a mean never mixes two task settings): one series per mixer
     (colour, marker and dashes its own), its widths along x, the seeds' interval as bars, a
     line only between widths whose step exceeds that spread; the no-recall floor of the
-    panel's pairs as a dotted line."""
-    pts = best_lr(mqar_frame(out_dir, suite))
+    panel's pairs as a dotted line; each mixer at its best learning rate per setting where
+    the rows sweep it (best_lr), the title naming those swept."""
+    frame = mqar_frame(out_dir, suite)
+    pts = best_lr(frame)
+    lrs = sorted(pd.to_numeric(frame["lr"], errors="coerce").dropna().unique()) \
+        if "lr" in frame else []
+    swept = (f"; each mixer at its best learning rate per setting (of "
+             f"{', '.join(f'{v:g}' for v in lrs)})" if len(lrs) > 1 else "")
     order = [m for m in MIXER_ORDER if m in set(pts["mixer_kind"])] + sorted(
         set(pts["mixer_kind"]) - set(MIXER_ORDER))
     styles = _mixer_styles(order)
@@ -242,7 +248,7 @@ def mqar_state(out_dir: Path, suite: str) -> plt.Figure:
                title="mixer")
     return titled(fig, "MQAR against state size: mixer-lm, only the mixer changed; one panel "
                   f"per number of pairs; markers {APART:g} pt apart horizontally; a line joins "
-                  "two widths only where their step exceeds the seeds' spread", pts,
+                  f"two widths only where their step exceeds the seeds' spread{swept}", pts,
                   clip_text(FRACTION), drawn="bars")
 
 

@@ -161,7 +161,7 @@ def test_scan_claim_passes_the_timing_gates_on_the_rows_it_judges(tmp_path, spre
      INCONCLUSIVE, {"range"}),
 ])
 def test_recall_claim_applies_the_trained_quality_gates(tmp_path, acc, seeds, verdict, failed):
-    write_suite(tmp_path, "rematch-quick", mqar_rows(acc, seeds))
+    write_suite(tmp_path, "mqar-cpu", mqar_rows(acc, seeds))
     evidence = claim_later.attention_recalls_more(Stored(tmp_path))
     shown = gated(evidence, gates_of(TRAINED_QUALITY))
     assert shown.verdict == verdict

@@ -12,7 +12,7 @@ from experiments.rematch import MQAR_MIXERS, THROUGHPUT
 from harness.report import claim_later as rules
 from harness.report.claims import all_claims
 from harness.report.document import write_report
-from harness.report.evidence import Stored
+from harness.report.evidence import Stored, gated
 from harness.report.readme import render_block
 from harness.report.rematch import speedup_table, state_floats, throughput_table
 from harness.report.verdicts import CONTRADICTS, QUALIFIED, SUPPORTS
@@ -42,13 +42,16 @@ def seq_ops_rows(depth=lambda n: 10 * n.bit_length()) -> list[dict]:
             for n in (16, 32, 64, 128, 256)]
 
 
-def mqar_rows(acc: dict[str, tuple[float, ...]], seeds: int = 3) -> list[dict]:
-    """acc[mixer] = mean accuracy per pairs count (2, 4, 8) at d = 32; seeds spread it by
-    +-0.01 so that a difference is the same sign on every seed."""
+def mqar_rows(acc: dict[str, tuple[float, ...]], seeds: int = 3, spread: float = 0.01,
+              settings: tuple[tuple[int, int], ...] = ((2, 32), (4, 32), (8, 32)),
+              lr: float = 3e-3, steps: int = 400) -> list[dict]:
+    """acc[mixer] = mean accuracy per setting (pairs, d) of `settings`; the seeds spread it
+    evenly by `spread` apart, the mean unmoved."""
     return [{"runner": "train", "study": "mqar-state", "model": "mixer-lm", "mixer_kind": m,
-             "seq_len": p, "d_model": 32, "seed": s, "alphabet_size": 64,
-             "final_accuracy": a + 0.01 * (s - 1), "wall_s": 1.0, "steps": 400}
-            for m, accs in acc.items() for p, a in zip((2, 4, 8), accs, strict=True)
+             "seq_len": p, "d_model": d, "seed": s, "alphabet_size": 64, "lr": lr,
+             "final_accuracy": a + spread * (s - (seeds - 1) / 2), "wall_s": 1.0,
+             "steps": steps}
+            for m, accs in acc.items() for (p, d), a in zip(settings, accs, strict=True)
             for s in range(seeds)]
 
 
@@ -121,20 +124,73 @@ def test_scan_error_is_measured_and_grows_with_n_for_the_log_scan(tmp_path):
 
 
 RECURRENT_LOW = {m: (0.5, 0.2, 0.1) for m in MQAR_MIXERS if m != "self-attention"}
+LEARNS = {"self-attention": (1.0, 0.995, 0.8)}  # learned recall up to 4 pairs
 
 
-@pytest.mark.parametrize("acc, seeds, verdict", [
-    ({"self-attention": (1.0, 0.9, 0.8)} | RECURRENT_LOW, 3, SUPPORTS),
-    ({"self-attention": (1.0, 0.9, 0.8)} | RECURRENT_LOW, 2, rules.INCONCLUSIVE),
-    ({"self-attention": (0.8, 0.5, 0.3)} | RECURRENT_LOW, 3, rules.INCONCLUSIVE),  # unlearned
-    ({"self-attention": (0.995, 0.3, 0.05)} | RECURRENT_LOW | {"gru": (1.0, 0.8, 0.5)}, 3,
-     CONTRADICTS),
-    ({"self-attention": (1.0, 0.9, 0.8)} | RECURRENT_LOW | {"gru": (1.0, 0.9, 0.8)}, 3,
-     QUALIFIED),  # a tie on every seed: no separation
+def _recall(tmp_path, rows, suite="mqar-cpu"):
+    write_suite(tmp_path, suite, rows)
+    return rules.attention_recalls_more(Stored(tmp_path))
+
+
+@pytest.mark.parametrize("acc, seeds, spread, verdict", [
+    (LEARNS | RECURRENT_LOW, 5, 0.01, SUPPORTS),  # every seed apart, both exact tests p < .05
+    (LEARNS | RECURRENT_LOW, 3, 0.01, QUALIFIED),  # apart, but 3 + 3 seeds: p >= 0.1
+    ({"self-attention": (0.995, 0.3, 0.05)} | RECURRENT_LOW | {"gru": (1.0, 0.8, 0.5)}, 5,
+     0.001, CONTRADICTS),  # the GRU above attention where attention learned (2 pairs)
+    (LEARNS | RECURRENT_LOW | {"gru": LEARNS["self-attention"]}, 5, 0.01, QUALIFIED),  # a tie
 ])
-def test_attention_recalls_more(tmp_path, acc, seeds, verdict):
-    write_suite(tmp_path, "rematch-quick", mqar_rows(acc, seeds))
-    assert rules.attention_recalls_more(Stored(tmp_path)).verdict == verdict
+def test_attention_recalls_more(tmp_path, acc, seeds, spread, verdict):
+    evidence = _recall(tmp_path, mqar_rows(acc, seeds, spread))
+    assert evidence.verdict == verdict
+    learned = 4 if acc["self-attention"][1] >= rules.RECALLED else 2
+    assert evidence.points.startswith("mqar-cpu, study mqar-state")
+    assert evidence.points.endswith(f"judged at {learned} pairs, d = 32")
+    # accuracy against pairs and against state size, each mixer's
+    assert "lstm 2: 0.5 (state 64, lr 0.003), 4: 0.2 (state 64" in evidence.measured
+    assert "self-attention 2:" in evidence.measured and "(state 512, lr 0.003)" in \
+        evidence.measured
+
+
+def test_recall_waits_for_attention_to_learn_and_says_how_far_it_got(tmp_path):
+    evidence = _recall(tmp_path, mqar_rows({"self-attention": (0.9, 0.7, 0.4)} | RECURRENT_LOW))
+    assert evidence.verdict == rules.INCONCLUSIVE
+    assert evidence.measured.startswith("attention has not learned recall at any setting: its "
+                                        "best mean accuracy 0.9 at 2 pairs, d = 32 (lr 0.003)")
+    assert "not run" not in evidence.measured and "tvr run mqar-cpu" in evidence.measured
+
+
+def test_each_mixer_at_its_best_learning_rate_per_setting_and_each_width_judged(tmp_path):
+    """Attention learns at lr 1e-2 only, the recurrent models do best at 3e-3: each mixer is
+    judged at its own best lr, which the text names; a width where attention learned fewer
+    pairs is judged at those."""
+    settings = ((2, 32), (4, 32), (8, 32), (2, 16), (8, 16))
+    low = {m: (0.5, 0.2, 0.1, 0.4, 0.1) for m in RECURRENT_LOW}
+    rows = (mqar_rows({"self-attention": (1.0, 0.995, 0.8, 0.995, 0.5)}, 5,
+                      settings=settings, lr=1e-2)
+            + mqar_rows({"self-attention": (0.6, 0.4, 0.2, 0.5, 0.2)}, 5, settings=settings)
+            + mqar_rows(low, 5, settings=settings)
+            + mqar_rows({m: tuple(v - 0.1 for v in a) for m, a in low.items()}, 5,
+                        settings=settings, lr=1e-2))
+    evidence = _recall(tmp_path, rows)
+    assert evidence.verdict == SUPPORTS
+    assert evidence.points.endswith("judged at 2 pairs, d = 16, 4 pairs, d = 32")
+    assert "self-attention 2: 1 (state 512, lr 0.01)" in evidence.measured
+    assert "lstm 2: 0.5 (state 64, lr 0.003)" in evidence.measured
+    assert "each model at its best learning rate of 0.003, 0.01" in evidence.scope
+
+
+def test_recall_reads_mqar_cpu_before_the_quick_suite_which_is_too_short_to_judge(tmp_path):
+    quick = _recall(tmp_path, mqar_rows(LEARNS | RECURRENT_LOW, 5), suite="rematch-quick")
+    assert quick.verdict == SUPPORTS and quick.points.startswith("rematch-quick")
+    shown = gated(quick)
+    assert shown.verdict == rules.INCONCLUSIVE
+    (scale,) = [g for g in shown.gates if not g.passed]
+    assert scale.name == "scale" and "tvr run mqar-cpu" in scale.remedy
+    assert quick.scope.startswith("rematch-quick, too short to judge: d = 32, up to 400 steps")
+    write_suite(tmp_path, "mqar-cpu", mqar_rows(LEARNS | RECURRENT_LOW, 5, steps=3000))
+    cpu = gated(rules.attention_recalls_more(Stored(tmp_path)))
+    assert cpu.verdict == SUPPORTS and cpu.points.startswith("mqar-cpu")
+    assert cpu.figure == "mqar-cpu/mqar-state.png"
 
 
 def test_later_claims_follow_the_papers_and_say_whose_they_are():
@@ -176,3 +232,21 @@ def test_report_section_figures_and_readme_blocks(tmp_path):
     assert "mqar-state.png" in render_block("rematch-mqar", tmp_path)
     assert "not measured: run `tvr run rematch-quick`" in render_block("rematch-mqar",
                                                                          tmp_path / "none")
+
+
+def test_mqar_figure_names_the_learning_rates_each_mixer_was_picked_from(tmp_path):
+    """mqar-cpu sweeps two learning rates: each point is its mixer's best at that setting
+    (the better lr's accuracy drawn, never a mean over lrs), and the title says so."""
+    from harness.report.rematch import mqar_state
+
+    settings = ((8, 32), (2, 32), (8, 16))
+    acc = {m: (0.6, 0.9, 0.4) for m in MQAR_MIXERS}
+    rows = mqar_rows(acc, settings=settings) + mqar_rows(
+        {m: tuple(v - 0.3 for v in a) for m, a in acc.items()}, settings=settings, lr=1e-2)
+    write_suite(tmp_path, "mqar-cpu", rows)
+    fig = mqar_state(tmp_path, "mqar-cpu")
+    assert "each mixer at its best learning rate per setting (of 0.003, 0.01)" in \
+        fig.texts[0].get_text()
+    drawn = {round(float(y), 3) for ax in fig.axes for line in ax.lines
+             for y in line.get_ydata() if line.get_marker() not in (None, "None", "")}
+    assert drawn == {0.6, 0.9, 0.4}
