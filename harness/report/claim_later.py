@@ -20,6 +20,7 @@ from harness.report.gates import (
     baseline_gate,
     compare,
     range_gate,
+    seeds_gate,
 )
 from harness.report.rematch import (
     MIXER_ORDER,
@@ -290,7 +291,10 @@ def attention_recalls_more(stored: Stored) -> Evidence:
     lost = [k for k, c in comps if c.separated and c.diff < 0]
     won = [k for k, c in comps if c.separated and c.diff > 0]
     verdict = CONTRADICTS if lost else SUPPORTS if len(won) == len(comps) else QUALIFIED
-    checks = [power.seeds(arms, suite, MIN_SEEDS), power.combined(gates["baselines"]),
+    seeds = seeds_gate({a: int(g["seed"].nunique()) for a, g in arms.items()},
+                       f"4+ seeds per mixer and setting (`tvr run {suite}`; the exact tests over "
+                       "3 + 3 seeds cannot go below p = 0.1)", MIN_SEEDS)
+    checks = [seeds, power.combined(gates["baselines"]),
               power.combined(gates["range"]), power.agree([c for _, c in comps])]
     if suite == "rematch-quick":
         checks.append(Gate("scale", False, "rematch-quick: up to 400 steps at 2 and 4 pairs, "

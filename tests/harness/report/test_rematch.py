@@ -151,6 +151,16 @@ def test_attention_recalls_more(tmp_path, acc, seeds, spread, verdict):
         evidence.measured
 
 
+def test_three_seeds_cannot_decide_and_the_seeds_gate_says_what_would(tmp_path):
+    """mqar-cpu's 3 seeds: every seed apart, but the exact tests over 3 + 3 seeds cannot
+    reach p < 0.05, so the seeds gate fails and names 4+ seeds."""
+    evidence = gated(_recall(tmp_path, mqar_rows(LEARNS | RECURRENT_LOW, 3)))
+    failed = {g.name: g for g in evidence.gates if not g.passed}
+    assert evidence.verdict == rules.INCONCLUSIVE and set(failed) == {"seeds"}
+    assert "4+ seeds per mixer and setting" in failed["seeds"].remedy
+    assert "smallest attainable exact p 0.1" in failed["seeds"].detail
+
+
 def test_recall_waits_for_attention_to_learn_and_says_how_far_it_got(tmp_path):
     evidence = _recall(tmp_path, mqar_rows({"self-attention": (0.9, 0.7, 0.4)} | RECURRENT_LOW))
     assert evidence.verdict == rules.INCONCLUSIVE
