@@ -1,8 +1,10 @@
 """Point overrides: what `tvr run --only/--dtype/--compile/--corpus/--bitext/--reverse/--set`
 changes in a suite's points, as data. Each override is a frozen dataclass, a `Point -> Point`
 change (None leaves the point out) that names the results-folder suffix it adds; `apply`
-composes them in order. A run that changes what is measured gets its own folder
-(`quick-bfloat16-compiled`), so its rows never mix with the suite's own.
+composes them in order. A run that changes what is measured is a variant of its suite,
+named by the suffixes (`bfloat16-compiled`, `budget_flops-1.2e14-seed-0`); the harness keeps
+its rows under the suite (`<out>/quick/variants/bfloat16-compiled/`), never among the
+suite's own. `--only` measures a subset of the suite's own points: no suffix, no variant.
 
 An override that can apply to no point of the suite, or a value that does not fit, raises
 ValueError with one line (the CLI makes it bad input; a suite file names its file).
@@ -344,9 +346,10 @@ Override = Only | DType | Compiled | Corpus | Bitext | Set
 def apply(points: list[Point], overrides: Iterable[Override], suite: str
           ) -> tuple[list[Point], str]:
     """The points with every override applied in turn (each checked against the points the
-    previous ones left), and the results folder's name: the suite's, then each suffix. Points
-    an override made identical (`--set seq_len=64` on a grid over n) are kept once."""
-    name = [suite]
+    previous ones left), and the variant's name: each suffix in order, joined by "-" (""
+    when no override names one: the suite's own points). Points an override made identical
+    (`--set seq_len=64` on a grid over n) are kept once."""
+    name: list[str] = []
     for override in overrides:
         override.check(points, suite)
         changed = (override(p) for p in points)

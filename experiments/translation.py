@@ -131,9 +131,9 @@ TRANSFORMER_SPACE = SHARED_SPACE | {
 TUNE_TRIALS = 24  # per model
 # The best Transformer recipe measured outside the search: the toolkit comparison's (an
 # early best trial with JoeyNMT's one dropout, xavier init and source EOS), 12.69 greedy dev
-# BLEU in its own run (results/translation-cpu-tuned-attn_dropout-0.05914-init-xavier-
-# source_eos-true-seed-0) where the search's best reached 11.38: init and source EOS joined
-# the space after most trials had run.
+# BLEU in its own run (results/translation-cpu-tuned/variants/attn_dropout-0.05914-init-
+# xavier-source_eos-true-seed-0) where the search's best reached 11.38: init and source EOS
+# joined the space after most trials had run.
 KNOWN = {"transformer": ({"peak_lr": 0.0008374496868436813, "warmup_steps": 1526,
                           "dropout": 0.05913721293446661, "attn_dropout": 0.05914,
                           "label_smoothing": 0.19197630639825713, "batch_tokens": 2048,

@@ -35,6 +35,7 @@ from harness.schema import (
     is_metric_name,
     listed_params,
 )
+from harness.variants import stored_names
 
 STATUSES = ("ok", "oom", "diverged", "error", "skipped")
 RESULTS_FILE = "results.csv"
@@ -124,7 +125,8 @@ def _unkept_tag(path: Path, why: BaseException) -> str:
 
 
 def results_path(out_dir: Path, suite: str) -> Path:
-    """Where a suite's rows live: `<out>/<suite>/results.csv`."""
+    """Where a suite's rows live: `<out>/<suite>/results.csv` (`suite` may name a variant,
+    `<suite>/variants/<variant>`: harness.variants)."""
     return Path(out_dir) / suite / RESULTS_FILE
 
 
@@ -246,6 +248,60 @@ def append_row(path: Path, row: Mapping[str, Any]) -> None:
         columns = order_columns([*old.columns, *new.columns])
         table = table.reindex(columns=columns, fill_value="")
         write_atomic(path, table.to_csv(index=False, lineterminator="\n"))
+
+
+def move_rows(path: Path, target: Path, keys: pd.DataFrame) -> int:
+    """Move the rows of results file `path` whose point, device and machine (ROW_KEY) are
+    those of a row of `keys` to results file `target` (created if missing; a row of the same
+    key there is replaced), each file rewritten whole and atomically under its lock, the
+    target first: a crash between the two leaves a row in both, never in neither. Every
+    other row stays as written. Returns how many rows moved."""
+    path, target = Path(path), Path(target)
+    with locked(path), locked(target):
+        rows = _read_text(path)
+        moving = pd.Series(False, index=rows.index)
+        for key in keys.to_dict("records"):
+            moving |= _same_point(rows, key)
+        if not moving.any():
+            return 0
+        kept = _read_text(target)
+        for key in rows[moving].to_dict("records"):
+            kept = kept[~_same_point(kept, key)]
+        both = pd.concat([f for f in (kept, rows[moving]) if len(f)], ignore_index=True)
+        both = both.reindex(columns=order_columns([*kept.columns, *rows.columns]),
+                            fill_value="").fillna("")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(target, both.to_csv(index=False, lineterminator="\n"))
+        write_atomic(path, rows[~moving].to_csv(index=False, lineterminator="\n"))
+    return int(moving.sum())
+
+
+def move_series(path: Path, target: Path, keys: pd.DataFrame) -> int:
+    """Move the curves in curves file `path` of the points and machines in `keys` (columns
+    point_id and machine) to curves file `target`, as move_rows moves rows; returns how many
+    curve rows moved."""
+    path, target = Path(path), Path(target)
+    if not path.exists():
+        return 0
+    pairs = set(zip(keys["point_id"].astype(str), keys["machine"].astype(str), strict=True))
+    with locked(path), locked(target):
+        curves = pd.read_csv(path, dtype=str, keep_default_na=False)
+        machine = curves["machine"] if "machine" in curves else pd.Series("", curves.index)
+        moving = pd.Series([pair in pairs for pair in zip(curves["point_id"], machine,
+                                                          strict=True)], index=curves.index)
+        if not moving.any():
+            return 0
+        old = pd.read_csv(target, dtype=str, keep_default_na=False) if target.exists() \
+            else curves.iloc[:0]
+        gone = set(zip(curves.loc[moving, "point_id"], machine[moving], strict=True))
+        mine = pd.Series([pair in gone for pair in zip(
+            old["point_id"], old["machine"] if "machine" in old else [""] * len(old),
+            strict=True)], index=old.index, dtype=bool)  # replaced, as append_series does
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(target, pd.concat([old[~mine], curves[moving]], ignore_index=True)
+                     .to_csv(index=False, lineterminator="\n"))
+        write_atomic(path, curves[~moving].to_csv(index=False, lineterminator="\n"))
+    return int(moving.sum())
 
 
 def series_path(out_dir: Path, suite: str) -> Path:
@@ -403,7 +459,7 @@ def load_results(out_dir: Path, suites: list[str] | None = None,
     out_dir = Path(out_dir)
     out_flag = "" if out_dir == Path("results") else f" --out {out_dir}"
     if suites is None:
-        paths = sorted(out_dir.glob(f"*/{RESULTS_FILE}"))
+        paths = [results_path(out_dir, s) for s in stored_names(out_dir, RESULTS_FILE)]
         if not paths:
             raise BadInput(f"no results under {out_dir}{_unreadable(out_dir)}: run `tvr run "
                            f"SUITE{out_flag}` first (`tvr suites` lists the suites)")

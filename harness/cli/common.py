@@ -27,10 +27,12 @@ def complete_suites(ctx: click.Context, _param: click.Parameter, incomplete: str
 
 def complete_stored_suites(ctx: click.Context, _param: click.Parameter,
                            incomplete: str) -> list[str]:
-    """Shell completion of a suite with results under --out (reads folder names only)."""
+    """Shell completion of a suite with results under --out, its variants' names
+    (`SUITE/variants/VARIANT`) included (reads folder names only)."""
+    from harness.variants import stored_names
+
     out = Path(ctx.params.get("out") or "results")
-    return sorted(p.parent.name for p in out.glob("*/results.csv")
-                  if p.parent.name.startswith(incomplete))
+    return [n for n in stored_names(out) if n.startswith(incomplete)]
 
 
 class CheckedPath(click.Path):
@@ -57,14 +59,15 @@ def out_option(func):  # noqa: ANN001, ANN201 -- a click decorator
 
 
 def suite_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """A --suite or SUITE: one folder right under --out, never a path leading elsewhere
-    (`--suite /some/where` would read and write there)."""
-    from harness.inputs import folder_name
+    """A --suite or SUITE: one folder right under --out or a variant of one
+    (`SUITE/variants/VARIANT`), never a path leading elsewhere (`--suite /some/where` would
+    read and write there)."""
+    from harness.variants import checked_name
 
     if value is None:
         return None
     try:
-        return folder_name(value, "suite")
+        return checked_name(value, "suite")
     except BadInput as exc:
         raise click.BadParameter(str(exc), ctx, param) from None
 

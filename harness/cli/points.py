@@ -59,8 +59,11 @@ def suite_points(suite: str | None, suite_file: str | None) -> tuple[str, str, l
 def chosen_points(points: list[Point], suite: str, only: tuple[str, ...], corpus: str | None,
                   bitext: tuple[str, ...], reverse: bool, dtype: str | None, compile_: bool,
                   sets: tuple[str, ...]) -> tuple[list[Point], str]:
-    """The points with the options' overrides applied, and the results folder's name."""
+    """The points with the options' overrides applied, and their stored name: the suite's,
+    or for overrides that change what is measured its variant's (`<suite>/variants/<name>`:
+    harness.results.variant_name)."""
     from experiments import overrides as o
+    from harness.variants import variant_name
 
     try:
         chosen: list[Override] = [o.Only(only)] if only else []
@@ -72,7 +75,8 @@ def chosen_points(points: list[Point], suite: str, only: tuple[str, ...], corpus
         chosen += [o.DType(dtype)] if dtype is not None else []
         chosen += [o.Compiled()] if compile_ else []
         chosen += [o.Set.parse(s) for s in sets]
-        return o.apply(points, chosen, suite)
+        points, variant = o.apply(points, chosen, suite)
+        return points, variant_name(suite, variant)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
 

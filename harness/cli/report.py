@@ -32,12 +32,19 @@ def _stored(out: str, suite: str, command: str) -> None:
     import difflib
 
     import experiments
+    from harness.variants import split_name, stored_names
 
     flag = "" if Path(out) == Path("results") else f" --out {out}"
     if suite in experiments.suite_names():
         raise BadInput(f"no results for suite {suite} under {out}: run `tvr run {suite}{flag}` "
                        "first")
-    stored = sorted(p.parent.name for p in Path(out).glob("*/results.csv"))
+    base, variant = split_name(suite)
+    stored = stored_names(Path(out))
+    if variant and base in experiments.suite_names():
+        mine = [n for n in stored if split_name(n)[0] == base and n != base]
+        raise BadInput(f"no results for variant {variant!r} of suite {base} under {out}: "
+                       f"`tvr run {base}{flag}` with overrides (--set KEY=VALUE ...) measures "
+                       f"a variant; its variants there: {', '.join(mine) or 'none'}")
     close = difflib.get_close_matches(suite, stored, n=1)
     fix = f"did you mean `{command.format(close[0])}{flag}`? " if close else ""
     raise BadInput(f"unknown suite {suite!r}: {fix}suites with results under {out}: "

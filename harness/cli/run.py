@@ -31,7 +31,7 @@ Examples:
   tvr run quick                      # the complexity sweep and crossover
   tvr run table1 --device cuda --max-memory 60GiB
   tvr run convergence-quick --only lstm --only transformer
-  tvr run convergence-quick --set steps=2000  # one setting of every point, own folder
+  tvr run convergence-quick --set steps=2000  # a variant: <out>/<suite>/variants/steps-2000/
   tvr run quick --fail-on error,oom  # exit 1 if any point failed (for CI)
   tvr run quick --threads 2          # timed points on 2 threads (default 1, as the reference)
   tvr run quick --dry-run            # the points to do and their expected time
@@ -111,7 +111,8 @@ def _renamed(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
 @click.option("--set", "set_", multiple=True, metavar="KEY=VALUE",
               help="Change one setting of every point that has it (repeatable): a size "
                    "(seq_len, d_model, batch_size, seed), an option (steps=2000, lr=3e-4) or "
-                   "a model config key (n_heads=4); the results go to <suite>-KEY-VALUE/.")
+                   "a model config key (n_heads=4); the results go to the suite's variant "
+                   "<suite>/variants/KEY-VALUE/.")
 @click.option("--fail-on", type=StatusList(), default="", metavar="STATUSES",
               help="Exit 1 when any point ends with one of these statuses, e.g. error,oom "
                    "(default: a finished sweep exits 0 whatever its points' statuses).")
@@ -137,12 +138,15 @@ def run_cmd(**options: Any) -> None:
     results row and one MLflow run per point."""
     from harness.cli.points import chosen_points, suite_points
     from harness.cli.sweeping import sweep, tell
+    from harness.variants import checked_name
 
     o = RunOptions(**options)
     suite, description, points = suite_points(o.suite, o.suite_file)
     points, name = chosen_points(points, suite, o.only, o.corpus, o.bitext + o.parallel,
                                  o.reverse, o.dtype, o.compile_, o.set_)
-    folder_name(name, "suite")  # <out>/<name>/: a plugin's suite named "../x" stays under it
+    folder_name(suite, "suite")  # <out>/<suite>/: a plugin's suite named "../x" stays under it
+    checked_name(name)  # a variant: <out>/<suite>/variants/<variant>/
+    moved_variant(Path(o.out), name)
     if any(getattr(p.options, "recipe", "") for p in points):  # a search's best, in the ids
         from harness.train.translation.recipe import apply
 
@@ -157,6 +161,23 @@ def run_cmd(**options: Any) -> None:
     uri = store_uri(out_dir, o.tracking_uri)
     summary = sweep(name, description, points, out_dir, uri, o)
     tell(summary, name, name != suite, uri, o)
+
+
+def moved_variant(out: Path, name: str) -> None:
+    """BadInput where a variant's rows are still in the folder a run with its overrides
+    wrote before variants lived under their suite (`<out>/<suite>-<variant>/`): resume would
+    not find them, so the command says how to move them rather than measure them again."""
+    from shlex import quote
+
+    from harness.variants import split_name
+
+    suite, variant = split_name(name)
+    old, new = out / f"{suite}-{variant}", out / name
+    if variant and (old / "results.csv").is_file() and not new.exists():
+        raise BadInput(f"the rows of this run are in {old}, where runs with overrides went "
+                       f"before a suite's variants lived under it: move them with `mkdir -p "
+                       f"{quote(str(new.parent))} && mv {quote(str(old))} {quote(str(new))}`"
+                       " (`git mv` in a repository), then run again")
 
 
 @click.command("bench", epilog="""\b

@@ -55,12 +55,16 @@ def description(suite: str) -> str:
     not declare (a suite file's, a plugin's not installed) is said to be one."""
     import experiments
     from harness.cli.sweeping import describe
+    from harness.variants import split_name
 
+    base, variant = split_name(suite)
     try:
-        text = experiments.describe(suite)
+        text = experiments.describe(base)
     except ValueError:  # unknown here
-        text = (f"Suite `{suite}`, declared outside this checkout (a suite file or a "
+        text = (f"Suite `{base}`, declared outside this checkout (a suite file or a "
                 "plugin): its stored rows.")
+    if variant:
+        text += f"\n\nVariant `{variant}`: the suite run with the overrides that name it."
     return describe(text, suite)
 
 

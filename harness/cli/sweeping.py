@@ -60,7 +60,8 @@ def sweep(name: str, description: str, points: list[Point], out_dir: Path, uri: 
     from harness.run.executor import make_executor
 
     folder = out_dir / name
-    made = not folder.exists()
+    made = [f for f in (folder, *folder.parents) if f.is_relative_to(out_dir)
+            and f != out_dir and not f.exists()]  # a variant's: its suite's folder too
     output_folder(str(folder), "results folder")  # no row could be written there: said
     # before any point is measured (a store that does not answer: store_uri said it)
     try:
@@ -69,6 +70,7 @@ def sweep(name: str, description: str, points: list[Point], out_dir: Path, uri: 
             try:
                 device = where.resolve_device(o.device)
                 with stopping(folder / "results.csv"):
+                    save_variant(folder, name, points, o)
                     if uri is not None:
                         sync_reference(out_dir, name, uri, describe(description, name))
                     return sweeps.run_suite(
@@ -82,18 +84,46 @@ def sweep(name: str, description: str, points: list[Point], out_dir: Path, uri: 
                 where.close()
     except BaseException:
         if made:  # an early error (no cluster, no GPU): no folder of this run left empty
-            _remove_if_unused(folder)
+            _remove_if_unused(made)
         raise
 
 
-def _remove_if_unused(folder: Path) -> None:
-    """Remove `folder`, made by this run, if nothing but its bookkeeping is in it (an empty
-    claims folder, lock files no one holds): a results folder with no row in it."""
+def _remove_if_unused(made: list[Path]) -> None:
+    """Remove the results folder `made[0]`, made by this run, if nothing but its bookkeeping
+    is in it (an empty claims folder, lock files no one holds, the configuration this run
+    saved): a results folder with no row in it; then the folders above it this run made (a
+    variant's `variants/` and suite folder), each if empty."""
     from harness.run.claims import tidy
+    from harness.variants import CONFIG_FILE
 
+    folder = made[0]
     tidy(folder / "results.csv")
-    if folder.is_dir() and not any(folder.iterdir()):
-        folder.rmdir()
+    if not (folder / "results.csv").exists():
+        (folder / CONFIG_FILE).unlink(missing_ok=True)
+    for each in made:  # the deepest first
+        if not each.is_dir() or any(each.iterdir()):
+            return
+        each.rmdir()
+
+
+def save_variant(folder: Path, name: str, points: list[Point], o: RunOptions) -> None:
+    """A variant's configuration beside its rows (harness.variants.save_config): the suite,
+    the overrides as given, and each point's fields as its row names them."""
+    from harness.variants import save_config, split_name
+
+    suite, variant = split_name(name)
+    if not variant:
+        return
+    given = ["--suite-file", o.suite_file] if o.suite_file else [suite]
+    given += [w for n in o.only for w in ("--only", n)]
+    given += ["--corpus", o.corpus] if o.corpus is not None else []
+    given += [w for p in o.bitext + o.parallel for w in ("--bitext", p)]
+    given += ["--reverse"] if o.reverse else []
+    given += ["--dtype", o.dtype] if o.dtype is not None else []
+    given += ["--compile"] if o.compile_ else []
+    given += [w for s in o.set_ for w in ("--set", s)]
+    fields = [{"point_id": p.point_id, **p.fields(), **p.columns()} for p in points]
+    save_config(folder, suite, variant, ["tvr", "run", *given], fields)
 
 
 def expected_seconds(out_dir: Path, name: str, points: list[Point],
@@ -142,7 +172,11 @@ def tell(summary: SweepSummary, name: str, variant: bool, uri: str | None,
     if warning:
         click.echo(warning, err=True)
     if variant:
-        click.echo(f"tables and figures: tvr table --suite {name}; tvr plot all --suite {name}")
+        from harness.variants import CONFIG_FILE
+
+        click.echo(f"variant {name}: its configuration in "
+                   f"{summary.results.parent / CONFIG_FILE}; tables and figures: tvr table "
+                   f"--suite {name}; tvr plot all --suite {name}")
     if uri and summary.tracking_off is None:
         print_links(uri, name, o.out)
     failed = {s: n for s, n in summary.statuses.items() if s in o.fail_on}

@@ -22,6 +22,7 @@ from harness.report.evidence import GPU_DIR, NO_ONEDNN
 from harness.report.labels import busy_flag
 from harness.report.markdown import code
 from harness.report.studies import TABLE_RUNNERS, study_tables
+from harness.report.superseded import ARCHIVE, archived
 from harness.report.table1 import is_table1, table1
 from harness.report.translation import (
     ANCHOR,
@@ -33,6 +34,7 @@ from harness.report.translation import (
 )
 from harness.report.translation import RUNNERS as TRANSLATION_RUNNERS
 from harness.results import RESULTS_FILE, SERIES_FILE, load_results
+from harness.variants import CONFIG_FILE, last_command, run_command, split_name, stored_names
 
 # the folders that a command other than `tvr run SUITE` measures
 COMMANDS = {NO_ONEDNN: "tvr bench --no-onednn", ANCHOR: ".venv/bin/python scripts/anchor",
@@ -44,10 +46,10 @@ ANCHOR_COLUMNS = ("model", "toolkit_version", "config", "split", "n_params", "de
                   "epochs", "train_tokens", "train_s", "train_cpu_s", "train_ended")
 
 
-def _machine(df: pd.DataFrame, every: pd.DataFrame) -> str:
+def _machine(df: pd.DataFrame, every: pd.DataFrame, command: str = "") -> str:
     """Which machine this section's numbers come from, named (never "this machine", so the
     committed report reads the same wherever it is regenerated), its facts and dates, and the
-    other machines in the folder."""
+    other machines in the folder; `command` (Markdown) measures them, default the suite's."""
     first = df.iloc[0]
     name = str(first.get("machine", ""))
     suite = str(first.get("suite", "SUITE"))
@@ -60,8 +62,8 @@ def _machine(df: pd.DataFrame, every: pd.DataFrame) -> str:
     others = sorted(set(every["machine"].astype(str)) - {name}) if "machine" in every else []
     if others:
         text += ". Also in this folder: " + ", ".join(code(m) for m in others)
-    command = COMMANDS.get(suite, f"tvr run {suite}")
-    return text + (f". `{command}` measures the machine at hand; `tvr compare` puts two "
+    command = command or f"`{COMMANDS.get(suite, f'tvr run {suite}')}`"
+    return text + (f". {command} measures the machine at hand; `tvr compare` puts two "
                    "machines side by side")
 
 
@@ -300,20 +302,46 @@ SECTIONS: list[tuple[Callable[[str, pd.DataFrame], bool], Callable[..., list[str
 ]
 
 
+def _heading(out_dir: Path, name: str, prefix: str) -> tuple[str, str]:
+    """(heading, Markdown command that measures it) of a suite's section, or of a variant's
+    subsection under its suite (harness.variants)."""
+    suite, variant = split_name(name)
+    if not variant:
+        return f"## Suite `{prefix}{name}`", f"`{COMMANDS.get(name, f'tvr run {name}')}`"
+    config = f" (its configuration: [{CONFIG_FILE}]({prefix}{name}/{CONFIG_FILE}))" \
+        if (out_dir / name / CONFIG_FILE).is_file() else ""
+    return (f"### Variant `{variant}` of `{prefix}{suite}`", run_command(out_dir, name)
+            + config)
+
+
+def _subsection(parts: list[str]) -> list[str]:
+    """A variant's section inside its suite's: its own headings one level down."""
+    return [f"#{line}" if line.startswith(("### ", "#### ", "##### ")) else line
+            for line in parts]
+
+
 def suite_section(out_dir: Path, name: str, prefix: str = "") -> tuple[list[str], list[Path]]:
     """One suite's part of REPORT.md (its tables and figures regenerated), and the table and
-    figure files under <out>/<suite>/ (`tvr run` attaches them to the suite's MLflow run)."""
+    figure files under <out>/<suite>/ (`tvr run` attaches them to the suite's MLflow run); a
+    variant's (`SUITE/variants/VARIANT`) is a subsection, its headings one level down."""
+    heading, command = _heading(out_dir, name, prefix)
     df = load_results(out_dir, [name])
     every = load_results(out_dir, [name], machine="all")
     if df.empty:  # a results file with its header only (a sweep stopped before any row)
-        return [f"## Suite `{prefix}{name}`", "", f"No rows yet: `tvr run {name}` measures them.",
-                ""], []
+        return [heading, "", f"No rows yet: {command} measures them.", ""], []
     counts = ", ".join(f"{n} {s}" for s, n in df["status"].value_counts().items())
-    parts = [f"## Suite `{prefix}{name}`", "",
-             f"{len(df)} points ({counts}). {_machine(df, every)}.", ""]
-    flag = busy_flag(df, COMMANDS.get(name) or ("tvr bench" if name == "bench" else
+    parts = [heading, "", f"{len(df)} points ({counts}). {_machine(df, every, command)}.", ""]
+    suite, variant = split_name(name)
+    saved = last_command(out_dir, name) if variant else None
+    flag = busy_flag(df, f"{saved} --no-resume" if saved else
+                     f"tvr run {suite} <the overrides of {variant}> --no-resume" if variant
+                     else COMMANDS.get(name) or ("tvr bench" if name == "bench" else
                                                  f"tvr run {name} --no-resume"))
     parts += [flag, ""] if flag else []
+    moved = archived(out_dir, name)
+    parts += [f"{moved} superseded row{'s' if moved != 1 else ''} (a recipe a later one of its "
+              f"search replaced) in [{ARCHIVE}/{RESULTS_FILE}]({prefix}{name}/{ARCHIVE}/"
+              f"{RESULTS_FILE}), which no table reads.", ""] if moved else []
     for applies, section in SECTIONS:
         if applies(name, df):
             try:
@@ -336,18 +364,32 @@ def suite_section(out_dir: Path, name: str, prefix: str = "") -> tuple[list[str]
     return parts, files
 
 
+def _section(out_dir: Path, name: str, prefix: str, before: list[str]) -> list[str]:
+    """suite_section's Markdown; a variant's as a subsection of its suite, after the
+    suite's own section (and a heading for a suite with variants only)."""
+    suite, variant = split_name(name)
+    if not variant:
+        return suite_section(out_dir, name, prefix)[0]
+    head = [] if f"## Suite `{prefix}{suite}`" in before else [f"## Suite `{prefix}{suite}`", ""]
+    if head and not (out_dir / suite / RESULTS_FILE).is_file():
+        head += [f"No rows of its own, only its variants (`tvr run {suite}` measures its "
+                 "own points).", ""]
+    own, *rest = suite_section(out_dir, name, prefix)[0]
+    return [*head, own, *_subsection(rest)]
+
+
 def write_report(out_dir: Path, suite: str | None = None) -> Path:
     """Regenerate the figures and tables of `suite` (default: every suite with results)
     and write <out>/REPORT.md; returns its path."""
-    suites = [suite] if suite else sorted(p.parent.name for p in out_dir.glob(f"*/{RESULTS_FILE}"))
+    suites = [suite] if suite else stored_names(out_dir, RESULTS_FILE)
     if not suites:
         load_results(out_dir)  # raises BadInput naming the command to run
     parts: list[str] = []
     for name in suites:
-        parts += suite_section(out_dir, name)[0]
+        parts += _section(out_dir, name, "", parts)
     gpu = out_dir / GPU_DIR  # scripts/gpu-check's suites, measured on a lent GPU
-    for name in [] if suite else sorted(p.parent.name for p in gpu.glob(f"*/{RESULTS_FILE}")):
-        parts += suite_section(gpu, name, f"{GPU_DIR}/")[0]
+    for name in [] if suite else stored_names(gpu, RESULTS_FILE):
+        parts += _section(gpu, name, f"{GPU_DIR}/", parts)
     # after the suites' sections: the ledger links the figures they have just drawn
     head = ["# tvr-bench report", "",
             "Generated by `tvr report` from the stored results in this folder; every number "

@@ -35,6 +35,7 @@ from harness.results import (
     read_results,
     results_path,
 )
+from harness.variants import stored_names
 
 GPU = "gpu"  # <out>/gpu/SUITE: the suites a GPU machine measured (harness.track.sync)
 PEAK = "peak_flops_per_s"  # the machine's peak fp32 matmul rate, in training and bench rows
@@ -92,7 +93,8 @@ def machine_peak(out_dir: Path, machine: str, device: str, threads: int) -> tupl
     torch threads) over every suite under out_dir, and the number of rows it is from (0 and
     NaN where none holds one)."""
     out_dir = Path(out_dir)
-    paths = [*out_dir.glob(f"*/{RESULTS_FILE}"), *out_dir.glob(f"{GPU}/*/{RESULTS_FILE}")]
+    paths = [results_path(folder, name) for folder in (out_dir, out_dir / GPU)
+             for name in stored_names(folder, RESULTS_FILE)]  # variants' rows included
     peaks = []
     for path in sorted(paths):
         rows = read_results(path)

@@ -20,6 +20,7 @@ from harness.track.sqlitefile import move_aside  # noqa: F401 -- `tvr doctor`'s
 from harness.track.store import mask
 from harness.track.tracker import Tracker
 from harness.track.values import reference_tags, row_times
+from harness.variants import stored_names
 
 GPU_FOLDER = "gpu"  # results/gpu/SUITE: the suites measured on a GPU machine
 
@@ -99,8 +100,10 @@ def _sync_machine(out_dir: Path, suite: str, uri: str, rows: pd.DataFrame,
 
 def suites_with_results(out_dir: Path) -> list[tuple[Path, str]]:
     """(folder, suite) of every suite with results under `out_dir`, and under its gpu/
-    folder (the GPU suites committed beside the CPU reference)."""
-    found = [(p.parent.parent, p.parent.name) for p in Path(out_dir).glob(f"*/{RESULTS_FILE}")]
-    found += [(p.parent.parent, p.parent.name)
-              for p in Path(out_dir).glob(f"{GPU_FOLDER}/*/{RESULTS_FILE}")]
+    folder (the GPU suites committed beside the CPU reference); a suite's variants as
+    (folder, `SUITE/variants/VARIANT`)."""
+    out_dir = Path(out_dir)
+    found = [(out_dir, name) for name in stored_names(out_dir, RESULTS_FILE)]
+    found += [(out_dir / GPU_FOLDER, name)
+              for name in stored_names(out_dir / GPU_FOLDER, RESULTS_FILE)]
     return sorted(found)

@@ -27,6 +27,7 @@ from experiments.spec import (
 )
 from harness.schema import Parts
 from harness.track.store import mask
+from harness.variants import source_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -100,8 +101,9 @@ def code_facts() -> dict[str, str]:
 
 def source_name(suite: str) -> str:
     """The Source column of the runs table: the command that measured them. MLflow's UI
-    shows the last `/`-separated part of a local source, so no path may appear in it."""
-    return f"tvr run {suite}"
+    shows the last `/`-separated part of a local source, so no path may appear in it (a
+    variant's stored name has some: harness.variants.source_text)."""
+    return source_text(suite)
 
 
 def context_tags(suite: str = "") -> dict[str, str]:
@@ -148,7 +150,7 @@ def reference_tags(rows: pd.DataFrame, suite: str) -> dict[str, str]:
 
     return {REFERENCE_TAG: "true", "machine": one("machine"), "host": one("host"),
             "torch_version": one("torch_version"), "measured": measured_dates(rows) or "unknown",
-            "command": f"tvr run {suite}", "mlflow.user": REFERENCE_TAG,
+            "command": source_text(suite), "mlflow.user": REFERENCE_TAG,
             "mlflow.source.git.commit": one("git_commit"), "git_dirty": one("git_dirty")}
 
 

@@ -14,24 +14,25 @@ from experiments.suitefile import SuiteFileError, load
 from harness.cli import cli
 
 
-def test_folder_names_compose_as_before():
-    """The folder variants the CLI always made: suite, corpus, corpus choice, dtype, compiled."""
+def test_variant_names_compose_as_before():
+    """The variant names the CLI always made (their folders now under the suite's): corpus,
+    corpus choice, dtype, compiled; no override, no variant."""
     points = experiments.points("quick")
     chosen, name = o.apply(points, [o.DType("bfloat16"), o.Compiled()], "quick")
-    assert name == "quick-bfloat16-compiled"
+    assert name == "bfloat16-compiled"
     assert {p.dtype for p in chosen} == {"bfloat16"} and all(p.compile for p in chosen)
     assert [p.point_id for p in chosen] != [p.point_id for p in points]
-    assert o.apply(points, [], "quick") == (points, "quick")
+    assert o.apply(points, [], "quick") == (points, "")
     translation = experiments.points("translation-quick")
-    assert o.apply(translation, [o.Bitext((), True)], "t")[1] == "t-reverse"
+    assert o.apply(translation, [o.Bitext((), True)], "t")[1] == "reverse"
     assert o.apply(translation, [o.Bitext(("/a.tsv",), False, "mine")], "t")[1] \
-        == "t-bitext-mine"
+        == "bitext-mine"
 
 
 def test_only_filters_without_a_suffix_and_names_the_valid_subjects():
     points = experiments.points("smoke")
     chosen, name = o.apply(points, [o.Only(("lstm",))], "smoke")
-    assert name == "smoke" and chosen and {p.subject for p in chosen} == {"lstm"}
+    assert name == "" and chosen and {p.subject for p in chosen} == {"lstm"}
     with pytest.raises(ValueError, match="--only mamba: suite 'smoke' has no such mixer"):
         o.apply(points, [o.Only(("mamba",))], "smoke")
 
@@ -39,7 +40,7 @@ def test_only_filters_without_a_suffix_and_names_the_valid_subjects():
 def test_corpus_sets_the_path_of_corpus_task_points_only():
     points = experiments.points("convergence-smoke")
     chosen, name = o.apply(points, [o.Corpus("/x/tiny.txt", "tiny")], "c")
-    assert name == "c-corpus-tiny"
+    assert name == "corpus-tiny"
     for before, after in zip(points, chosen, strict=True):
         task = before.options.task if isinstance(before.options, TrainOptions) else None
         if task is not None and task.name == "corpus":
@@ -51,7 +52,7 @@ def test_corpus_sets_the_path_of_corpus_task_points_only():
 def test_set_changes_an_option_a_size_or_a_config_key_where_the_point_has_it():
     points = experiments.points("translation-quick")
     chosen, name = o.apply(points, [o.Set.parse("steps=7"), o.Set.parse("seed=3")], "t")
-    assert name == "t-steps-7-seed-3"
+    assert name == "steps-7-seed-3"
     assert all(p.seed == 3 for p in chosen)
     assert all(p.options.steps == 7 for p in chosen if isinstance(p.options, TranslateOptions))
     heads = [p for p in experiments.points("identities") if "n_heads" in dict(p.config)]
@@ -66,7 +67,7 @@ def test_set_reaches_a_model_config_key_the_suite_leaves_at_its_default():
     points = experiments.points("translation-quick")
     assert not any("attn_dropout" in dict(p.config) for p in points)
     chosen, name = o.apply(points, [o.Set.parse("attn_dropout=0.05")], "t")
-    assert name == "t-attn_dropout-0.05"
+    assert name == "attn_dropout-0.05"
     for before, after in zip(points, chosen, strict=True):
         if before.runner == "translate" and before.subject == "transformer":
             assert dict(after.config)["attn_dropout"] == 0.05
@@ -125,7 +126,7 @@ def test_points_an_override_makes_equal_are_kept_once():
     """A size set on a grid over that size: one point per remaining combination."""
     points, name = o.apply(experiments.points("quick"), [o.Set.parse("seq_len=64")], "quick")
     ids = [p.point_id for p in points]
-    assert len(ids) == len(set(ids)) and name == "quick-seq_len-64"
+    assert len(ids) == len(set(ids)) and name == "seq_len-64"
     assert {p.seq_len for p in points} == {64}
     assert len(ids) < len(experiments.points("quick"))
 

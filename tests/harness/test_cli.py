@@ -216,7 +216,7 @@ def test_corpus_option_trains_on_a_local_text_file(tmp_path):
     result = tvr("run", "convergence-smoke", "--only", "gru-lm", "--corpus", str(text),
                  "--out", str(tmp_path / "out"), "--tracking-uri", "none")
     assert result.exit_code == 0, result.output
-    df = read_results(results_path(tmp_path / "out", "convergence-smoke-corpus-tiny"))
+    df = read_results(results_path(tmp_path / "out", "convergence-smoke/variants/corpus-tiny"))
     corpus = df[df["task"] == "corpus"]
     assert len(corpus) and (corpus["status"] == "ok").all()
     assert (corpus["path"] == str(text.resolve())).all()

@@ -251,7 +251,7 @@ def test_run_dtype_bfloat16_on_cpu_measures_a_smoke_point(tmp_path, monkeypatch)
     monkeypatch.setitem(experiments.SUITES, "smoke", lambda: first)
     result = tvr("run", "smoke", "--out", str(tmp_path), "--dtype", "bfloat16", *FAST)
     assert result.exit_code == 0, result.output
-    row = read_results(results_path(tmp_path, "smoke-bfloat16")).iloc[0]  # its own folder
+    row = read_results(results_path(tmp_path, "smoke/variants/bfloat16")).iloc[0]  # a variant
     assert row["status"] == "ok", row["message"]
     assert row["dtype"] == "bfloat16" and "bfloat16" in row["point_id"]
     assert row["fwdbwd_ms"] > 0 and row["float32_matmul_precision"] == "highest"
@@ -281,7 +281,7 @@ def test_run_compile_times_the_compiled_layer(tmp_path, monkeypatch, device):
     result = tvr("run", "smoke", "--out", str(tmp_path), "--compile",
                  "--min-run-time", "0.01", "--tracking-uri", "none", "--device", device)
     assert result.exit_code == 0, result.output
-    row = read_results(results_path(tmp_path, "smoke-compiled")).iloc[0]
+    row = read_results(results_path(tmp_path, "smoke/variants/compiled")).iloc[0]
     assert row["status"] == "ok", row["message"]
     assert row["compile_s"] > 0 and row["fwdbwd_ms"] > 0
     assert row["linear_kernel"] == "inductor"

@@ -72,7 +72,7 @@ def test_run_bfloat16_on_cuda_records_peak_memory(tmp_path, monkeypatch):
     monkeypatch.setitem(experiments.SUITES, "smoke", lambda: first)
     result = tvr("run", "smoke", "--out", str(tmp_path), "--dtype", "bfloat16", *CUDA)
     assert result.exit_code == 0, result.output
-    df = read_results(results_path(tmp_path, "smoke-bfloat16"))
+    df = read_results(results_path(tmp_path, "smoke/variants/bfloat16"))
     assert (df["status"] == "ok").all(), df["message"].tolist()
     assert (df["dtype"] == "bfloat16").all() and (df["peak_mem_bytes"] > 0).all()
 
