@@ -1,17 +1,17 @@
-"""The training loop for convergence experiments: Adam, the paper's schedule, early stop.
+"""Training on a task (language-model and synthetic-task studies): Adam, the paper's
+schedule, held-out evaluation, early stop at a target accuracy.
 
-One loop for every model and task: the task's Batch knows how to call the model
-(harness.train.batch), so nothing here depends on a model's internals. Runs are reproducible:
-data is a pure function of (task seed, step), dropout draws from cfg.seed, and on CPU two
-runs with one seed give bitwise-identical history (timing fields aside).
+The task's Batch knows how to call the model (harness.train.batch), so nothing here depends on
+a model's internals; the update, clipping, a non-finite update, checkpoints and resume are
+the one trainer's (harness.train.trainer), this module gives it the task's hooks. Runs are
+reproducible: data is a pure function of (task seed, step), dropout draws from cfg.seed, and
+on CPU two runs with one seed give bitwise-identical history (timing fields aside).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +22,7 @@ from torch import nn
 
 import models
 from harness.train.batch import Batch, Task, check_int
+from harness.train.trainer import BETAS, EPS, NO_SAVING, Saving, Trainer
 
 SCHEDULES = ("constant", "noam", "cosine")
 TIMING_KEYS = ("tokens_per_s", "wall_s")  # the only history fields that differ between reruns
@@ -34,8 +35,8 @@ class TrainConfig:
     lr: float = 1e-3  # peak lr for constant/cosine; for noam a multiplier (1.0 = the paper)
     schedule: str = "constant"  # "constant" | "noam" | "cosine"
     warmup: int = 0  # linear warm-up steps; noam needs > 0 (the paper used 4000)
-    betas: tuple[float, float] = (0.9, 0.98)  # the paper's Adam betas (PyTorch's are 0.999)
-    eps: float = 1e-9  # the paper's Adam epsilon
+    betas: tuple[float, float] = BETAS  # the paper's Adam betas (PyTorch's are 0.999)
+    eps: float = EPS  # the paper's Adam epsilon
     clip: float | None = None  # max global grad norm; None = no clipping (the paper had none)
     eval_every: int = 100  # steps between evaluations on the held-out set
     eval_batches: int = 4  # held-out batches (of batch_size) per evaluation
@@ -80,27 +81,6 @@ def lr_at(step: int, cfg: TrainConfig, d_model: int | None = None) -> float:
     return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def fast_adam() -> dict[str, bool]:
-    """Adam's fused implementation (one kernel over every parameter) where this torch has it
-    for the CPU too, else the multi-tensor (foreach) one: the same update, fewer calls."""
-    return {"fused": True} if "fused" in inspect.signature(torch.optim.Adam).parameters \
-        else {"foreach": True}
-
-
-def make_optimizer(
-    model: nn.Module, cfg: TrainConfig, d_model: int | None = None
-) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
-    """Adam + LambdaLR whose lr during update k (1-based) is exactly lr_at(k): the base lr is
-    1.0, so the lambda's value is the learning rate itself."""
-    if cfg.schedule == "noam" and d_model is None:
-        raise ValueError("schedule 'noam' needs d_model")
-    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=cfg.betas, eps=cfg.eps,
-                           **fast_adam())
-    # LambdaLR calls the lambda with 0 before the first update, so shift by one.
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: lr_at(i + 1, cfg, d_model))
-    return opt, sched
-
-
 def masked_loss(logits: torch.Tensor, batch: Batch) -> torch.Tensor:
     """Mean cross-entropy (nats) over the target positions the batch's mask counts."""
     return F.cross_entropy(logits[batch.mask].float(), batch.targets[batch.mask])
@@ -142,6 +122,7 @@ class TrainResult:
     final: dict[str, Any]  # last evaluation record; if diverged, {step, train_loss, grad_norm}
     n_params: int
     diverged_at: int | None = None  # the update whose loss or gradient was NaN/inf
+    resumed_from: int = 0  # the step of the checkpoint this run resumed from (0: none)
 
 
 def count_params(model: nn.Module) -> int:
@@ -149,29 +130,46 @@ def count_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-class _History:
-    """The evaluation records of one run, with the training sums since the last record."""
+class _Task:
+    """A task run's hooks for harness.train.trainer: its batches and loss, the evaluation
+    records with the training sums since the last one, the target accuracy."""
 
     def __init__(self, model: nn.Module, task: Task, cfg: TrainConfig, d_model: int | None,
                  eval_set: list[Batch], on_eval: Callable[[dict[str, Any]], None] | None):
         self.model, self.task, self.cfg, self.d_model = model, task, cfg, d_model
         self.eval_set, self.on_eval = eval_set, on_eval
+        self.device = torch.device(cfg.device)
         self.records: list[dict[str, Any]] = []
-        self.tokens, self.wall = 0, 0.0  # totals: input tokens trained on, training seconds
+        self.steps, self.tokens, self.wall = 0, 0, 0.0  # totals: updates, input tokens trained
+        # on, training seconds
+        self.hit = False  # the target accuracy was reached (at the last record)
         self._reset()
 
     def _reset(self) -> None:
         self.since: dict[str, float] = {"loss": 0.0, "grad": 0.0, "steps": 0, "tokens": 0,
                                         "wall": 0.0}
 
-    def add(self, loss: float, grad: float, tokens: int, seconds: float) -> None:
+    def batch(self, step: int) -> Batch:
+        return self.task.train_batch(step, self.cfg.batch_size).to(self.device)
+
+    def loss(self, batch: Batch) -> torch.Tensor:
+        return masked_loss(batch.logits(self.model), batch)
+
+    def trained(self, step: int, batch: Batch, loss: float, grad_norm: float,
+                seconds: float) -> None:
+        tokens = batch.n_input_tokens
+        self.steps = step
         self.tokens += tokens
         self.wall += seconds
-        for key, value in (("loss", loss), ("grad", grad), ("steps", 1), ("tokens", tokens),
+        for key, value in (("loss", loss), ("grad", grad_norm), ("steps", 1), ("tokens", tokens),
                            ("wall", seconds)):
             self.since[key] += value
 
-    def record(self, step: int) -> dict[str, Any]:
+    def due(self, step: int) -> bool:
+        return step % self.cfg.eval_every == 0
+
+    def evaluate(self, step: int) -> bool:
+        """Record an evaluation; True once held-out accuracy reaches the target."""
         since, n = self.since, max(1, self.since["steps"])
         rec: dict[str, Any] = {"step": step, **evaluate(self.model, self.eval_set)}
         if self.task.reports_bpc:
@@ -188,32 +186,18 @@ class _History:
         self.records.append(rec)
         if self.on_eval is not None:
             self.on_eval(rec)
-        return rec
+        target = self.cfg.target_accuracy
+        self.hit = target is not None and step > 0 and rec["accuracy"] >= target
+        return self.hit
 
-    def result(self, status: str, step: int, final: dict[str, Any], hit: bool,
-               diverged_at: int | None = None) -> TrainResult:
-        return TrainResult(status, step, self.records, step if hit else None,
-                           self.tokens if hit else None, self.wall if hit else None, final,
-                           count_params(self.model), diverged_at)
+    def state(self) -> dict[str, Any]:
+        return {"records": self.records, "since": self.since,
+                "totals": (self.steps, self.tokens, self.wall, self.hit)}
 
-
-def _update(model: nn.Module, batch: Batch, opt: torch.optim.Optimizer, sched: Any,
-            params: list[torch.Tensor], clip: float | None) -> tuple[float, float]:
-    """One update on `batch`: (loss, pre-clipping gradient norm). The optimizer does not
-    step when either is not finite."""
-    loss = masked_loss(batch.logits(model), batch)
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    grads = [p.grad for p in params if p.grad is not None]
-    grad_norm = nn.utils.get_total_norm(grads)
-    if clip is not None:  # without a clip, no pass over the gradients scaling them by 1
-        nn.utils.clip_grads_with_norm_(params, clip, grad_norm)
-    # one host sync per step for both numbers (the divergence check needs them each step)
-    loss_value, grad_value = torch.stack([loss.detach().float(), grad_norm.float()]).tolist()
-    if math.isfinite(loss_value) and math.isfinite(grad_value):
-        opt.step()
-        sched.step()
-    return loss_value, grad_value
+    def restore(self, state: dict[str, Any]) -> tuple[int, bool]:
+        self.records, self.since = state["records"], state["since"]
+        self.steps, self.tokens, self.wall, self.hit = state["totals"]
+        return self.steps, self.hit
 
 
 def train(
@@ -223,40 +207,34 @@ def train(
     on_eval: Callable[[dict[str, Any]], None] | None = None,
     *,
     d_model: int | None = None,
+    saving: Saving = NO_SAVING,
 ) -> TrainResult:
     """Train `model` on `task` in place. Evaluates at step 0, every cfg.eval_every steps and
     at the end; each record {step, loss, accuracy, seq_accuracy, bits_per_token,
     [bits_per_char], train_loss, grad_norm, lr, tokens, tokens_per_s, wall_s} goes to history
     and to on_eval. train_loss and grad_norm (pre-clipping) are means since the last record;
-    wall_s and tokens_per_s count training time only. d_model is needed for schedule noam."""
+    wall_s and tokens_per_s count training time only. d_model is needed for schedule noam.
+    With `saving`, checkpoints as the trainer writes them, and a resume from one."""
+    if cfg.schedule == "noam" and d_model is None:
+        raise ValueError("schedule 'noam' needs d_model")
     device = torch.device(cfg.device)
     model.to(device)
     model.train()
-    opt, sched = make_optimizer(model, cfg, d_model)
-    params = [p for p in model.parameters() if p.requires_grad]
+    trainer = Trainer(model, lambda k: lr_at(k, cfg, d_model), cfg.steps, seed=cfg.seed,
+                      device=device, clip=cfg.clip, betas=cfg.betas, eps=cfg.eps,
+                      saving=saving)
     eval_set = [b.to(device) for b in task.eval_batches(cfg.batch_size, cfg.eval_batches)]
-    history = _History(model, task, cfg, d_model, eval_set, on_eval)
-    # fork_rng: seed dropout for this run without changing the caller's global RNG state
-    cuda = [device] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=cuda):
-        torch.manual_seed(cfg.seed)
-        rec = history.record(0)
-        for step in range(1, cfg.steps + 1):
-            start = time.perf_counter()
-            batch = task.train_batch(step, cfg.batch_size).to(device)
-            loss, grad = _update(model, batch, opt, sched, params, cfg.clip)
-            if not (math.isfinite(loss) and math.isfinite(grad)):
-                final = {"step": step, "train_loss": loss, "grad_norm": grad}
-                return history.result("diverged", step, final, False, diverged_at=step)
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            history.add(loss, grad, batch.n_input_tokens, time.perf_counter() - start)
-            if step % cfg.eval_every == 0 or step == cfg.steps:
-                rec = history.record(step)
-                target = cfg.target_accuracy
-                if target is not None and rec["accuracy"] >= target:
-                    return history.result("ok", step, rec, True)
-    return history.result("ok", cfg.steps, rec, False)
+    hooks = _Task(model, task, cfg, d_model, eval_set, on_eval)
+    fit = trainer.fit(hooks)
+    n_params = count_params(model)
+    if fit.diverged_at is not None:
+        final = {"step": fit.steps, "train_loss": fit.loss, "grad_norm": fit.grad_norm}
+        return TrainResult("diverged", fit.steps, hooks.records, None, None, None, final,
+                           n_params, fit.diverged_at, fit.resumed_from)
+    hit = hooks.hit
+    return TrainResult("ok", fit.steps, hooks.records, fit.steps if hit else None,
+                       hooks.tokens if hit else None, hooks.wall if hit else None,
+                       hooks.records[-1], n_params, None, fit.resumed_from)
 
 
 def param_count(name: str, **config: Any) -> int:

@@ -4,8 +4,8 @@ profiled: what a step costs, its MFU, and where its time goes (torch.profiler).
 `python -m harness.train.step_profile [--threads N] [--reps R] [--profile]` builds the first
 Transformer-LM point of convergence-quick's ffn-width and convergence studies and
 translation-quick's Transformer (on a seeded random batch of its shape: the corpus and BPE
-do not change a step's cost), runs each model's own update function (harness.train.loop's
-and the translation runner's), and times the steps interleaved in one process
+do not change a step's cost), runs its update (harness.train.trainer's, with each study's
+loss), and times the steps interleaved in one process
 (harness.measure.compare.interleaved: medians of per-turn torch.utils.benchmark medians,
 beside the machine's peak matmul rate measured in the same process). `--table2` times the
 four models of Table 2 on a CPU instead (translation-cpu-tune's base points: 4,000 subwords,
@@ -28,6 +28,7 @@ from harness.measure.compare import interleaved, peak_rate, timer_ms
 from harness.measure.kernel_choice import use_measured_kernels
 from harness.train import loop
 from harness.train.points import build_model, step_flops_per_token, train_spec
+from harness.train.trainer import Trainer
 from harness.train.translation import runner
 from harness.train.translation import train as mt
 from harness.train.translation.data import PairBatch
@@ -39,11 +40,12 @@ def lm_step(point: Point, device: torch.device) -> Step:
     """One update of the point's language model on its first training batch."""
     spec = train_spec(point, str(device))
     model = build_model(point, spec, device).train()
-    opt, sched = loop.make_optimizer(model, spec.train, spec.model["d_model"])
-    params = [p for p in model.parameters() if p.requires_grad]
+    d_model, cfg = spec.model["d_model"], spec.train
+    trainer = Trainer(model, lambda k: loop.lr_at(k, cfg, d_model), cfg.steps, seed=point.seed,
+                      device=device, clip=cfg.clip, betas=cfg.betas, eps=cfg.eps)
     batch = spec.task.train_batch(1, spec.train.batch_size).to(device)
     flops = step_flops_per_token(model, spec.task, spec.train.batch_size, device)
-    return (lambda: loop._update(model, batch, opt, sched, params, spec.train.clip),
+    return (lambda: trainer.update(loop.masked_loss(batch.logits(model), batch)),
             flops * batch.n_input_tokens)
 
 
@@ -61,9 +63,9 @@ def mt_step(point: Point, device: torch.device, vocab: int = 2000, length: int =
     opts = runner.options(point)
     plan = mt.Plan(steps=opts.steps, peak_lr=opts.peak_lr, warmup=runner.warmup_steps(opts),
                    smoothing=opts.label_smoothing, eval_every=opts.eval_every)
-    run = mt._Run(model, plan)
+    trainer = mt.trainer(model, plan, device, point.seed)
     flops = mt._count(model, batch, plan.smoothing)
-    return lambda: mt._update(run, batch, 1, device), float(flops)
+    return lambda: trainer.update(mt.loss_of(model, batch, plan.smoothing)), float(flops)
 
 
 def quick_steps(device: torch.device) -> dict[str, Step]:

@@ -12,12 +12,10 @@ the references once per corpus beside them, so anyone can rescore them.
 
 from __future__ import annotations
 
-import hashlib
 import random
 import time
 from collections.abc import Callable
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -29,11 +27,11 @@ import models
 from experiments.spec import Config, Point, TranslateOptions, config
 from harness.measure.compare import peak_rate
 from harness.runner import Context, Result
+from harness.train import checkpoint
 from harness.train.loop import count_params, matched_config, param_count
 from harness.train.points import tiny_threads
 from harness.train.translation import corpus as corpora
 from harness.train.translation.bpe import shared_bpe, special_ids
-from harness.train.translation.checkpoint import CHECKPOINTS
 from harness.train.translation.data import (
     PairBatch,
     TrainStream,
@@ -256,19 +254,6 @@ def run_translate(point: Point, ctx: Context) -> Result:
     return result
 
 
-def checkpoint_path(point: Point, ctx: Context) -> Path | None:
-    """<out>/<suite>/checkpoints/<model>-s<seed>-<digest of point_id>-<device>.pt"""
-    if ctx.cache_dir is None:
-        return None
-    name = f"{point.subject}-s{point.seed}-{_digest(point)}-{ctx.device.type}.pt"
-    return ctx.cache_dir / point.suite / CHECKPOINTS / name
-
-
-def _digest(point: Point) -> str:
-    # the point id can pass the 255-byte name limit: a digest of it names its files
-    return hashlib.sha256(point.point_id.encode()).hexdigest()[:12]
-
-
 def _train_and_score(point: Point, opts: TranslateOptions, ctx: Context, model: nn.Module,
                      cfg: dict[str, Any], corpus: corpora.Corpus, tok: Tokenizer) -> Result:
     device, ids = ctx.device, special_ids(tok)
@@ -291,7 +276,7 @@ def _train_and_score(point: Point, opts: TranslateOptions, ctx: Context, model: 
     target = opts.target_bleu
     if opts.target_from == "retrieval":  # the bar a model must pass to beat a lookup
         target = retrieval_bleu(corpus, held_out(corpus, "dev", opts, opts.eval_sentences))
-    ckpt = checkpoint_path(point, ctx)
+    ckpt = checkpoint.point_path(point, ctx)
     prune = ctx.prune
     plan = Plan(opts.steps, opts.peak_lr, warmup_steps(opts), opts.label_smoothing,
                 opts.eval_every, opts.patience, checkpoint=ckpt, point_id=point.point_id,
@@ -310,23 +295,24 @@ def _train_and_score(point: Point, opts: TranslateOptions, ctx: Context, model: 
         "corpus_split": corpora.split_digest(corpus)}
     values |= throughput(values["train_tokens"], log, device)
     if log.diverged_at is not None:
-        _remove(ckpt, ctx)
+        checkpoint.finished(ckpt, ctx)
         return Result(values, log.series, "diverged",
                       f"training loss not finite at step {log.diverged_at}")
     values["dev_ppl"] = perplexity(model, dev, device)
     if target:
         values |= {"target_bleu": target, **to_reach(log, "dev_bleu_greedy", target)}
         values |= {"target_from": opts.target_from} if opts.target_from else {}
-    stem = f"{point.subject}-s{point.seed}-{_digest(point)}-{device.type}-{ctx.machine}"
+    stem = (f"{point.subject}-s{point.seed}-{checkpoint.digest(point)}-{device.type}"
+            f"-{ctx.machine}")
     files: dict[str, list[str]] = {}
     if log.stopped_by == "pruned":  # a search's loser: its curve is all the search reads
-        _remove(ckpt, ctx)
+        checkpoint.finished(ckpt, ctx)
         return Result(values, log.series, files=files)
     values |= _final(model, tok, corpus, opts, device, stem, files)
     if opts.speed_sentences:
         test_src = _held_out(tok, held_out(corpus, "test", opts, opts.speed_sentences), opts)[0]
         values |= decode_speed(model, tok, test_src, device, opts.beam, opts.alpha)
-    _remove(ckpt, ctx)
+    checkpoint.finished(ckpt, ctx)
     return Result(values, log.series, files=files)
 
 
@@ -365,8 +351,3 @@ def convergence(log: TrainLog, opts: TranslateOptions) -> dict[str, Any]:
     return {"best_step": log.best_step, "best_dev_bleu_greedy": log.best,
             "stopped_early": int(log.stopped_early), "dev_curve_gain_last": gain,
             "converged": int(flat)}
-
-
-def _remove(ckpt: Path | None, ctx: Context) -> None:
-    if ckpt is not None and not ctx.keep_checkpoints:
-        ckpt.unlink(missing_ok=True)

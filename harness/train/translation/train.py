@@ -4,19 +4,21 @@ Adam (0.9, 0.98, 1e-9); the paper's schedule lr = c * min(step^-0.5, step * w^-1
 warm-up w in updates (the paper: 4000 of 100k) and c set so the peak, at step w, is
 `peak_lr`; label-smoothed cross-entropy over the target tokens. A run ends at `steps`, at
 `max_flops` counted training FLOPs (a budget that does not depend on the machine), by early
-stopping, or when a tuning search prunes it. Training FLOPs
-are counted by the FLOP counter on a forward and backward of each distinct batch shape (the
-count depends on the shape only), outside the timed region; seconds are the updates' wall
-time alone (evaluations excluded). Every eval_every steps the first dev sentences are
-greedy-decoded and scored, which gives the dev BLEU curve against steps, FLOPs and seconds.
+stopping, or when a tuning search prunes it. Training FLOPs are counted by the FLOP counter
+on a forward and backward of each distinct batch shape (the count depends on the shape
+only), outside the timed region; seconds are the updates' wall time (a batch's fetch
+included; evaluations, FLOP counts and checkpoints excluded). Every eval_every steps the
+first dev sentences are greedy-decoded and scored, which gives the dev BLEU curve against
+steps, FLOPs and seconds.
+The update, clipping, a non-finite update, checkpoints and resume are the one trainer's
+(harness.train.trainer); this module holds what translation decides (its hooks).
 """
 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from harness.measure.flops import count_flops
-from harness.train.loop import fast_adam
-from harness.train.translation import checkpoint
+from harness.train.trainer import Saving, Trainer
 from harness.train.translation.data import PairBatch, TrainStream
 
 Curve = dict[str, list[tuple[int, float]]]  # a training curve: metric -> [(step, value)]
@@ -107,46 +108,105 @@ class Plan:
     # included: metric -> [(step, value)]) -> stop now; called at each evaluation after the
     # first
     prune: Callable[[int, Curve], bool] | None = None
+    clip: float | None = None  # max global gradient norm; None: no clipping (the paper's)
 
 
-class _Run:
-    """The state of one training run, which is exactly what a checkpoint holds."""
+class _Translation:
+    """A translation run's hooks for harness.train.trainer: its batches and loss, its log
+    (the curve, FLOPs, seconds), early stopping, the FLOP budget and a search's pruner."""
 
-    def __init__(self, model: nn.Module, plan: Plan) -> None:
+    def __init__(self, model: nn.Module, stream: TrainStream, plan: Plan, device: torch.device,
+                 evaluate: Callable[[], dict[str, float]]) -> None:
+        self.model, self.stream, self.plan, self.device = model, stream, plan, device
+        self.values = evaluate
         self.lr_at = schedule(plan.peak_lr, max(1, plan.warmup))
-        self.model, self.plan = model, plan
-        self.opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9,
-                                    **fast_adam())
-        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda i: self.lr_at(i + 1))
-        self.log, self.shape_flops = TrainLog(), {}
+        self.log, self.shape_flops, self.last_flops = TrainLog(), {}, 0
         self.running, self.n_running, self.since_best = 0.0, 0, 0
         self.best_state: dict[str, torch.Tensor] | None = None
 
+    def batch(self, step: int) -> PairBatch:
+        return self.stream.batch(step).to(self.device)
+
+    def loss(self, batch: PairBatch) -> torch.Tensor:
+        return loss_of(self.model, batch, self.plan.smoothing)
+
+    def trained(self, step: int, batch: PairBatch, loss: float, grad_norm: float,
+                seconds: float) -> None:
+        if batch.shape not in self.shape_flops:  # counted once per shape, outside the timing
+            self.shape_flops[batch.shape] = _count(self.model, batch, self.plan.smoothing)
+        self.last_flops = self.shape_flops[batch.shape]
+        log = self.log
+        log.seconds += seconds
+        log.flops += self.last_flops
+        log.steps = step
+        self.running, self.n_running = self.running + loss, self.n_running + 1
+
+    def _spent(self) -> bool:
+        return bool(self.plan.max_flops) and self.log.flops >= self.plan.max_flops
+
+    def due(self, step: int) -> bool:
+        """Every eval_flops FLOPs (the update that passed a multiple), else every eval_every
+        updates; and once the FLOP budget is spent."""
+        if self.plan.eval_flops:
+            flops, every = self.log.flops, self.plan.eval_flops
+            return flops // every > (flops - self.last_flops) // every or self._spent()
+        return step % self.plan.eval_every == 0 or self._spent()
+
+    def evaluate(self, step: int) -> bool:
+        """Log the curve point of `step`; True when patience, the budget or the pruner
+        says stop."""
+        log, plan = self.log, self.plan
+        if step:
+            log.add("train_loss", step, self.running / max(1, self.n_running))
+            log.add("lr", step, self.lr_at(step))
+            self.running, self.n_running = 0.0, 0
+        values = self.values()
+        for key, value in values.items():
+            log.add(key, step, value)
+        log.add("train_flops", step, log.flops)
+        log.add("train_s", step, log.seconds)
+        value = values.get(plan.key, -math.inf)
+        if value > log.best:
+            log.best, log.best_step, self.since_best = value, step, 0
+            if plan.patience:
+                self.best_state = {k: v.detach().clone()
+                                   for k, v in self.model.state_dict().items()}
+        elif step:
+            self.since_best += 1
+        if not step:
+            return False
+        if plan.prune is not None and plan.prune(log.flops, log.series):
+            log.stopped_by = "pruned"
+        elif bool(plan.patience) and self.since_best >= plan.patience:
+            log.stopped_by = "patience"
+        elif self._spent():
+            log.stopped_by = "budget"
+        log.stopped_early = log.stopped_by == "patience" and step < plan.steps
+        return bool(log.stopped_by)
+
     def state(self) -> dict[str, Any]:
-        """Tensors and plain data only (the log as a dict): read back with weights_only."""
-        return {"point_id": self.plan.point_id, "model": self.model.state_dict(),
-                "opt": self.opt.state_dict(), "sched": self.sched.state_dict(),
-                "rng": torch.get_rng_state(), "log": dict(vars(self.log)),
+        """The log as a dict: a checkpoint is read back with weights_only."""
+        return {"log": dict(vars(self.log)),
                 "shape_flops": {tuple(k): v for k, v in self.shape_flops.items()},
                 "running": (self.running, self.n_running, self.since_best),
                 "best_state": self.best_state}
 
-    def restore(self, state: dict[str, Any]) -> None:
-        self.model.load_state_dict(state["model"])
-        self.opt.load_state_dict(state["opt"])
-        self.sched.load_state_dict(state["sched"])
-        torch.set_rng_state(state["rng"])
+    def restore(self, state: dict[str, Any]) -> tuple[int, bool]:
         known = TrainLog.__dataclass_fields__
         self.log = TrainLog(**{k: v for k, v in state["log"].items() if k in known})
         self.shape_flops = state["shape_flops"]
         self.running, self.n_running, self.since_best = state["running"]
         self.best_state = state["best_state"]
         self.log.resumed_from = self.log.steps
+        return self.log.steps, bool(self.log.stopped_by)
 
-    def save(self) -> None:
-        if self.plan.checkpoint is not None and \
-                not checkpoint.save(self.plan.checkpoint, self.state()):
-            self.plan = replace(self.plan, checkpoint=None)  # unwritable: train on without
+
+def trainer(model: nn.Module, plan: Plan, device: torch.device, seed: int) -> Trainer:
+    """The Trainer of a translation run: the paper's Adam and the plan's schedule."""
+    return Trainer(model, schedule(plan.peak_lr, max(1, plan.warmup)), plan.steps, seed=seed,
+                   device=device, clip=plan.clip,
+                   saving=Saving(plan.checkpoint, plan.point_id, plan.checkpoint_s,
+                                 plan.resume))
 
 
 def train(model: nn.Module, stream: TrainStream, plan: Plan, device: torch.device, seed: int,
@@ -154,99 +214,12 @@ def train(model: nn.Module, stream: TrainStream, plan: Plan, device: torch.devic
     """Train in place; `evaluate` (called at 0, every plan.eval_every and at the end)
     returns the curve's metrics (dev_bleu_greedy, dev_ppl), logged with the FLOPs and seconds
     reached. Resumes from plan.checkpoint when it exists."""
-    run = _Run(model, plan)
-    torch.manual_seed(seed)
-    model.train()
-    saved = checkpoint.load(plan.checkpoint, plan.point_id, model.state_dict()) \
-        if plan.checkpoint and plan.resume else None
-    if saved is not None:
-        run.restore(saved)
-    else:
-        _evaluate(run, 0, evaluate)
-    last_save = time.monotonic()
-    first = plan.steps + 1 if run.log.stopped_by else run.log.steps + 1
-    for step in range(first, plan.steps + 1):
-        batch = stream.batch(step)
-        if not _update(run, batch.to(device), step, device):
-            return run.log
-        spent = bool(plan.max_flops) and run.log.flops >= plan.max_flops
-        if _due(plan, step, run.log.flops, run.shape_flops[batch.shape]) \
-                or step == plan.steps or spent:
-            stop = _evaluate(run, step, evaluate)
-            if spent and not stop:
-                run.log.stopped_by = "budget"
-            run.log.stopped_early = run.log.stopped_by == "patience" and step < plan.steps
-            stop = stop or spent
-            run.save()
-            last_save = time.monotonic()
-            if stop:
-                break
-        elif time.monotonic() - last_save > plan.checkpoint_s:
-            run.save()
-            last_save = time.monotonic()
-    if plan.patience and run.best_state is not None:
-        model.load_state_dict(run.best_state)  # early stopping ends on the best weights
-    return run.log
-
-
-def _due(plan: Plan, step: int, flops: int, last: int) -> bool:
-    """An evaluation falls at this update: every eval_flops FLOPs (the update that passed a
-    multiple), or every eval_every updates."""
-    if plan.eval_flops:
-        return flops // plan.eval_flops > (flops - last) // plan.eval_flops
-    return step % plan.eval_every == 0
-
-
-def _update(run: _Run, batch: PairBatch, step: int, device: torch.device) -> bool:
-    """One optimiser update; False when the loss was not finite (the log says where)."""
-    smoothing, log = run.plan.smoothing, run.log
-    if batch.shape not in run.shape_flops:  # counted once per shape, outside the timing
-        run.shape_flops[batch.shape] = _count(run.model, batch, smoothing)
-    start = time.perf_counter()
-    loss = loss_of(run.model, batch, smoothing)
-    run.opt.zero_grad(set_to_none=True)
-    loss.backward()
-    run.opt.step()
-    run.sched.step()
-    value = float(loss.detach())
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    log.seconds += time.perf_counter() - start
-    log.flops += run.shape_flops[batch.shape]
-    log.steps = step
-    if not math.isfinite(value):
-        log.diverged_at = step
-        return False
-    run.running, run.n_running = run.running + value, run.n_running + 1
-    return True
-
-
-def _evaluate(run: _Run, step: int, evaluate: Callable[[], dict[str, float]]) -> bool:
-    """Log the curve point of `step`; True when early stopping says stop."""
-    log = run.log
-    if step:
-        log.add("train_loss", step, run.running / max(1, run.n_running))
-        log.add("lr", step, run.lr_at(step))
-        run.running, run.n_running = 0.0, 0
-    values = evaluate()
-    for key, value in values.items():
-        log.add(key, step, value)
-    log.add("train_flops", step, log.flops)
-    log.add("train_s", step, log.seconds)
-    value = values.get(run.plan.key, -math.inf)
-    if value > log.best:
-        log.best, log.best_step, run.since_best = value, step, 0
-        if run.plan.patience:
-            run.best_state = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
-    elif step:
-        run.since_best += 1
-    if step and run.plan.prune is not None and run.plan.prune(log.flops, log.series):
-        log.stopped_by = "pruned"
-        return True
-    if bool(run.plan.patience) and run.since_best >= run.plan.patience:
-        log.stopped_by = "patience"
-        return True
-    return False
+    hooks = _Translation(model, stream, plan, device, evaluate)
+    fit = trainer(model, plan, device, seed).fit(hooks)
+    hooks.log.diverged_at = fit.diverged_at
+    if plan.patience and hooks.best_state is not None and fit.diverged_at is None:
+        model.load_state_dict(hooks.best_state)  # early stopping ends on the best weights
+    return hooks.log
 
 
 def _count(model: nn.Module, batch: PairBatch, smoothing: float) -> int:

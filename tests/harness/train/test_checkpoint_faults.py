@@ -20,7 +20,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from harness.train.translation import checkpoint
+from harness.train import checkpoint
 from harness.train.translation.data import TrainStream, make_batch
 from harness.train.translation.train import Plan, train
 

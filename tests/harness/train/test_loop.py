@@ -18,7 +18,6 @@ from harness.train.loop import (
     TrainConfig,
     evaluate,
     lr_at,
-    make_optimizer,
     matched_config,
     param_count,
     train,
@@ -60,20 +59,6 @@ def test_cosine_and_constant_match_formula() -> None:
     assert [lr_at(s, const) for s in (1, 2, 4, 5, 500)] == pytest.approx(
         [7.5e-5, 1.5e-4, 3e-4, 3e-4, 3e-4])
     assert lr_at(1, TrainConfig(lr=3e-4)) == 3e-4
-
-
-@pytest.mark.parametrize("schedule,warmup", [("noam", 5), ("cosine", 3), ("constant", 2)])
-def test_scheduler_follows_lr_at(schedule: str, warmup: int) -> None:
-    cfg = TrainConfig(schedule=schedule, lr=0.5, warmup=warmup, steps=12)
-    model = nn.Linear(2, 1)
-    opt, sched = make_optimizer(model, cfg, d_model=16)
-    assert isinstance(sched, torch.optim.lr_scheduler.LambdaLR)
-    assert opt.defaults["betas"] == (0.9, 0.98) and opt.defaults["eps"] == 1e-9
-    for step in range(1, 13):  # the lr in force during update `step`
-        assert opt.param_groups[0]["lr"] == lr_at(step, cfg, 16)
-        model(torch.ones(1, 2)).sum().backward()
-        opt.step()
-        sched.step()
 
 
 def test_schedule_bad_input() -> None:
@@ -270,32 +255,3 @@ def test_matched_keeps_heads_divisible_and_fails_loudly() -> None:
     assert cfg["d_model"] % base["n_heads"] == 0
     with pytest.raises(ValueError, match="cannot match 10 parameters"):
         matched_config("lstm-lm", 10, base)
-
-
-def test_the_optimizer_is_the_fused_or_foreach_adam() -> None:
-    opt, _ = make_optimizer(nn.Linear(4, 4), TrainConfig())
-    group = opt.param_groups[0]
-    assert group.get("fused") or group.get("foreach")
-
-
-def test_an_update_syncs_once_and_skips_scaling_without_a_clip(monkeypatch) -> None:
-    from harness.train import loop
-
-    task = make_task("copy", 4, 8, "lm", 0)
-    model = tiny_lm(task.vocab_size)
-    opt, sched = make_optimizer(model, TrainConfig())
-    params = list(model.parameters())
-    scaled = []
-    monkeypatch.setattr(nn.utils, "clip_grads_with_norm_",
-                        lambda *a, **k: scaled.append(a))
-    items = []
-    real_item = torch.Tensor.item
-    monkeypatch.setattr(torch.Tensor, "item", lambda t: items.append(1) or real_item(t))
-    batch = task.train_batch(1, 8)
-    loss, grad = loop._update(model, batch, opt, sched, params, None)
-    assert not scaled and not items  # no .item(): one .tolist() for both numbers
-    expected = torch.linalg.vector_norm(
-        torch.stack([torch.linalg.vector_norm(p.grad) for p in params if p.grad is not None]))
-    assert grad == pytest.approx(expected.item(), rel=1e-5) and math.isfinite(loss)
-    loop._update(model, batch, opt, sched, params, 1.0)
-    assert len(scaled) == 1

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from harness.runner import Context
-from harness.train.translation import checkpoint
+from harness.train import checkpoint
 from harness.train.translation.train import Plan, TrainLog
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -117,15 +117,13 @@ def test_a_checkpoint_of_another_point_is_moved_aside(tmp_path, capsys) -> None:
 
 def test_finished_points_remove_their_checkpoint_unless_kept(tmp_path) -> None:
     from experiments.translation import translation_tiny
-    from harness.train.translation.runner import _remove, checkpoint_path
-
     point = translation_tiny()[-1]
     for keep in (False, True):
         ctx = Context(torch.device("cpu"), cache_dir=tmp_path, keep_checkpoints=keep)
-        path = checkpoint_path(point, ctx)
+        path = checkpoint.point_path(point, ctx)
         assert path.parent == tmp_path / point.suite / "checkpoints"
         checkpoint.save(path, {"point_id": point.point_id})
-        _remove(path, ctx)
+        checkpoint.finished(path, ctx)
         assert path.exists() == keep
 
 

@@ -1,10 +1,11 @@
 """Checkpoints of a training point, so a killed or preempted point resumes where it was.
 
-A checkpoint holds everything the rest of the run depends on: the model, the optimiser and
-schedule states, the torch RNG state (dropout), the step reached (the data position: the
-batch stream is a pure function of seed and step), the log so far (curves, FLOPs, seconds),
-the running loss and the early-stopping state (the best weights and when they were seen).
-Resuming from it gives the numbers an uninterrupted run gives, the measured seconds aside.
+A checkpoint holds everything the rest of the run depends on (harness.train.trainer writes
+it): the model, the optimiser and schedule states, the torch RNG state (dropout), and the
+study's own state: the step reached (the data position: every study's batches are a pure
+function of seed and step), the log so far (curves, FLOPs, seconds), the running sums and
+the early-stopping state (the best weights and when they were seen). Resuming from it gives
+the numbers an uninterrupted run gives, the measured seconds aside.
 
 It holds tensors and plain data only (dicts, lists, tuples, numbers, text) and is read with
 torch.load(weights_only=True), so a crafted file cannot run code. It is written atomically
@@ -17,6 +18,7 @@ be written (a full disk, a read-only folder) is said once, and training goes on 
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import stat
@@ -27,10 +29,32 @@ from typing import Any
 
 import torch
 
+from experiments.spec import Point
 from harness.console import say
 from harness.files import write_atomic
+from harness.runner import Context
 
 CHECKPOINTS = "checkpoints"  # the folder, beside the suite's results.csv
+
+
+def point_path(point: Point, ctx: Context) -> Path | None:
+    """<out>/<suite>/checkpoints/<model>-s<seed>-<digest of point_id>-<device>.pt; None
+    without an output folder."""
+    if ctx.cache_dir is None:
+        return None
+    name = f"{point.subject}-s{point.seed}-{digest(point)}-{ctx.device.type}.pt"
+    return ctx.cache_dir / point.suite / CHECKPOINTS / name
+
+
+def digest(point: Point) -> str:
+    # the point id can pass the 255-byte name limit: a digest of it names its files
+    return hashlib.sha256(point.point_id.encode()).hexdigest()[:12]
+
+
+def finished(path: Path | None, ctx: Context) -> None:
+    """A finished point's checkpoint goes, unless the sweep keeps them."""
+    if path is not None and not ctx.keep_checkpoints:
+        path.unlink(missing_ok=True)
 
 
 def save(path: Path, state: dict[str, Any]) -> bool:
