@@ -29,6 +29,7 @@ from experiments.spec import Config, Point, TrainOptions
 from harness.measure.compare import peak_rate
 from harness.measure.flops import count_flops
 from harness.runner import Context, Result
+from harness.train import checkpoint
 from harness.train.batch import Task
 from harness.train.loop import (
     TrainConfig,
@@ -41,6 +42,7 @@ from harness.train.loop import (
     train,
 )
 from harness.train.tasks import make_task
+from harness.train.trainer import Saving
 
 # TrainOptions field -> TrainConfig field, where the names differ
 _TRAIN_FIELDS = {"target": "target_accuracy"}
@@ -219,6 +221,7 @@ def result_metrics(result: TrainResult) -> dict[str, Any]:
         "train_s": last.get("wall_s"),  # training time up to the last evaluation
         "tokens_per_s": last["tokens"] / last["wall_s"] if last.get("wall_s") else None,
         "diverged_at": result.diverged_at,
+        "resumed_from_step": result.resumed_from or None,  # a resumed run only
     }
     m |= {f"final_{k}": result.final[k] for k in FINAL_KEYS if k in result.final}
     return {k: v for k, v in m.items() if v is not None}
@@ -239,14 +242,18 @@ def length_metrics(model: nn.Module, spec: TrainSpec, device: torch.device) -> d
 
 def run_train(point: Point, ctx: Context) -> Result:
     """Train the point's model on its task; final metrics, curves, and status "diverged"
-    (with the step in the message) if a loss or gradient went NaN/inf."""
+    (with the step in the message) if a loss or gradient went NaN/inf. It checkpoints
+    under the output folder and resumes from there, as a translation point does."""
     device = ctx.device
     spec = train_spec(point, str(device))
     model = build_model(point, spec, device)
+    path = checkpoint.point_path(point, ctx)
     with tiny_threads(model, device) as threads:
         flops = flops_per_token(model, spec.task, device)
         step_flops = step_flops_per_token(model, spec.task, spec.train.batch_size, device)
-        result = train(model, spec.task, spec.train, d_model=spec.model["d_model"])
+        result = train(model, spec.task, spec.train, d_model=spec.model["d_model"],
+                       saving=Saving(path, point.point_id, resume=ctx.resume))
+        checkpoint.finished(path, ctx)
         metrics = result_metrics(result)
         metrics |= throughput(step_flops, metrics.get("tokens_per_s"), device)
         metrics |= {"flops_fwd_per_token": flops, "threads_used": threads,
