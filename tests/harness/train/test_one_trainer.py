@@ -1,8 +1,9 @@
 """The studies train as they did before their training loops were merged into one: a
-language-model point, a synthetic-task point (MQAR), a translation point and a translation
-point stopped and resumed train for 50 updates to exactly the per-update losses, gradient
-norms, dev curves and final metrics recorded in one_trainer.json by the code of the commit
-the file names (`record()` below wrote it).
+language-model point (also clipped, and diverging), a synthetic-task point (MQAR), a
+translation point (also diverging) and that translation point stopped and resumed train for
+50 updates to exactly the per-update losses, gradient norms, dev curves, statuses and row
+values recorded in one_trainer.json by the code of the commit the file names (`record()`
+below wrote it, from a `git archive` of that commit).
 
 Every point evaluates after every update (eval_every=1), so each curve point's train_loss is
 that update's loss. The swap points of models.kernels are pinned to their fallbacks (F.linear,
@@ -24,10 +25,7 @@ from typing import Any
 import pytest
 import torch
 
-from experiments.convergence import convergence_quick
-from experiments.rematch import rematch_quick
-from experiments.spec import Point
-from experiments.translation import translation_tiny
+from experiments.spec import Point, TaskSpec, TrainOptions, TranslateOptions
 from harness.run.runners import RUNNERS
 from harness.runner import Context, Result
 from models import kernels
@@ -42,14 +40,31 @@ CLOCK = {"train_s", "tokens_per_s", "wall_to_target", "train_tokens_per_s", "tra
 SWAP_POINTS = (kernels.LINEAR, kernels.QKV, kernels.FFN, kernels.ATTENTION)
 
 
+# The points as their suites declared them at the fixture's commit, written out here so that
+# a later change to a suite leaves this test alone: convergence-quick's first ffn-width
+# Transformer LM, rematch-quick's first MQAR point, translation-tiny's Transformer.
+LM = Point("convergence-quick", "train", "transformer-lm", 32, 64, 32, study="ffn-width",
+           config=(("d_ff", 64), ("dropout", 0.0), ("n_heads", 4), ("n_layers", 2),
+                   ("norm", "pre"), ("pos_encoding", "sinusoidal")),
+           options=TrainOptions(TaskSpec("corpus"), steps=150, lr=1e-3, eval_every=50))
+MQAR = Point("rematch-quick", "train", "mixer-lm", 2, 32, 32, study="mqar-state",
+             config=(("d_ff", 128), ("dropout", 0.0), ("mixer_kind", "self-attention"),
+                     ("n_heads", 4), ("n_layers", 2), ("pos_encoding", "sinusoidal")),
+             options=TrainOptions(TaskSpec("mqar", 16), steps=400, lr=3e-3, eval_every=100,
+                                  target=0.99))
+MT = Point("translation-tiny", "translate", "transformer", 0, 32, 16, study="table2",
+           config=(("d_ff", 512), ("dropout", 0.1), ("n_heads", 4), ("n_layers", 2),
+                   ("norm", "post"), ("pos_encoding", "sinusoidal")),
+           options=TranslateOptions(steps=12, bpe=400, max_tokens=24, eval_every=6,
+                                    eval_sentences=4, final_sentences=8, eval_max_words=16,
+                                    speed_sentences=2, target_bleu=0.01,
+                                    alphas=(0.6, 1.0, 2.0)))
+
+
 def points() -> dict[str, Point]:
     """The points, shortened to STEPS updates with an evaluation after each."""
-    lm = next(p for p in convergence_quick()
-              if p.study == "ffn-width" and p.subject == "transformer-lm")
-    mqar = next(p for p in rematch_quick() if p.runner == "train")
-    mt = next(p for p in translation_tiny() if p.subject == "transformer")
     short = {name: replace(p, options=replace(p.options, steps=STEPS, eval_every=1))
-             for name, p in (("lm", lm), ("mqar", mqar), ("translation", mt))}
+             for name, p in (("lm", LM), ("mqar", MQAR), ("translation", MT))}
     lm_opts, mt_opts = short["lm"].options, short["translation"].options
     # clipped, and diverging: an Adam step of lr 1e3 (1e6 for translation) blows up within
     # a few updates (the LM's gradient is the first thing not finite, at a finite loss)
