@@ -5,14 +5,15 @@ a fixed token count. Under 3 minutes on 2 cores."""
 from __future__ import annotations
 
 from experiments.spec import PathOptions, Point, config
+from models import catalog
 
-LAYERS = {  # mixer kind -> config used in every row of that layer type
-    "self-attention": {"n_heads": 4},
-    "lstm": {},
-    "convolutional": {"kernel_size": 3},
-    "restricted-attention": {"n_heads": 4, "window": 16},
-    "min-gru": {"scan": "levels"},  # later work (Feng et al. 2024): the scan's depth shows
-}
+
+def layers() -> dict[str, dict]:
+    """Mixer kind -> config used in every row of that layer type: the catalog's mixers that
+    declare a Table 1 config (a plugin's included, once registered), in catalog order."""
+    return {name: dict(m.table1_config) for name, m in catalog.mixers().items()
+            if m.table1_config is not None}
+
 B = 2  # fixed batch for the fits, so time per sequence is comparable across n and d
 
 
@@ -23,12 +24,14 @@ def table1_points(suite: str, ns: tuple[int, ...], ds: tuple[int, ...], kr_n: in
     kernel/window sweeps at n = kr_n, structural points over `structure_ns` / `path_ns`,
     time at `tokens` tokens per batch over the n of `structure_ns` scaled up."""
 
+    table = layers()
+
     def layer(fit: str, mixer: str, n: int, d: int, batch: int = B, **extra) -> Point:
-        return Point(suite, "layer", mixer, n, d, batch, config=config(LAYERS[mixer] | extra),
+        return Point(suite, "layer", mixer, n, d, batch, config=config(table[mixer] | extra),
                      fit=fit)
 
     pts = []
-    for mixer in LAYERS:
+    for mixer in table:
         pts += [layer("n", mixer, n, 32) for n in ns]
         pts += [layer("d", mixer, kr_n, d) for d in ds]
     pts += [layer("kr", "convolutional", kr_n, 32, kernel_size=k) for k in (3, 7, 15)]
@@ -40,8 +43,8 @@ def table1_points(suite: str, ns: tuple[int, ...], ds: tuple[int, ...], kr_n: in
     pts += [layer("fixed-tokens", m, n, 64, batch=tokens // n)
             for m in ("self-attention", "lstm") for n in (2 * s for s in structure_ns)]
     cell = {"lstm": {"rnn_impl": "cell"}}
-    for mixer in LAYERS:
-        cfg = LAYERS[mixer] | cell.get(mixer, {})
+    for mixer in table:
+        cfg = table[mixer] | cell.get(mixer, {})
         pts += [Point(suite, "seq-ops", mixer, n, 16, 1, config=config(cfg), fit="seq-ops")
                 for n in structure_ns]
         stacks = [(cfg, PathOptions())]

@@ -19,7 +19,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-BUILTIN = "tvr-bench"  # the provider named for built-in components
+from models.catalog import BUILTIN  # noqa: F401 - the provider named for built-in components
+
 PLUGIN_HINT = ("a plugin's? install its package (`pip install -e PACKAGE_DIR`) or load its "
                "module first: `tvr --plugin path/to/module.py run ...`")
 

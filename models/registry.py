@@ -1,10 +1,11 @@
-"""Names -> frozen configs -> modules. A whole model takes its config (TransformerConfig,
-RNNConfig, defined next to the model); a mixer is a block and takes flat arguments, which its
-config here is unpacked into."""
+"""Names -> frozen configs -> modules, for every entry of models.catalog (plugins' included).
+A whole model takes its config (TransformerConfig, RNNConfig, defined next to the model); a
+mixer is a block and takes flat arguments, which its config here is unpacked into."""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,16 +14,16 @@ from typing import Any
 
 from torch import nn
 
+from models import catalog
 from models.blocks import ATTN_BACKENDS, NORMS, EncoderLayer
+from models.catalog import BUILTIN
 from models.checks import check_choice, check_dropout, check_flag, check_heads, check_positive
 from models.local import PADDINGS, ConvMixer, RestrictedAttention
 from models.minrnn import MinRNN, MinRNNConfig
 from models.mixer_lm import MixerLM, MixerLMConfig
 from models.mixers import AttentionCore, RecurrentMixer, SelfAttention
-from models.plugins import BUILTIN, Plugin, entries, register, warn
-from models.rnn import RNN_IMPLS, RNNLM, RNNConfig, RNNSeq2Seq
-from models.rnn_attention import AttentionRNN, AttentionRNNConfig
-from models.transformer import Transformer, TransformerConfig, TransformerLM
+from models.plugins import Plugin, entries, register, warn
+from models.rnn import RNN_IMPLS
 
 
 @dataclass(frozen=True)
@@ -117,160 +118,189 @@ class MinRNNLMConfig:
                 if f.name != "scan"}
 
 
-def _min_rnn_lm(kind: str, c: MinRNNLMConfig) -> nn.Module:
+def min_rnn_lm(kind: str, c: MinRNNLMConfig) -> nn.Module:
     return MixerLM(MixerLMConfig(mixer_kind=kind, **c._lm_fields()),
                    lambda: MinRNN(kind, c.d_model, c.scan))
 
 
-@dataclass(frozen=True)
-class _Entry:
-    config: type
-    make: Callable[..., nn.Module]  # (config) for a model, (d_model, config) for a mixer
-    doc: str = field(default="")
-    provider: str = BUILTIN  # the package (or --plugin module) it comes from
+def min_rnn(kind: str, d: int, c: MinRNNConfig) -> nn.Module:
+    return MinRNN(kind, d, c.scan)
 
 
-_MODELS: dict[str, _Entry] = {
-    "transformer": _Entry(TransformerConfig, Transformer, "encoder-decoder Transformer"),
-    "transformer-lm": _Entry(TransformerConfig, TransformerLM, "decoder-only causal Transformer"),
-    "lstm": _Entry(RNNConfig, partial(RNNSeq2Seq, "lstm"), "LSTM encoder-decoder"),
-    "gru": _Entry(RNNConfig, partial(RNNSeq2Seq, "gru"), "GRU encoder-decoder"),
-    "lstm-lm": _Entry(RNNConfig, partial(RNNLM, "lstm"), "decoder-only LSTM LM"),
-    "gru-lm": _Entry(RNNConfig, partial(RNNLM, "gru"), "decoder-only GRU LM"),
-    "lstm-attention": _Entry(AttentionRNNConfig, partial(AttentionRNN, "lstm"),
-                             "bidirectional LSTM encoder, attentional LSTM decoder"),
-    "gru-attention": _Entry(AttentionRNNConfig, partial(AttentionRNN, "gru"),
-                            "bidirectional GRU encoder, attentional GRU decoder"),
-    "mixer-lm": _Entry(MixerLMConfig, lambda c: MixerLM(c, partial(_causal_mixer, c)),
-                       "decoder-only Pre-LN LM around any mixer kind (config key mixer_kind)"),
-    "min-gru-lm": _Entry(MinRNNLMConfig, partial(_min_rnn_lm, "min-gru"),
-                         "decoder-only Pre-LN LM of minGRU layers (Feng et al. 2024)"),
-    "min-lstm-lm": _Entry(MinRNNLMConfig, partial(_min_rnn_lm, "min-lstm"),
-                          "decoder-only Pre-LN LM of minLSTM layers (Feng et al. 2024)"),
-}
+def mixer_lm(c: MixerLMConfig) -> nn.Module:
+    return MixerLM(c, partial(_causal_mixer, c))
 
 
-def _layer(d: int, c: LayerMixerConfig) -> nn.Module:
+def encoder_layer(d: int, c: LayerMixerConfig) -> nn.Module:
     check_heads(d, c.n_heads)
     return EncoderLayer(d, c.n_heads, c.d_ff or 4 * d, c.dropout, c.norm, c.attn_scale,
                         c.attn_backend, causal=c.causal)
 
 
-def _attention(d: int, c: AttentionMixerConfig) -> nn.Module:
+def attention_mixer(d: int, c: AttentionMixerConfig) -> nn.Module:
     check_heads(d, c.n_heads)
     return SelfAttention(d, c.n_heads, c.dropout, c.attn_scale, c.attn_backend, c.causal)
 
 
-def _core(d: int, c: AttentionMixerConfig) -> nn.Module:
+def attention_core(d: int, c: AttentionMixerConfig) -> nn.Module:
     check_heads(d, c.n_heads)
     if c.dropout:
         raise ValueError(f"invalid dropout {c.dropout!r} for 'attention-core'; valid: 0")
     return AttentionCore(c.n_heads, c.attn_scale, c.attn_backend, c.causal)
 
 
-def _restricted(d: int, c: RestrictedAttentionConfig) -> nn.Module:
+def recurrent_mixer(kind: str, d: int, c: RecurrentMixerConfig) -> nn.Module:
+    return RecurrentMixer(kind, d, c.rnn_impl)
+
+
+def conv_mixer(d: int, c: ConvMixerConfig) -> nn.Module:
+    return ConvMixer(d, **dataclasses.asdict(c))
+
+
+def restricted_attention(d: int, c: RestrictedAttentionConfig) -> nn.Module:
     check_heads(d, c.n_heads)
     return RestrictedAttention(d, c.n_heads, c.window, c.dropout, c.attn_scale, c.attn_backend,
                                c.causal)
 
 
-_MIXERS: dict[str, _Entry] = {
-    "self-attention": _Entry(AttentionMixerConfig, _attention, "multi-head self-attention"),
-    "attention-core": _Entry(AttentionMixerConfig, _core,
-                             "softmax(QK^T/sqrt(d_k))V alone, no projections"),
-    "lstm": _Entry(RecurrentMixerConfig, lambda d, c: RecurrentMixer("lstm", d, c.rnn_impl),
-                   "one LSTM layer"),
-    "gru": _Entry(RecurrentMixerConfig, lambda d, c: RecurrentMixer("gru", d, c.rnn_impl),
-                  "one GRU layer"),
-    "transformer-layer": _Entry(LayerMixerConfig, _layer, "attention + FFN + residuals + norms"),
-    "convolutional": _Entry(ConvMixerConfig, lambda d, c: ConvMixer(d, **dataclasses.asdict(c)),
-                            "1-D convolution over positions, kernel k"),
-    "restricted-attention": _Entry(RestrictedAttentionConfig, _restricted,
-                                   "self-attention within a window of r positions"),
-    "min-gru": _Entry(MinRNNConfig, lambda d, c: MinRNN("min-gru", d, c.scan),
-                      "minGRU: gates from x_t only, computed by a scan (Feng et al. 2024)"),
-    "min-lstm": _Entry(MinRNNConfig, lambda d, c: MinRNN("min-lstm", d, c.scan),
-                       "minLSTM: gates from x_t only, computed by a scan (Feng et al. 2024)"),
-}
+@dataclass(frozen=True)
+class _Entry:
+    """A catalog entry made buildable: its config class and make(d_model, config) for a
+    mixer, make(config) for a model."""
+
+    config: type
+    make: Callable[..., nn.Module]
+    doc: str = field(default="")
+    provider: str = BUILTIN  # the package (or --plugin module) it comes from
 
 
-# How a built-in mixer is made causal inside mixer-lm; other kinds need a `causal` knob.
-_CAUSAL_KNOBS: dict[str, dict[str, Any]] = {"lstm": {}, "gru": {}, "min-gru": {}, "min-lstm": {},
-                                            "convolutional": {"padding": "causal"}}
 # A point's identifying columns (experiments.spec.Point.fields): no knob may take their names.
 _ROW_COLUMNS = {"suite", "runner", "mixer", "model", "seq_len", "batch_size", "dtype", "seed",
                 "compile", "fit", "study", "status"}
-# (group, name, provider, id of the loaded object) -> entry: converted once, warned once
-_PLUGIN_ENTRIES: dict[tuple[str, str, str, int], _Entry | None] = {}
+_GROUPS = {"tvr.mixers": catalog.Mixer, "tvr.models": catalog.Model}
+# id of a catalog entry -> (the entry, kept alive so the id stays its own; what it builds)
+_RESOLVED: dict[int, tuple[Any, _Entry]] = {}
+# (group, name, provider, id of the loaded object) -> catalog entry: converted once, warned once
+_PLUGIN_ENTRIES: dict[tuple[str, str, str, int], Any] = {}
 
 
-def _plugin_entry(group: str, plugin: Plugin, builtin: dict[str, _Entry]) -> _Entry | None:
-    """A plugin factory as a registry entry: its keyword parameters (after d_model for a
-    mixer) become a frozen config dataclass, so unknown knobs are refused like a built-in's."""
-    if plugin.name in builtin:
-        warn(f"plugin {plugin.name!r} from {plugin.provider} is skipped: {group} already has "
-             f"a built-in {plugin.name!r}")
-        return None
+def _load(ref: Any) -> Any:
+    """"module:name" imported, or the object itself."""
+    if not isinstance(ref, str):
+        return ref
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _keywords_config(name: str, factory: Callable[..., Any], mixer: bool) -> type:
+    """A factory's keyword parameters (after d_model for a mixer) as a frozen config dataclass,
+    so unknown knobs are refused like a built-in's; ValueError if it has none to read."""
     try:
-        params = list(inspect.signature(plugin.obj).parameters.values())
+        params = list(inspect.signature(factory).parameters.values())
     except (TypeError, ValueError) as exc:
-        warn(f"plugin {plugin.name!r} from {plugin.provider} is skipped: not a callable with a "
-             f"signature ({exc})")
-        return None
-    mixer = group == "tvr.mixers"
+        raise ValueError(f"not a callable with a signature ({exc})") from None
     knobs = [p for p in params[1 if mixer else 0:]
              if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     taken = sorted({p.name for p in knobs} & _ROW_COLUMNS)
     if taken:  # a knob is a results column too: it would overwrite the row's own
-        warn(f"plugin {plugin.name!r} from {plugin.provider} is skipped: its knob {taken[0]!r} "
-             f"has the name of a results column ({', '.join(sorted(_ROW_COLUMNS))})")
-        return None
+        raise ValueError(f"its knob {taken[0]!r} has the name of a results column "
+                         f"({', '.join(sorted(_ROW_COLUMNS))})")
     knobs.sort(key=lambda p: p.default is not p.empty)  # dataclasses: defaults come last
-    config = dataclasses.make_dataclass(
-        f"{plugin.name.title().replace('-', '')}Config",
+    return dataclasses.make_dataclass(
+        f"{name.title().replace('-', '')}Config",
         [(p.name, Any) if p.default is p.empty else (p.name, Any, field(default=p.default))
          for p in knobs], frozen=True)
-    factory = plugin.obj
-
-    def make(*args: Any) -> nn.Module:  # (d_model, config) or (config)
-        *d, cfg = args
-        return factory(*d, **{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)})
-
-    doc = (inspect.getdoc(factory) or "").split("\n")[0]
-    return _Entry(config, make, doc, plugin.provider)
 
 
-def _table(group: str, builtin: dict[str, _Entry]) -> dict[str, _Entry]:
-    """Built-in entries, then the group's plugins (read on first use)."""
-    out = dict(builtin)
+def _resolve(entry: catalog.Mixer | catalog.Model) -> _Entry:
+    """What a catalog entry builds with: its factory and config imported (once); a factory
+    declared without a config gets one from its keywords, and is called with them."""
+    if id(entry) in _RESOLVED and _RESOLVED[id(entry)][0] is entry:
+        return _RESOLVED[id(entry)][1]
+    factory = _load(entry.make)
+    if entry.config is not None:
+        config, make = _load(entry.config), partial(factory, *entry.args)
+    else:
+        config = _keywords_config(entry.name, factory, isinstance(entry, catalog.Mixer))
+
+        def make(*args: Any) -> nn.Module:  # (d_model, config) or (config)
+            *d, cfg = args
+            return factory(*entry.args, *d,
+                           **{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)})
+    doc = entry.doc or (inspect.getdoc(factory) or "").split("\n")[0]
+    _RESOLVED[id(entry)] = (entry, _Entry(config, make, doc, entry.provider))
+    return _RESOLVED[id(entry)][1]
+
+
+def _plugin_entry(group: str, plugin: Plugin) -> Any:
+    """A plugin as a catalog entry: the entry it declares (a `catalog.Mixer` or `Model`), or a
+    bare factory as one of kind "other"; None, with one warning line, if it cannot be one."""
+    kind = _GROUPS[group]
+    known = catalog.mixers() if kind is catalog.Mixer else catalog.models()
+    if plugin.name in known and known[plugin.name].provider == BUILTIN:
+        warn(f"plugin {plugin.name!r} from {plugin.provider} is skipped: {group} already has "
+             f"a built-in {plugin.name!r}")
+        return None
+    if isinstance(plugin.obj, kind):
+        entry = dataclasses.replace(plugin.obj, name=plugin.name, provider=plugin.provider)
+    else:
+        entry = (kind(plugin.name, "other", plugin.obj, provider=plugin.provider)
+                 if kind is catalog.Mixer else kind(plugin.name, plugin.obj,
+                                                    provider=plugin.provider))
+    try:
+        _resolve(entry)
+    except ValueError as exc:
+        warn(f"plugin {plugin.name!r} from {plugin.provider} is skipped: {exc}")
+        return None
+    return entry
+
+
+def _add(group: str, plugin: Plugin) -> None:
+    key = (group, plugin.name, plugin.provider, id(plugin.obj))  # obj may not hash
+    if key not in _PLUGIN_ENTRIES:
+        _PLUGIN_ENTRIES[key] = (plugin.obj, _plugin_entry(group, plugin))
+    entry = _PLUGIN_ENTRIES[key][1]
+    if entry is not None:
+        catalog.add(entry)
+
+
+def _table(group: str) -> dict[str, _Entry]:
+    """Every catalog entry of the group, its plugins read first (on first use)."""
     for plugin in entries(group).values():
-        key = (group, plugin.name, plugin.provider, id(plugin.obj))  # obj may not hash
-        if key not in _PLUGIN_ENTRIES:
-            _PLUGIN_ENTRIES[key] = _plugin_entry(group, plugin, builtin)
-        if _PLUGIN_ENTRIES[key] is not None:
-            out[plugin.name] = _PLUGIN_ENTRIES[key]
-    return out
+        _add(group, plugin)
+    return {name: _resolve(e) for name, e in
+            (catalog.mixers() if group == "tvr.mixers" else catalog.models()).items()}
 
 
 def _models() -> dict[str, _Entry]:
-    return _table("tvr.models", _MODELS)
+    return _table("tvr.models")
 
 
 def _mixers() -> dict[str, _Entry]:
-    return _table("tvr.mixers", _MIXERS)
+    return _table("tvr.mixers")
 
 
-def register_mixer(name: str, factory: Callable[..., nn.Module],
+def register_mixer(name: str | catalog.Mixer, factory: Callable[..., nn.Module] | None = None,
                    provider: str | None = None) -> None:
-    """Add a mixer kind from Python (a `tvr --plugin MODULE` module calls this):
+    """Add a mixer kind from Python (a `tvr --plugin MODULE` module calls this): a catalog
+    entry (`models.catalog.Mixer`: its kind, Table 1 row, colour...), or a name and a
     factory(d_model, **knobs) -> module mapping (B, n, d) -> (B, n, d)."""
-    register("tvr.mixers", name, factory, provider or f"module {factory.__module__}")
+    _register("tvr.mixers", name, factory, provider)
 
 
-def register_model(name: str, factory: Callable[..., nn.Module],
+def register_model(name: str | catalog.Model, factory: Callable[..., nn.Module] | None = None,
                    provider: str | None = None) -> None:
-    """Add a model name from Python: factory(**config) -> nn.Module."""
-    register("tvr.models", name, factory, provider or f"module {factory.__module__}")
+    """Add a model name from Python: a catalog entry (`models.catalog.Model`), or a name and
+    a factory(**config) -> nn.Module."""
+    _register("tvr.models", name, factory, provider)
+
+
+def _register(group: str, name: Any, factory: Any, provider: str | None) -> None:
+    obj = name if factory is None else factory
+    name = obj.name if factory is None else name
+    make = obj.make if factory is None else obj
+    register(group, name, obj, provider or f"module {getattr(make, '__module__', '?')}")
+    _add(group, entries(group)[name])
 
 
 def _causal_mixer(c: MixerLMConfig) -> nn.Module:
@@ -278,11 +308,13 @@ def _causal_mixer(c: MixerLMConfig) -> nn.Module:
     dropout where the mixer takes them."""
     check_choice("mixer kind", c.mixer_kind, tuple(_mixers()))
     keys = {f.name for f in dataclasses.fields(_mixers()[c.mixer_kind].config)}
-    knobs = dict(_CAUSAL_KNOBS.get(c.mixer_kind, {}))
-    if c.mixer_kind not in _CAUSAL_KNOBS:
+    declared = catalog.mixers()[c.mixer_kind].causal
+    knobs = dict(declared or {})
+    if declared is None:
         if "causal" not in keys:
+            fixed = [name for name, m in catalog.mixers().items() if m.causal is not None]
             raise ValueError(f"invalid mixer {c.mixer_kind!r} for 'mixer-lm': it has no causal "
-                             f"knob; valid: mixers with one, or {', '.join(_CAUSAL_KNOBS)}")
+                             f"knob; valid: mixers with one, or {', '.join(fixed)}")
         knobs["causal"] = True
     if c.n_heads is not None and "n_heads" in keys:
         knobs["n_heads"] = c.n_heads
@@ -325,6 +357,13 @@ def config_class(name: str, kind: str = "model") -> type | None:
     name that is neither (a baseline's name)."""
     entry = (_models() if kind == "model" else _mixers()).get(name)
     return entry.config if entry is not None else None
+
+
+def declared(name: str, kind: str = "mixer") -> catalog.Mixer | catalog.Model:
+    """A mixer's (kind="mixer") or model's (kind="model") catalog entry, plugins' read."""
+    table = _mixers() if kind == "mixer" else _models()
+    check_choice(f"{kind} name", name, tuple(table))
+    return (catalog.mixers() if kind == "mixer" else catalog.models())[name]
 
 
 def describe(name: str) -> str:

@@ -33,6 +33,7 @@ from harness.report.rematch import (
 from harness.report.rulebook import TIMING, TRAINED_QUALITY, scope_of
 from harness.report.stats import fmt, loglog_fit
 from harness.report.verdicts import CONTRADICTS, QUALIFIED, SUPPORTS
+from models import catalog
 
 INCONCLUSIVE = "inconclusive at this scale"
 LATER = "Later work, not the paper's"  # every claim here starts with it
@@ -40,9 +41,7 @@ LOG_EXP_MAX = 0.5  # a depth growing as log n fits n^k with k well below this ov
 DOUBLING_SPREAD = 0.25  # per-doubling depth increments within this of their mean: log n
 MIN_SPEEDUP = 1.0  # the scan must beat the loop by more than this at the longest n
 RECALLED = 0.99  # attention has learned recall where its mean accuracy reaches this (Zoology)
-SCANNED = ("min-gru", "min-lstm")
 SCANS = ("sequential", "levels", "log")  # the forms of models/minrnn.py
-RECURRENT = ("lstm", "gru", "min-gru", "min-lstm")
 
 
 def _scale(rows: pd.DataFrame) -> str:
@@ -78,7 +77,7 @@ def _forms(df: pd.DataFrame) -> dict[tuple[str, str], pd.Series]:
     """(layer, scan form) -> the loop's time over the scan's per n (fwdbwd rows of one
     device)."""
     out = {}
-    for kind in SCANNED:
+    for kind in catalog.of_kind("scanned"):  # minGRU, minLSTM
         ms = df[df["mixer"] == kind].pivot_table(index="seq_len", columns="scan",
                                                  values="fwdbwd_ms", aggfunc="median")
         for scan in (s for s in SCANS[1:] if s in ms and "sequential" in ms):

@@ -28,6 +28,7 @@ from harness.report.stats import Fit, fmt, loglog_fit
 from harness.report.tables import crossover_table
 from harness.report.threads import projection_table
 from harness.report.verdicts import CONTRADICTS, NOT_HERE, QUALIFIED, SUPPORTS
+from models import catalog
 
 EXP_TOL = 0.1  # a fitted exponent within this of the paper's integer matches it
 TIME_TOL = 0.3  # measured-time exponents: looser (a whole layer has lower-order terms)
@@ -37,7 +38,6 @@ SEQUENTIAL_SLOPE = 0.5  # recurrence time per token ~ n^k at fixed tokens: k abo
 FLAT_SLOPE = 0.2  # k below this: the recurrence parallelises within a sequence after all
 MIN_SPEEDUP = 1.1  # below this no layer gains from more threads: no idle core to use
 EFFICIENCY_GAP = 0.1  # attention's parallel efficiency over a recurrent layer's that counts
-RECURRENT = ("lstm", "gru")  # the recurrent layers the thread and crossover claims read
 SPREAD_RULE = (f"spread: every timed row's IQR/median at most {SPREAD_SHARE:g} of the relative "
                "difference the claim reads from it (a median read at either quartile moves by "
                "half its IQR; a difference twice the widest spread keeps half of itself)")
@@ -204,9 +204,10 @@ def parallel_threads(stored: Stored) -> Evidence:
     measured_at = _thread_speedups(df, column)
     n = max(k[1] for k in measured_at)
     at = {m: v for (m, k), v in measured_at.items() if k == n}
-    if "self-attention" not in at or not any(m in at for m in RECURRENT):
+    recurrent = catalog.of_kind("recurrent")  # the recurrent layers (LSTM, GRU) it reads
+    if "self-attention" not in at or not any(m in at for m in recurrent):
         raise Missing("threads", f"threads has no self-attention and recurrent rows at n = {n}")
-    attn, rec = at["self-attention"], {m: at[m] for m in RECURRENT if m in at}
+    attn, rec = at["self-attention"], {m: at[m] for m in recurrent if m in at}
     gaps = {m: attn["efficiency"] - r["efficiency"] for m, r in rec.items()}
     if attn["threads"] < 2 or max(v["speedup"] for v in at.values()) < MIN_SPEEDUP:
         verdict = NOT_HERE
@@ -243,7 +244,7 @@ def parallel_threads(stored: Stored) -> Evidence:
         f"not measured on this hardware if no layer speeds up by {MIN_SPEEDUP}x with more "
         f"threads (no idle core, e.g. a shared machine); else, on forward + backward timings, "
         f"supports if attention's efficiency beats every recurrent layer's "
-        f"({', '.join(RECURRENT)}) by {EFFICIENCY_GAP} at the longest n, contradicts if it "
+        f"({', '.join(recurrent)}) by {EFFICIENCY_GAP} at the longest n, contradicts if it "
         "beats none, else qualified. The projection is labelled as such and decides nothing. "
         f"Gates: forward + backward timings; {SPREAD_RULE} (attention's speed-up against each "
         f"recurrent layer's); {IDLE_RULE}", _layer_scale(df), gates, facts=scale_facts(df),
@@ -326,7 +327,8 @@ def cheaper_below_d(stored: Stored) -> Evidence:
         cross = crossover_table(df.assign(fwd_ms=df[column]))
     except BadInput as exc:
         raise Missing("quick", str(exc)) from None
-    layer = cross[(cross["attention"] == "layer") & cross["versus"].isin(list(RECURRENT))]
+    layer = cross[(cross["attention"] == "layer")
+                  & cross["versus"].isin(list(catalog.of_kind("recurrent")))]
     parts, flops_ok, time_ok, pairs = [], True, True, []
     for _, row in layer.iterrows():
         d, star_t = int(row["d_model"]), row["n_star_time"]

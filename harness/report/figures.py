@@ -37,17 +37,24 @@ from harness.report.labels import (  # noqa: E402
 )
 from harness.report.tables import crossover_table, sweep_frame  # noqa: E402
 from harness.results import load_results  # noqa: E402
-
-PALETTE = {"self-attention": "#1f77b4", "attention-core": "#ff7f0e", "lstm": "#d62728",
-           "gru": "#2ca02c", "transformer-layer": "#9467bd", "convolutional": "#8c564b",
-           "restricted-attention": "#17becf"}
+from models import catalog  # noqa: E402
 
 
 def _palette(mixers: pd.Series) -> dict[str, str]:
-    """PALETTE plus a colour for each mixer it lacks (a plugin's), so no hue is missing."""
-    extra = [m for m in dict.fromkeys(mixers) if m not in PALETTE]
-    return PALETTE | dict(zip(extra, sns.color_palette("Dark2", len(extra)).as_hex(),
-                              strict=True))
+    """The catalog's mixer colours plus one for each mixer declaring none (minGRU, a
+    plugin's), so no hue is missing."""
+    declared = catalog.mixer_colors()
+    extra = [m for m in dict.fromkeys(mixers) if m not in declared]
+    return declared | dict(zip(extra, sns.color_palette("Dark2", len(extra)).as_hex(),
+                               strict=True))
+
+
+def _in_crossover(mixers: pd.Series) -> pd.Series:
+    """The layers the crossover sets against each other: the attention sides, the layers
+    with a closed form (LSTM, GRU, minGRU, minLSTM) and any mixer not built in."""
+    drawn = [name for name, m in catalog.mixers().items()
+             if m.crossover or m.flop_coef is not None or m.provider != catalog.BUILTIN]
+    return mixers.isin(drawn) | ~mixers.isin(list(catalog.mixers()))
 
 
 N_LABEL = "sequence length n (log scale)"
@@ -96,8 +103,7 @@ def crossover(df: pd.DataFrame) -> plt.Figure:
     n = d (dotted); a time panel without a measured n* says why. Timings that spread over
     their runs by more than NOISY of their median are open circles off the lines."""
     ok = sweep_frame(df)
-    plugin = ~ok["mixer"].isin(list(PALETTE))  # a plugin's mixer is drawn beside them
-    ok = ok[ok["mixer"].isin(["self-attention", "attention-core", "lstm", "gru"]) | plugin]
+    ok = ok[_in_crossover(ok["mixer"])]
     hot = busy(ok)  # timed on a busy machine: open squares, never on a line
     noisy = _noisy(ok, "fwd_ms") & ~hot
     long = ok.assign(ms_per_seq=ok["ms_per_seq"].where(~noisy & ~hot)).melt(

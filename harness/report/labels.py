@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import seaborn as sns
 
+from models import catalog
+
 if TYPE_CHECKING:
     import matplotlib.pyplot as plt
 
-ARCH = {"transformer-lm": "Transformer", "transformer": "Transformer", "lstm-lm": "LSTM",
-        "lstm": "LSTM", "gru-lm": "GRU", "gru": "GRU"}
-ARCH_ORDER = ["Transformer", "LSTM", "GRU"]
-ARCH_COLORS = {"Transformer": "#1f77b4", "LSTM": "#d62728", "GRU": "#2ca02c"}
+# the built-in architectures in catalog order (a plugin's comes after, sorted: `present`)
+ARCH_ORDER = list(catalog.arch_colors())
 # a marker and a dash pattern per architecture besides its colour: where two lines coincide
 # (LSTM and GRU both at 100%), the one drawn later shows the one under it between its dashes
 ARCH_MARKERS = {"Transformer": "o", "LSTM": "s", "GRU": "^"}
@@ -30,7 +30,7 @@ METRIC_LABELS = {"accuracy": "held-out token accuracy", "loss": "held-out loss (
 def architecture(df: pd.DataFrame) -> pd.Series:
     """"Transformer", "LSTM", "GRU" for each row's model; "mixer-lm (KIND)" for the LM around
     a mixer kind; another model keeps its name."""
-    arch = df["model"].map(ARCH).fillna(df["model"])
+    arch = df["model"].map(catalog.arch_labels()).fillna(df["model"])
     if "mixer_kind" in df:
         wrapped = df["model"] == "mixer-lm"
         arch = arch.where(~wrapped, "mixer-lm (" + df["mixer_kind"].astype(str) + ")")
@@ -38,10 +38,11 @@ def architecture(df: pd.DataFrame) -> pd.Series:
 
 
 def arch_colors(values: pd.Series) -> dict[str, str]:
-    """ARCH_COLORS plus a colour for each other architecture in values (a plugin's)."""
-    extra = sorted(set(values) - set(ARCH_COLORS))
-    return ARCH_COLORS | dict(zip(extra, sns.color_palette("Dark2", len(extra)).as_hex(),
-                                  strict=True))
+    """The catalog's architecture colours plus one for each other architecture in values."""
+    declared = catalog.arch_colors()
+    extra = sorted(set(values) - set(declared))
+    return declared | dict(zip(extra, sns.color_palette("Dark2", len(extra)).as_hex(),
+                               strict=True))
 
 
 def arch_styles(values: pd.Series) -> dict[str, dict]:

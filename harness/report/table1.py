@@ -14,19 +14,16 @@ import pandas as pd
 from harness.errors import BadInput
 from harness.report.stats import loglog_fit
 from harness.report.tables import layer_frame
+from models import catalog
 
-# layer name in the table -> (mixer kind, paper's complexity, sequential ops, max path length)
-ROWS = {
-    "self-attention": ("self-attention", "O(n^2 d)", "O(1)", "O(1)"),
-    "recurrent": ("lstm", "O(n d^2)", "O(n)", "O(n)"),
-    "convolutional": ("convolutional", "O(k n d^2)", "O(1)",
-                      "O(log_k n) dilated / O(n/k) contiguous"),
-    "self-attention (restricted)": ("restricted-attention", "O(r n d)", "O(1)", "O(n/r)"),
-    # minGRU through its level-by-level scan: later work, so no claim of the paper beside it
-    "recurrent (parallel scan)": ("min-gru", "not in the paper (Feng et al. 2024)",
-                                  "not in the paper: O(log n)", "not in the paper: O(log n) ops"),
-}
-ATTENTION = ("self-attention", "restricted-attention")
+
+def _paper_rows() -> dict[str, tuple[str, str, str, str]]:
+    """Layer name in the table -> (mixer kind, the paper's complexity, sequential ops, max
+    path length), for every mixer the catalog gives a Table 1 row (later work's say so)."""
+    return {m.table1.layer: (name, m.table1.complexity, m.table1.sequential_ops,
+                             m.table1.max_path_length)
+            for name, m in catalog.mixers().items() if m.table1 is not None}
+
 
 
 # ---------------------------------------------------------------- the table
@@ -63,11 +60,12 @@ def is_table1(df: pd.DataFrame) -> bool:
 
 
 def _rows(ok: pd.DataFrame) -> dict[str, tuple[str, str, str, str]]:
-    """The ROWS whose mixer was measured, then one row per other mixer (a plugin's), named
-    by its kind, with no paper claim beside it."""
+    """The catalog's Table 1 rows whose mixer was measured, then one row per other mixer (one
+    declaring no row), named by its kind, with no paper claim beside it."""
     measured = list(dict.fromkeys(ok["mixer"].dropna()))
-    known = {mixer for mixer, *_ in ROWS.values()}
-    rows = {name: row for name, row in ROWS.items() if row[0] in measured}
+    paper = _paper_rows()
+    known = {mixer for mixer, *_ in paper.values()}
+    rows = {name: row for name, row in paper.items() if row[0] in measured}
     return rows | {m: (m, "", "", "") for m in measured if m and m not in known}
 
 
@@ -78,7 +76,10 @@ def table1(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         raise BadInput("these are not table1 results; run `tvr run table1` first")
     layers = layer_frame(ok[ok["runner"] == "layer"])
     # attention's O() counts its sequence products (QK^T, AV); projections are O(n d^2)
-    layers["gflop_mix"] = np.where(layers["mixer"].isin(ATTENTION),
+    # the paper's attention rows: their sequence products; a layer outside it: the whole layer
+    attention = [name for name, m in catalog.mixers().items()
+                 if m.kind == "attention" and m.table1 is not None and m.table1.in_paper]
+    layers["gflop_mix"] = np.where(layers["mixer"].isin(attention),
                                    layers["flops_fwd_attn"], layers["flops_fwd"]) \
         / layers["batch_size"] / 1e9
     layers["saved_per_seq"] = layers["saved_bytes"] / layers["batch_size"]
@@ -160,7 +161,8 @@ def _extra_notes(ok: pd.DataFrame, layers: pd.DataFrame) -> list[str]:
         notes.append(f"self-attention memory_n_exp is the explicit (math) formulation; the "
                      f"fused sdpa kernel ({flash['kernel'].iloc[0]}) saves: exponent "
                      f"{k:.2f} ± {se:.2f} (SE, R^2 {r2:.3f}, {rng})")
-    others = sorted(set(layers["mixer"].dropna()) - {mixer for mixer, *_ in ROWS.values()})
+    paper = {mixer for mixer, *_ in _paper_rows().values()}
+    others = sorted(set(layers["mixer"].dropna()) - paper)
     if others:
         notes.append(f"{', '.join(others)}: a mixer outside the paper's table; its flops "
                      "exponents count the whole layer (projections included)")

@@ -14,17 +14,8 @@ import pandas as pd
 from harness.errors import BadInput
 from harness.report.markdown import markdown_table
 from harness.report.stats import MIN_FIT_POINTS, loglog_fit
+from models import catalog
 
-PAPER = {  # Table 1 of the paper: complexity per layer
-    "self-attention": "O(n^2 d)",
-    "attention-core": "O(n^2 d)",
-    "lstm": "O(n d^2)",
-    "gru": "O(n d^2)",
-}
-# Forward matmul FLOPs per sequence, closed form, for the crossover: attention with its
-# projections 8nd^2 + 4n^2d; LSTM 16nd^2 (4 gates x input and recurrent products); GRU 12nd^2;
-# minGRU 4nd^2 and minLSTM 6nd^2 (input products only: no recurrent matmul).
-RECURRENT_FLOP_COEF = {"lstm": 16, "gru": 12, "min-gru": 4, "min-lstm": 6}
 FORMATS = ("markdown", "csv", "latex")
 
 
@@ -94,7 +85,7 @@ def _fit_rows(ok: pd.DataFrame) -> list[dict]:
         keep = max(MIN_FIT_POINTS, len(ns) // 2)  # the large-n end, where the leading term rules
         by_n = by_n[by_n["seq_len"] >= ns[max(0, len(ns) - keep)]]
         by_d = g[g["seq_len"] == n_fix].sort_values("d_model")
-        row = {"layer": mixer, "complexity": PAPER.get(mixer, "")}
+        row = {"layer": mixer, "complexity": _paper_complexity(mixer)}
         for metric, col in (("flops", "gflop_per_seq"), ("time", "ms_per_seq")):
             for axis, part, key in (("n", by_n, "seq_len"), ("d", by_d, "d_model")):
                 row |= fit_columns(f"{metric}_{axis}", part[key], part[col])
@@ -102,6 +93,13 @@ def _fit_rows(ok: pd.DataFrame) -> list[dict]:
         row["d_fit"] = _fit_range("d", by_d["d_model"], f"n={n_fix}")
         rows.append(row)
     return rows
+
+
+def _paper_complexity(mixer: str) -> str:
+    """The paper's complexity per layer (Table 1) as the catalog declares it; "" for a mixer
+    the paper does not speak of."""
+    row = getattr(catalog.mixers().get(mixer), "table1", None)
+    return row.complexity if row is not None and row.in_paper else ""
 
 
 def _fit_range(name: str, values: pd.Series, held: str) -> str:
@@ -139,10 +137,18 @@ def _crossing(ns: np.ndarray, ratio: np.ndarray) -> tuple[float | None, str]:
     return None, "no crossing from cheaper to costlier on this grid"
 
 
-ATTENTION_KINDS = {  # attention mixer -> (what it is, FLOP coefficient of its n d^2 term)
-    "self-attention": ("layer", 8),  # with its Q, K, V, O projections: 8nd^2 + 4n^2d
-    "attention-core": ("core", 0),  # softmax(QK^T)V alone: 4n^2d
-}
+def _attention_sides() -> dict[str, tuple[str, float]]:
+    """Attention mixer -> (its name in the crossover, FLOP coefficient of its n d^2 term): the
+    catalog's mixers that declare a crossover name (self-attention "layer": 8nd^2 + 4n^2d with
+    its projections; attention-core "core": 4n^2d)."""
+    return {name: (m.crossover, m.flop_coef or 0) for name, m in catalog.mixers().items()
+            if m.crossover}
+
+
+def _flop_coefs() -> dict[str, float]:
+    """Every other mixer with a closed form: forward matmul FLOPs per sequence / (n d^2)."""
+    return {name: m.flop_coef for name, m in catalog.mixers().items()
+            if not m.crossover and m.flop_coef is not None}
 
 
 CROSSOVER_GRID = ("self-attention (or attention-core) and another layer (lstm, gru, ...) at "
@@ -160,15 +166,14 @@ def crossover_table(df: pd.DataFrame) -> pd.DataFrame:
         raise BadInput(f"every point here is in a fit or a study; the crossover needs "
                        f"{CROSSOVER_GRID}")
     ok = sweep_frame(df)
-    others = [*RECURRENT_FLOP_COEF,
-              *(m for m in ok["mixer"].unique()
-                if m not in RECURRENT_FLOP_COEF and m not in ATTENTION_KINDS)]
+    sides, coefs = _attention_sides(), _flop_coefs()
+    others = [*coefs, *(m for m in ok["mixer"].unique() if m not in coefs and m not in sides)]
     rows = []
-    for attn_kind, (variant, proj) in ATTENTION_KINDS.items():
+    for attn_kind, (variant, proj) in sides.items():
         attn = ok[ok["mixer"] == attn_kind]
         for other in others:
             rec = ok[ok["mixer"] == other]
-            coef = RECURRENT_FLOP_COEF.get(other)
+            coef = coefs.get(other)
             for d, a in attn.groupby("d_model"):
                 both = a.merge(rec[rec["d_model"] == d], on="seq_len", suffixes=("_a", "_r"))
                 if len(both) < 2:

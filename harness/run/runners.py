@@ -7,6 +7,7 @@ runners live in harness.train. Every runner is `runner(point, context) -> Result
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
@@ -37,8 +38,6 @@ from harness.train.translation.runner import run_translate
 from models.minrnn import scan_error
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-RECURRENT = ("lstm", "gru")
-SCANNED = ("min-gru", "min-lstm")  # one layer links every position; its chain is the measure
 
 
 def _layer_input(point: Point, device: torch.device, batch: int, n: int) -> torch.Tensor:
@@ -138,10 +137,11 @@ def run_path(point: Point, ctx: Context) -> Result:
     layer (its cells), ops on the shortest chain for a scanned recurrence (minGRU, minLSTM),
     stacked layers for every other type; decided from exact gradients."""
     n, d = point.seq_len, point.d_model
-    if point.subject in RECURRENT:
+    kind = models.declared(point.subject).kind
+    if kind == "recurrent":
         steps = recurrent_path_length(_stacked(point).to(ctx.device), n, d, seed=point.seed)
         return Result({"path_length": steps, "path_unit": "steps"})
-    if point.subject in SCANNED:  # ops on the chain: n - 1 steps in a loop, log n in a scan
+    if kind == "scanned":  # ops on the chain: n - 1 steps in a loop, log n in a scan
         ops = path_ops(_remembering(_stacked(point)).to(ctx.device), n, d, seed=point.seed)
         return Result({"path_length": ops, "path_unit": "ops"})
     layers = max_path_length(lambda i: _stacked(point, i).to(ctx.device), n, d, max_depth=n)
@@ -154,7 +154,7 @@ def _remembering(layer: nn.Module, margin: float = 4.0) -> nn.Module:
     comparison that decides dependence would miss a chain the graph has. Weights do not
     change which ops link x[0] to y[n-1], only whether the comparison can see it."""
     with torch.no_grad():
-        for name, gate in layer.gates.items():  # minGRU: z; minLSTM: f and i
+        for name, gate in getattr(layer, "gates", {}).items():  # minGRU: z; minLSTM: f, i
             gate.bias.fill_(margin if name == "f" else -margin)
     return layer
 
@@ -179,7 +179,8 @@ def run_threads(point: Point, ctx: Context) -> Result:
 
 
 def _span(point: Point, ctx: Context) -> dict[str, float | int]:
-    config = dict(point.config) | ({"rnn_impl": "cell"} if point.subject in RECURRENT else {})
+    knobs = {f.name for f in dataclasses.fields(models.mixer_config(point.subject))}
+    config = dict(point.config) | ({"rnn_impl": "cell"} if "rnn_impl" in knobs else {})
     torch.manual_seed(point.seed)
     cell = models.mixer(point.subject, point.d_model, **config).to(ctx.device)
     depth = sequential_ops(cell, point.seq_len, point.d_model)

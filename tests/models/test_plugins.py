@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import models
-from models import plugins
+from models import catalog, plugins
 
 
 class Scale(nn.Module):
@@ -27,9 +27,11 @@ class Scale(nn.Module):
 
 @pytest.fixture
 def clean(monkeypatch):
-    """Empty plugin tables for one test (entry points re-read, registrations dropped)."""
+    """Empty plugin tables for one test (entry points re-read, registrations dropped, the
+    catalog back to its built-ins)."""
     monkeypatch.setattr(plugins, "_LOADED", {})
     monkeypatch.setattr(plugins, "_REGISTERED", {})
+    monkeypatch.setattr(catalog, "_ADDED", {catalog.Mixer: {}, catalog.Model: {}})
 
 
 def test_registered_mixer_takes_part_with_its_knobs(clean):
