@@ -68,7 +68,7 @@ TRAIN_KEYS: dict[str, type | tuple[type, ...]] = {
     "eval_every": int, "eval_batches": int, "target": (int, float), "length_gen": bool,
     "match": str}
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-MAX_NAME = 100  # a folder name with room for a variant's suffix (--dtype, --corpus)
+MAX_NAME = 100  # a folder name, short enough to read (a variant's is a folder below it)
 MAX_BYTES = 1 << 20  # a suite file is a few hundred bytes; 1 MiB is a generous bound
 MAX_DEPTH = 8  # tables and lists: a suite file needs 4 levels
 # What one machine can run, per axis: a point beyond these is an error row, never a result.

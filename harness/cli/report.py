@@ -45,7 +45,8 @@ def _stored(out: str, suite: str, command: str) -> None:
         raise BadInput(f"no results for variant {variant!r} of suite {base} under {out}: "
                        f"`tvr run {base}{flag}` with overrides (--set KEY=VALUE ...) measures "
                        f"a variant; its variants there: {', '.join(mine) or 'none'}")
-    close = difflib.get_close_matches(suite, stored, n=1)
+    moved = [n for n in stored if "-".join(split_name(n)) == suite]  # a variant's old name
+    close = moved or difflib.get_close_matches(suite, stored, n=1)
     fix = f"did you mean `{command.format(close[0])}{flag}`? " if close else ""
     raise BadInput(f"unknown suite {suite!r}: {fix}suites with results under {out}: "
                    f"{', '.join(stored) or 'none'} (`tvr suites` lists the suites to run)")

@@ -1,7 +1,8 @@
 """REPORT.md: every suite's measured tables and figures, with the machine they came from.
 
-One section per suite found under <out>; a section function per kind of suite, chosen by the
-runners in its results (SECTIONS). Tables are also written per suite as .md and .csv.
+One section per suite found under <out>, its variants (runs with overrides, under
+<out>/<suite>/variants/) as subsections of it; a section function per kind of suite, chosen
+by the runners in its results (SECTIONS). Tables are also written per suite as .md and .csv.
 """
 
 from __future__ import annotations

@@ -116,6 +116,8 @@ def test_a_missing_variant_names_the_variants_there(tmp_path: Path) -> None:
                                       str(tmp_path)])
     assert result.exit_code == 2, result.output
     assert "variant 'seed-6' of suite smoke" in result.output and VARIANT in result.output
+    old = CliRunner().invoke(cli, ["table", "--suite", "smoke-seed-5", "--out", str(tmp_path)])
+    assert old.exit_code == 2 and f"did you mean `tvr table --suite {VARIANT}" in old.output
 
 
 def test_an_early_error_leaves_no_folder_of_the_variant(tmp_path: Path, one_point) -> None:
