@@ -26,6 +26,7 @@ from torch import nn
 
 from experiments.spec import Point
 from harness.runner import Context, Result
+from harness.train import checkpoint
 from harness.train.batch import Batch
 from harness.train.loop import masked_loss, train
 from harness.train.points import (
@@ -35,6 +36,7 @@ from harness.train.points import (
     tiny_threads,
     train_spec,
 )
+from harness.train.trainer import Saving
 from models.blocks import DecoderLayer, EncoderLayer, MultiHeadAttention, TokenEmbedding
 
 # ---------------------------------------------------------------- attention statistics
@@ -183,10 +185,13 @@ def run_grad_distance(point: Point, ctx: Context) -> Result:
     spec = train_spec(point, str(device))
     model = build_model(point, spec, device)
     probe = spec.task.eval_batches(point.batch_size, 1)[0].to(device)
+    path = checkpoint.point_path(point, ctx)
     with tiny_threads(model, device) as threads:
         model.eval()  # no dropout in the probe; train() switches back
         init = distance_grad_norms(model, probe)
-        result = train(model, spec.task, spec.train, d_model=spec.model["d_model"])
+        result = train(model, spec.task, spec.train, d_model=spec.model["d_model"],
+                       saving=Saving(path, point.point_id, resume=ctx.resume))
+        checkpoint.finished(path, ctx)
         model.eval()
         trained = distance_grad_norms(model, probe) if result.status == "ok" else []
     metrics: dict[str, Any] = result_metrics(result) | {

@@ -70,16 +70,18 @@ def test_train_runner_returns_metrics_series_and_restores_threads() -> None:
     assert [s for s, _ in result.series["train_loss"]] == [10, 20]  # no training loss at 0
 
 
-def test_train_runner_checkpoints_and_a_rerun_resumes_from_a_kept_checkpoint(tmp_path) -> None:
+@pytest.mark.parametrize("runner", ["train", "grad-distance"])
+def test_a_training_runner_checkpoints_and_a_rerun_resumes_from_a_kept_checkpoint(
+        tmp_path, runner: str) -> None:
     from harness.train import checkpoint
 
-    point = tiny_point()
+    point = tiny_point(runner, model="gru-lm", n_layers=1, dropout=0.0)
     for keep in (False, True):
         ctx = dataclasses.replace(CPU, cache_dir=tmp_path, keep_checkpoints=keep)
-        first = run_train(point, ctx)
+        first = RUNNERS[runner](point, ctx)
         assert checkpoint.point_path(point, ctx).exists() == keep
         assert "resumed_from_step" not in first.values
-    again = run_train(point, ctx)  # its kept checkpoint says it ended: no update is run
+    again = RUNNERS[runner](point, ctx)  # its kept checkpoint says it ended: no update runs
     assert again.values["resumed_from_step"] == again.values["steps_run"] == 20
     assert again.series == first.series and again.values["final_loss"] == \
         first.values["final_loss"]
