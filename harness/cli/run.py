@@ -165,15 +165,20 @@ def run_cmd(**options: Any) -> None:
 
 def moved_variant(out: Path, name: str) -> None:
     """BadInput where a variant's rows are still in the folder a run with its overrides
-    wrote before variants lived under their suite (`<out>/<suite>-<variant>/`): resume would
-    not find them, so the command says how to move them rather than measure them again."""
+    wrote before variants lived under their suite (`<out>/<suite>-<variant>/`, its rows
+    naming the suite; a suite file's suite of that name has rows naming itself): resume
+    would not find them, so the command says how to move them rather than measure them
+    again."""
     from shlex import quote
 
+    from harness.results import read_results
     from harness.variants import split_name
 
     suite, variant = split_name(name)
     old, new = out / f"{suite}-{variant}", out / name
-    if variant and (old / "results.csv").is_file() and not new.exists():
+    if not variant or not (old / "results.csv").is_file() or new.exists():
+        return
+    if set(read_results(old / "results.csv")["suite"].astype(str)) == {suite}:
         raise BadInput(f"the rows of this run are in {old}, where runs with overrides went "
                        f"before a suite's variants lived under it: move them with `mkdir -p "
                        f"{quote(str(new.parent))} && mv {quote(str(old))} {quote(str(new))}`"

@@ -142,6 +142,11 @@ def test_rows_in_the_old_place_are_named_with_the_move(tmp_path: Path, one_point
     assert result.exit_code == 2, result.output
     assert f"mv {old} {tmp_path / VARIANT}" in result.output
     assert not (tmp_path / "smoke").exists()
+    (old / "results.csv").write_text("suite,point_id,status\nsmoke-seed-5,x,ok\n")
+    other = CliRunner().invoke(cli, ["run", "smoke", "--set", "seed=5", "--out",
+                                     str(tmp_path), "--dry-run"])  # a suite of that name
+    assert other.exit_code == 0 and "1 points in suite 'smoke': 1 to do" in other.output, \
+        other.output
 
 
 def test_the_command_of_a_variant_counts_every_run_into_it(tmp_path: Path) -> None:
