@@ -140,6 +140,7 @@ class TranslateOptions:
     eval_flops: float = 0.0  # a dev curve point every this many training FLOPs (batches of
     # tokens vary in cost); 0: every eval_every updates
     label_smoothing: float = 0.1
+    clip: float | None = None  # max global gradient norm; None: no clipping (the paper had none)
     eval_every: int = 500  # steps between dev BLEU curve points (greedy, eval_sentences)
     eval_sentences: int = 200  # the first dev sentences decoded for the curve
     final_sentences: int = 0  # dev/test sentences beam-decoded at the end; 0: all

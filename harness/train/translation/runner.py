@@ -282,7 +282,8 @@ def _train_and_score(point: Point, opts: TranslateOptions, ctx: Context, model: 
                 opts.eval_every, opts.patience, checkpoint=ckpt, point_id=point.point_id,
                 resume=ctx.resume,
                 max_flops=opts.budget_flops, eval_flops=opts.eval_flops,
-                prune=None if prune is None else lambda flops, curve: prune(point, flops, curve))
+                prune=None if prune is None else lambda flops, curve: prune(point, flops, curve),
+                clip=opts.clip)
     log = train(model, stream, plan, device, point.seed, evaluate)
     values: dict[str, Any] = {
         "n_params": count_params(model), "d_model": cfg["d_model"], "vocab": tok.get_vocab_size(),

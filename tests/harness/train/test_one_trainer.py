@@ -142,8 +142,13 @@ def record(path: Path = FIXTURE, commit: str = "") -> None:
 
 
 @pytest.fixture(scope="module")
-def measured(tmp_path_factory) -> dict[str, dict[str, Any]]:
-    return runs(tmp_path_factory.mktemp("out"))
+def out(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("out")  # the BPE, learned once
+
+
+@pytest.fixture(scope="module")
+def measured(out) -> dict[str, dict[str, Any]]:
+    return runs(out)
 
 
 @pytest.fixture(scope="module")
@@ -177,3 +182,16 @@ def test_a_resumed_point_ends_as_the_uninterrupted_one(measured) -> None:
     assert (whole["values"]["resumed_from_step"], resumed["values"]["resumed_from_step"]) \
         == (0, INTERRUPT_AT - 1)
     assert resumed | {"values": resumed["values"] | {"resumed_from_step": 0}} == whole
+
+
+@pytest.mark.slow
+def test_a_translation_point_clips_as_a_task_point_does(out, recorded) -> None:
+    """A translation point's clip (none before the loops were merged) reaches the trainer:
+    its first update, taken before clipping matters to any loss, as recorded, then not."""
+    mt = points()["translation"]
+    with pinned_kernels():
+        got = _run(replace(mt, options=replace(mt.options, clip=0.05)),
+                   Context(torch.device("cpu"), cache_dir=out, machine="fixture"))
+    losses = [[s, v] for s, v in got.series["train_loss"]]
+    want = recorded["translation"]["series"]["train_loss"]
+    assert losses[0] == want[0] and losses[1] != want[1]
