@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models.catalog import Mixer
+
 FORMS = ("parallel", "recurrent")
 
 
@@ -89,3 +91,12 @@ class LinearAttention(nn.Module):
 def recurrent_linear_attention(d_model: int, n_heads: int = 4, eps: float = 1e-6) -> nn.Module:
     """Linear attention in its recurrent form: causal, the state (S, z) carried step by step."""
     return LinearAttention(d_model, n_heads, causal=True, form="recurrent", eps=eps)
+
+
+# The catalog entries the entry points name (pyproject.toml): what tvr-bench's runners and
+# reports read of a mixer besides its factory. The parallel form mixes every position at once
+# (attention's kind; a causal knob of its own), the recurrent form steps through positions
+# (already causal). No Table 1 row: the paper does not speak of linear attention.
+MIXER = Mixer("linear-attention", "attention", LinearAttention, color="#e377c2")
+RECURRENT_MIXER = Mixer("linear-attention-rnn", "recurrent", recurrent_linear_attention,
+                        causal={}, color="#7f7f7f")
