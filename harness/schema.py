@@ -11,8 +11,9 @@
 
 The CSV writer orders a row's columns by it (harness.results), MLflow takes the parts as
 params, tags and metrics (harness.track), and a row read back from any file, old ones
-included, splits by the same rule (`Parts.of_row`). This module imports nothing, so every
-stage, the report's included, may use it.
+included, splits by the same rule (`Parts.of_row`). This module imports nothing but the
+catalog (models.catalog, which imports nothing), so every stage, the report's included, may
+use it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from models import catalog
 
 POINT_FIELDS = ("suite", "runner", "mixer", "model", "seq_len", "d_model", "batch_size",
                 "dtype", "seed", "compile", "fit", "study")  # Point.fields(), in its order
@@ -43,14 +46,6 @@ ID_COLUMNS = ["suite", "point_id", "runner", "model", "mixer", "seq_len", "d_mod
 TAIL_COLUMNS = ["message", "torch_version", "host"]
 
 _LISTED = re.compile(r"-([A-Za-z_]\w*)=")
-# Metrics by name: a column named for a unit or a score holds a number in every row, whatever
-# one file holds (text there is a bad cell, not a param): times (_ms, _s), sizes (_bytes),
-# work and rates (flops, _per_s, _per_token), scores (bleu, chrf, loss, accuracy, ppl, mfu,
-# ratio). Timings listed per candidate or repetition ("onednn:39.4;F.linear:73.4", columns
-# <point>_kernel_ms and <name>_reps_ms) are text, as is a scorer's signature (bleu_signature).
-_METRIC_NAME = re.compile(r"(?:^|_)(?:ms|s|bytes|flops|per_s|per_token|bleu|chrf|loss|"
-                          r"accuracy|ppl|mfu|ratio)$|^flops_")
-_TIMING_LIST = re.compile(r"_(?:kernel|reps)_ms$")
 
 
 def listed_params(point_id: str) -> set[str]:
@@ -59,8 +54,11 @@ def listed_params(point_id: str) -> set[str]:
 
 
 def is_metric_name(column: str) -> bool:
-    """Whether `column` is a metric by its name (a number in every row that fills it)."""
-    return bool(_METRIC_NAME.search(column)) and not _TIMING_LIST.search(column)
+    """Whether `column` is a metric the catalog declares (models.catalog.metrics): a number in
+    every row that fills it, whatever one file holds (text there is a bad cell, not a param).
+    Timings listed per candidate ("onednn:39.4;F.linear:73.4") and a scorer's signature
+    (bleu_signature) are text: no metric of the catalog."""
+    return column in catalog.metrics()
 
 
 def _empty(value: Any) -> bool:

@@ -32,6 +32,7 @@ from harness.report.stats import fmt
 from harness.report.studies import BY_NAME, STUDIES
 from harness.report.table1 import table1
 from harness.results import RESULTS_FILE, load_results
+from models import catalog
 
 MARKER = re.compile(r"(<!-- begin generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)"
                     r"(<!-- end generated: (?P=name) -->)", re.DOTALL)
@@ -290,7 +291,13 @@ def table2_suite(out: Path) -> str:
 def translation(out: Path) -> str:
     """Table 2 from the suite table2_suite picks, with the corpus it ran on, its baselines,
     and the third-party toolkit's rows on the same data."""
-    from harness.report.translation import last_recipe, same_data, table2, toolkit_rows
+    from harness.report.translation import (
+        TABLE2_DERIVED,
+        last_recipe,
+        same_data,
+        table2,
+        toolkit_rows,
+    )
 
     suite = table2_suite(out)
     df = _rows(out, suite)
@@ -300,12 +307,8 @@ def translation(out: Path) -> str:
     first = trained.iloc[0] if len(trained) else df.iloc[0]
     sizes = ", ".join(f"{first[f'corpus_{k}']:.0f} {k}" for k in ("train", "dev", "test")
                       if f"corpus_{k}" in df and pd.notna(first.get(f"corpus_{k}")))
-    shown = [c for c in ("model", "seeds", "n_params", "dev_bleu", "test_bleu", "test_bleu_sd",
-                         "dev_chrf", "test_chrf", "test_repeat_rate", "test_len_ratio",
-                         "alpha_chosen", "dev_ppl", "epochs", "train_flops", "train_s",
-                         "target_bleu", "reached", "flops_to_bleu", "seconds_to_bleu", "mfu",
-                         "converged", "decode_sent_per_s_cached")
-             if c in table]
+    readme = {"model", *TABLE2_DERIVED, *catalog.shown_in("table2-readme")}
+    shown = [c for c in table if c in readme]
     words = pd.to_numeric(df.get("eval_max_words"), errors="coerce").max() \
         if "eval_max_words" in df else float("nan")
     drawn = pd.to_numeric(df.get("final_sentences"), errors="coerce").max() \

@@ -122,3 +122,27 @@ def test_kinds_and_rows_of_the_builtins():
     with pytest.raises(ValueError, match="invalid kind 'loop'"):
         catalog.Mixer("x", "loop", "m:f")
 
+
+@pytest.mark.slow  # Table 2 and its README block over the committed translation rows
+def test_a_metric_declared_once_is_a_metric_shown_in_its_tables(tmp_path, monkeypatch):
+    from harness.report import readme, translation
+    from harness.schema import is_metric_name
+
+    monkeypatch.setattr(catalog, "_METRICS", dict(catalog._METRICS))
+    assert not is_metric_name("test_ter")
+    catalog.register_metric(catalog.Metric(
+        "test_ter", "TER", catalog.LOWER, "translation edit rate on the test set",
+        ("table2", "table2-readme")))
+    assert is_metric_name("test_ter") and catalog.shown_in("table2")[-1] == "test_ter"
+    suite = readme.TABLE2_SUITES[0]  # the suite the README's Table 2 reads
+    rows = pd.read_csv(Path("results") / suite / RESULTS_FILE, dtype=str,
+                       keep_default_na=False)
+    rows["test_ter"] = [str(60.0 + i) if r == "translate" else ""
+                        for i, r in enumerate(rows["runner"])]
+    (tmp_path / suite).mkdir()
+    rows.to_csv(tmp_path / suite / RESULTS_FILE, index=False)
+    table = translation.table2(pd.read_csv(tmp_path / suite / RESULTS_FILE))
+    assert "test_ter" in table and table["test_ter"].notna().any()
+    block = readme.translation(tmp_path)
+    header = next(line for line in block.splitlines() if line.startswith("| model"))
+    assert "test_ter" in header
