@@ -15,10 +15,12 @@ __all__ = ["PRESETS", "build", "config_keys", "declared", "describe", "mixer", "
 
 def __getattr__(name: str) -> Any:
     """models.build, models.mixer, ... from models.registry; a submodule (models.blocks)
-    once the registry has imported it."""
-    registry = importlib.import_module("models.registry")
+    imported on first use."""
     if name in __all__:
-        return getattr(registry, name)
-    if name in globals():  # a submodule the registry imported
-        return globals()[name]
-    raise AttributeError(f"module 'models' has no attribute {name!r}")
+        return getattr(importlib.import_module("models.registry"), name)
+    try:
+        return importlib.import_module(f"models.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"models.{name}":
+            raise
+        raise AttributeError(f"module 'models' has no attribute {name!r}") from None

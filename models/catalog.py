@@ -93,47 +93,47 @@ class Model:
         return self.label or self.name
 
 
-_R = "models.registry:"
+_R, _X, _L, _M = (f"models.{m}:" for m in ("registry", "mixers", "local", "minrnn"))
 _BUILTIN_MIXERS = (
-    Mixer("self-attention", "attention", _R + "attention_mixer", _R + "AttentionMixerConfig",
+    Mixer("self-attention", "attention", _X + "attention_mixer", _X + "AttentionMixerConfig",
           "multi-head self-attention",
           table1=Row("self-attention", "O(n^2 d)", "O(1)", "O(1)"),
           table1_config={"n_heads": 4}, flop_coef=8,  # Q, K, V, O projections: 8 n d^2
           crossover="layer", color="#1f77b4"),
-    Mixer("attention-core", "attention", _R + "attention_core", _R + "AttentionMixerConfig",
+    Mixer("attention-core", "attention", _X + "attention_core", _X + "AttentionMixerConfig",
           "softmax(QK^T/sqrt(d_k))V alone, no projections",
           table1=Row("self-attention (core)", "O(n^2 d)", "O(1)", "O(1)"),
           flop_coef=0, crossover="core", color="#ff7f0e"),
     # 4 gates x (input and recurrent products): 16 n d^2
-    Mixer("lstm", "recurrent", _R + "recurrent_mixer", _R + "RecurrentMixerConfig",
+    Mixer("lstm", "recurrent", _X + "recurrent_mixer", _X + "RecurrentMixerConfig",
           "one LSTM layer", args=("lstm",), causal={},
           table1=Row("recurrent", "O(n d^2)", "O(n)", "O(n)"), table1_config={},
           flop_coef=16, color="#d62728"),
-    Mixer("gru", "recurrent", _R + "recurrent_mixer", _R + "RecurrentMixerConfig",
+    Mixer("gru", "recurrent", _X + "recurrent_mixer", _X + "RecurrentMixerConfig",
           "one GRU layer", args=("gru",), causal={},
           table1=Row("recurrent (GRU)", "O(n d^2)", "O(n)", "O(n)"),
           flop_coef=12, color="#2ca02c"),
-    Mixer("transformer-layer", "attention", _R + "encoder_layer", _R + "LayerMixerConfig",
+    Mixer("transformer-layer", "attention", _X + "encoder_layer", _X + "LayerMixerConfig",
           "attention + FFN + residuals + norms", color="#9467bd"),
-    Mixer("convolutional", "convolutional", _R + "conv_mixer", _R + "ConvMixerConfig",
+    Mixer("convolutional", "convolutional", _L + "conv_mixer", _L + "ConvMixerConfig",
           "1-D convolution over positions, kernel k", causal={"padding": "causal"},
           table1=Row("convolutional", "O(k n d^2)", "O(1)",
                      "O(log_k n) dilated / O(n/k) contiguous"),
           table1_config={"kernel_size": 3}, color="#8c564b"),
-    Mixer("restricted-attention", "attention", _R + "restricted_attention",
-          _R + "RestrictedAttentionConfig", "self-attention within a window of r positions",
+    Mixer("restricted-attention", "attention", _L + "restricted_attention",
+          _L + "RestrictedAttentionConfig", "self-attention within a window of r positions",
           table1=Row("self-attention (restricted)", "O(r n d)", "O(1)", "O(n/r)"),
           table1_config={"n_heads": 4, "window": 16}, color="#17becf"),
     # later work (Feng et al. 2024): no claim of the paper; the level-by-level scan in Table 1
     # shows its depth. Input products only, no recurrent matmul: 4 and 6 n d^2
-    Mixer("min-gru", "scanned", _R + "min_rnn", "models.minrnn:MinRNNConfig",
+    Mixer("min-gru", "scanned", _M + "min_rnn", _M + "MinRNNConfig",
           "minGRU: gates from x_t only, computed by a scan (Feng et al. 2024)",
           args=("min-gru",), causal={},
           table1=Row("recurrent (parallel scan)", "not in the paper (Feng et al. 2024)",
                      "not in the paper: O(log n)", "not in the paper: O(log n) ops",
                      in_paper=False),
           table1_config={"scan": "levels"}, flop_coef=4),
-    Mixer("min-lstm", "scanned", _R + "min_rnn", "models.minrnn:MinRNNConfig",
+    Mixer("min-lstm", "scanned", _M + "min_rnn", _M + "MinRNNConfig",
           "minLSTM: gates from x_t only, computed by a scan (Feng et al. 2024)",
           args=("min-lstm",), causal={}, flop_coef=6),
 )
@@ -159,9 +159,9 @@ _BUILTIN_MODELS = (
           "bidirectional GRU encoder, attentional GRU decoder", args=("gru",)),
     Model("mixer-lm", _R + "mixer_lm", "models.mixer_lm:MixerLMConfig",
           "decoder-only Pre-LN LM around any mixer kind (config key mixer_kind)"),
-    Model("min-gru-lm", _R + "min_rnn_lm", _R + "MinRNNLMConfig",
+    Model("min-gru-lm", _M + "min_rnn_lm", _M + "MinRNNLMConfig",
           "decoder-only Pre-LN LM of minGRU layers (Feng et al. 2024)", args=("min-gru",)),
-    Model("min-lstm-lm", _R + "min_rnn_lm", _R + "MinRNNLMConfig",
+    Model("min-lstm-lm", _M + "min_rnn_lm", _M + "MinRNNLMConfig",
           "decoder-only Pre-LN LM of minLSTM layers (Feng et al. 2024)", args=("min-lstm",)),
 )
 _BUILTINS: dict[type, dict[str, Any]] = {

@@ -10,12 +10,16 @@ y[n-1], which is what the path-length measurement in harness/structure.py observ
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from models.blocks import MultiHeadAttention, attention
-from models.checks import check_choice
+from models.checks import check_choice, check_flag, check_heads, check_positive
+from models.mixers import AttentionMixerConfig
 
 PADDINGS = ("causal", "centred")
 
@@ -133,3 +137,35 @@ class RestrictedAttention(nn.Module):
         z = z.reshape(B, h, nb * c, d_k)[:, :, :n]  # (B, h, n, d_k)
         return a.out_proj(z.transpose(1, 2).flatten(2))  # (B, n, d)
 
+
+@dataclass(frozen=True)
+class ConvMixerConfig:
+    kernel_size: int = 3  # the paper's k; 3 is the smallest centred kernel
+    n_layers: int = 1  # one convolution per mixer, as one attention per self-attention mixer
+    dilation: int = 1  # contiguous kernel; with dilated=True, the first layer's dilation
+    dilated: bool = False  # True doubles the dilation per layer (WaveNet): path O(log n)
+    padding: str = "centred"  # non-causal like the self-attention mixer; "causal" pads left
+
+    def __post_init__(self) -> None:
+        check_positive(self, "kernel_size", "n_layers", "dilation")
+        check_flag("dilated", self.dilated)
+        check_choice("padding", self.padding, PADDINGS)
+
+
+@dataclass(frozen=True)
+class RestrictedAttentionConfig(AttentionMixerConfig):
+    window: int = 16  # the paper's r: keys per query, r << n in the regime it speaks of
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive(self, "window")
+
+
+def conv_mixer(d: int, c: ConvMixerConfig) -> nn.Module:
+    return ConvMixer(d, **dataclasses.asdict(c))
+
+
+def restricted_attention(d: int, c: RestrictedAttentionConfig) -> nn.Module:
+    check_heads(d, c.n_heads)
+    return RestrictedAttention(d, c.n_heads, c.window, c.dropout, c.attn_scale, c.attn_backend,
+                               c.causal)

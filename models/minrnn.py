@@ -27,13 +27,16 @@ three forms use it, so they compute the same function:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from models.checks import check_choice
+from models.mixer_lm import MixerLM, MixerLMConfig
 
 MIN_RNN_KINDS = ("min-gru", "min-lstm")
 SCANS = ("sequential", "levels", "log")
@@ -143,3 +146,35 @@ def scan_error(kind: str, d_model: int, batch: int, n: int, scan: str, seed: int
         ref = exact(x)
         out = layer.float()(x.float()).double()
     return float(((out - ref).abs() / ref).max())
+
+
+def min_rnn(kind: str, d: int, c: MinRNNConfig) -> nn.Module:
+    return MinRNN(kind, d, c.scan)
+
+
+@dataclass(frozen=True)
+class MinRNNLMConfig:
+    """mixer-lm's layout with a minGRU/minLSTM mixer in every layer (no heads to set)."""
+
+    vocab_size: int = 37000
+    d_model: int = 512
+    n_layers: int = 6
+    d_ff: int | None = None  # None: 4 * d_model
+    dropout: float = 0.1
+    max_len: int = 1024
+    pos_encoding: str = "none"  # the recurrence orders positions by itself
+    tie_weights: bool = True
+    scan: str = "log"  # "sequential", "levels" or "log": the same function, three ways
+
+    def __post_init__(self) -> None:
+        MinRNNConfig(self.scan)  # checks scan
+        MixerLMConfig(**self._lm_fields())  # checks the rest
+
+    def _lm_fields(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if f.name != "scan"}
+
+
+def min_rnn_lm(kind: str, c: MinRNNLMConfig) -> nn.Module:
+    return MixerLM(MixerLMConfig(mixer_kind=kind, **c._lm_fields()),
+                   lambda: MinRNN(kind, c.d_model, c.scan))

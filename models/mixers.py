@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
-from models.blocks import MultiHeadAttention, attention
-from models.rnn import Recurrent
+from models.blocks import ATTN_BACKENDS, NORMS, EncoderLayer, MultiHeadAttention, attention
+from models.checks import check_choice, check_dropout, check_flag, check_heads, check_positive
+from models.rnn import RNN_IMPLS, Recurrent
 
 
 class SelfAttention(nn.Module):
@@ -47,3 +50,61 @@ class RecurrentMixer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.rnn(x)[0]
+
+
+@dataclass(frozen=True)
+class AttentionMixerConfig:
+    n_heads: int = 8  # the paper's h
+    dropout: float = 0.0  # benchmarks measure without dropout: it switches attention kernels
+    attn_scale: bool = True
+    attn_backend: str = "sdpa"
+    causal: bool = False
+
+    def __post_init__(self) -> None:
+        check_positive(self, "n_heads")
+        check_dropout(self.dropout)
+        check_flag("attn_scale", self.attn_scale)
+        check_flag("causal", self.causal)
+        check_choice("attn_backend", self.attn_backend, ATTN_BACKENDS)
+
+
+@dataclass(frozen=True)
+class LayerMixerConfig(AttentionMixerConfig):
+    d_ff: int | None = None  # None means 4 * d_model, the paper's ratio
+    norm: str = "post"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.d_ff is not None:
+            check_positive(self, "d_ff")
+        check_choice("norm", self.norm, NORMS)
+
+
+@dataclass(frozen=True)
+class RecurrentMixerConfig:
+    rnn_impl: str = "fused"
+
+    def __post_init__(self) -> None:
+        check_choice("rnn_impl", self.rnn_impl, RNN_IMPLS)
+
+
+def attention_mixer(d: int, c: AttentionMixerConfig) -> nn.Module:
+    check_heads(d, c.n_heads)
+    return SelfAttention(d, c.n_heads, c.dropout, c.attn_scale, c.attn_backend, c.causal)
+
+
+def attention_core(d: int, c: AttentionMixerConfig) -> nn.Module:
+    check_heads(d, c.n_heads)
+    if c.dropout:
+        raise ValueError(f"invalid dropout {c.dropout!r} for 'attention-core'; valid: 0")
+    return AttentionCore(c.n_heads, c.attn_scale, c.attn_backend, c.causal)
+
+
+def encoder_layer(d: int, c: LayerMixerConfig) -> nn.Module:
+    check_heads(d, c.n_heads)
+    return EncoderLayer(d, c.n_heads, c.d_ff or 4 * d, c.dropout, c.norm, c.attn_scale,
+                        c.attn_backend, causal=c.causal)
+
+
+def recurrent_mixer(kind: str, d: int, c: RecurrentMixerConfig) -> nn.Module:
+    return RecurrentMixer(kind, d, c.rnn_impl)

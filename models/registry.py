@@ -1,6 +1,7 @@
 """Names -> frozen configs -> modules, for every entry of models.catalog (plugins' included).
 A whole model takes its config (TransformerConfig, RNNConfig, defined next to the model); a
-mixer is a block and takes flat arguments, which its config here is unpacked into."""
+mixer is a block and takes flat arguments, which its factory, beside it (models.mixers,
+models.local, models.minrnn), unpacks its config into."""
 
 from __future__ import annotations
 
@@ -15,75 +16,10 @@ from typing import Any
 from torch import nn
 
 from models import catalog
-from models.blocks import ATTN_BACKENDS, NORMS, EncoderLayer
 from models.catalog import BUILTIN
-from models.checks import check_choice, check_dropout, check_flag, check_heads, check_positive
-from models.local import PADDINGS, ConvMixer, RestrictedAttention
-from models.minrnn import MinRNN, MinRNNConfig
+from models.checks import check_choice
 from models.mixer_lm import MixerLM, MixerLMConfig
-from models.mixers import AttentionCore, RecurrentMixer, SelfAttention
 from models.plugins import Plugin, entries, register, warn
-from models.rnn import RNN_IMPLS
-
-
-@dataclass(frozen=True)
-class AttentionMixerConfig:
-    n_heads: int = 8  # the paper's h
-    dropout: float = 0.0  # benchmarks measure without dropout: it switches attention kernels
-    attn_scale: bool = True
-    attn_backend: str = "sdpa"
-    causal: bool = False
-
-    def __post_init__(self) -> None:
-        check_positive(self, "n_heads")
-        check_dropout(self.dropout)
-        check_flag("attn_scale", self.attn_scale)
-        check_flag("causal", self.causal)
-        check_choice("attn_backend", self.attn_backend, ATTN_BACKENDS)
-
-
-@dataclass(frozen=True)
-class LayerMixerConfig(AttentionMixerConfig):
-    d_ff: int | None = None  # None means 4 * d_model, the paper's ratio
-    norm: str = "post"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.d_ff is not None:
-            check_positive(self, "d_ff")
-        check_choice("norm", self.norm, NORMS)
-
-
-@dataclass(frozen=True)
-class RecurrentMixerConfig:
-    rnn_impl: str = "fused"
-
-    def __post_init__(self) -> None:
-        check_choice("rnn_impl", self.rnn_impl, RNN_IMPLS)
-
-
-@dataclass(frozen=True)
-class ConvMixerConfig:
-    kernel_size: int = 3  # the paper's k; 3 is the smallest centred kernel
-    n_layers: int = 1  # one convolution per mixer, as one attention per self-attention mixer
-    dilation: int = 1  # contiguous kernel; with dilated=True, the first layer's dilation
-    dilated: bool = False  # True doubles the dilation per layer (WaveNet): path O(log n)
-    padding: str = "centred"  # non-causal like the self-attention mixer; "causal" pads left
-
-    def __post_init__(self) -> None:
-        check_positive(self, "kernel_size", "n_layers", "dilation")
-        check_flag("dilated", self.dilated)
-        check_choice("padding", self.padding, PADDINGS)
-
-
-@dataclass(frozen=True)
-class RestrictedAttentionConfig(AttentionMixerConfig):
-    window: int = 16  # the paper's r: keys per query, r << n in the regime it speaks of
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive(self, "window")
-
 
 # Presets apply the keys their config has: an RNN ignores n_heads and d_ff.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -95,72 +31,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-@dataclass(frozen=True)
-class MinRNNLMConfig:
-    """mixer-lm's layout with a minGRU/minLSTM mixer in every layer (no heads to set)."""
-
-    vocab_size: int = 37000
-    d_model: int = 512
-    n_layers: int = 6
-    d_ff: int | None = None  # None: 4 * d_model
-    dropout: float = 0.1
-    max_len: int = 1024
-    pos_encoding: str = "none"  # the recurrence orders positions by itself
-    tie_weights: bool = True
-    scan: str = "log"  # "sequential", "levels" or "log": the same function, three ways
-
-    def __post_init__(self) -> None:
-        MinRNNConfig(self.scan)  # checks scan
-        MixerLMConfig(**self._lm_fields())  # checks the rest
-
-    def _lm_fields(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                if f.name != "scan"}
-
-
-def min_rnn_lm(kind: str, c: MinRNNLMConfig) -> nn.Module:
-    return MixerLM(MixerLMConfig(mixer_kind=kind, **c._lm_fields()),
-                   lambda: MinRNN(kind, c.d_model, c.scan))
-
-
-def min_rnn(kind: str, d: int, c: MinRNNConfig) -> nn.Module:
-    return MinRNN(kind, d, c.scan)
-
-
 def mixer_lm(c: MixerLMConfig) -> nn.Module:
     return MixerLM(c, partial(_causal_mixer, c))
-
-
-def encoder_layer(d: int, c: LayerMixerConfig) -> nn.Module:
-    check_heads(d, c.n_heads)
-    return EncoderLayer(d, c.n_heads, c.d_ff or 4 * d, c.dropout, c.norm, c.attn_scale,
-                        c.attn_backend, causal=c.causal)
-
-
-def attention_mixer(d: int, c: AttentionMixerConfig) -> nn.Module:
-    check_heads(d, c.n_heads)
-    return SelfAttention(d, c.n_heads, c.dropout, c.attn_scale, c.attn_backend, c.causal)
-
-
-def attention_core(d: int, c: AttentionMixerConfig) -> nn.Module:
-    check_heads(d, c.n_heads)
-    if c.dropout:
-        raise ValueError(f"invalid dropout {c.dropout!r} for 'attention-core'; valid: 0")
-    return AttentionCore(c.n_heads, c.attn_scale, c.attn_backend, c.causal)
-
-
-def recurrent_mixer(kind: str, d: int, c: RecurrentMixerConfig) -> nn.Module:
-    return RecurrentMixer(kind, d, c.rnn_impl)
-
-
-def conv_mixer(d: int, c: ConvMixerConfig) -> nn.Module:
-    return ConvMixer(d, **dataclasses.asdict(c))
-
-
-def restricted_attention(d: int, c: RestrictedAttentionConfig) -> nn.Module:
-    check_heads(d, c.n_heads)
-    return RestrictedAttention(d, c.n_heads, c.window, c.dropout, c.attn_scale, c.attn_backend,
-                               c.causal)
 
 
 @dataclass(frozen=True)
