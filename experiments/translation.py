@@ -201,9 +201,10 @@ def translation_cpu_converged() -> list[Point]:
     (checked on its checkpoint), within float rounding for the Transformer, whose kernels
     are chosen by timing in each process (train loss equal to 5 digits at update 193, dev
     BLEU within 0.1 for the first 800 updates). Seeds interleaved, so every model has a
-    seed early. Expected from the matched rows' rates (one point per core, one thread): a
-    Transformer point 50-110 min, an attentional RNN point 40-140 min, 8-16 core-hours;
-    resumable (`--executor ray`, or two sweeps into one --out)."""
+    seed early. Measured for seed 0 (one point per core, one thread, the 2-core reference
+    machine): the Transformer 131 min (to the cap), the attentional LSTM 93 min and GRU
+    48 min (stopped by patience), 4.5 core-hours a seed, so 15-18 for the 4; resumable
+    (`--executor ray`, or two sweeps into one --out)."""
     opts = TUNED | {"recipe": "translation-cpu-tune", "alphas": ALPHAS,
                     "budget_flops": CONVERGED_CAP, "patience": CONVERGED_PATIENCE}
     return baseline_points("translation-cpu-converged", **opts) + [
