@@ -264,7 +264,7 @@ def anchor_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
 
 def _crosscheck(out_dir: Path, suite: str) -> list[str]:
     """The toolkit's trained weights run by our Transformer and decoding
-    (harness.train.translation.anchor_weights writes crosscheck.json), if measured; a file
+    (harness.crosscheck.anchor_weights writes crosscheck.json), if measured; a file
     that cannot be read is one line, never a lost report."""
     path = out_dir / suite / "crosscheck.json"
     if not path.is_file():
@@ -274,7 +274,7 @@ def _crosscheck(out_dir: Path, suite: str) -> list[str]:
         rows = [{"decoding": name, **{k: got[name].get(k) for k in CROSSCHECK_COLUMNS}}
                 for name in CROSSCHECK_ROWS if isinstance(got.get(name), dict)]
         facts = [f"`{got['checkpoint']}` (update {got['step']}) loaded into our Transformer "
-                 "(`python -m harness.train.translation.anchor_weights`): teacher-forced "
+                 "(`python -m harness.crosscheck.anchor_weights`): teacher-forced "
                  f"log-probabilities within {float(got['logprob_max_abs_diff']):.1e} of the "
                  f"toolkit's own forward on {got['check_positions']} target positions",
                  f"dev perplexity {float(got['dev_ppl']):.2f} as our rows' `dev_ppl`"
@@ -283,7 +283,7 @@ def _crosscheck(out_dir: Path, suite: str) -> list[str]:
                  "(`joeynmt_own_beam`) and by our code:"]
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         return ["", f"{path.name} could not be read ({type(exc).__name__}: {exc}); rerun "
-                "`python -m harness.train.translation.anchor_weights`."]
+                "`python -m harness.crosscheck.anchor_weights`."]
     return ["", "#### The toolkit's weights in our Transformer", "",
             "; ".join(f for f in facts if f), "",
             _save_table(out_dir, suite, "crosscheck", pd.DataFrame(rows))]

@@ -1,5 +1,5 @@
 """JoeyNMT's trained Transformer run by our code: is a BLEU gap between the anchor
-(harness.train.translation.anchor) and our Transformer in the model and decoding, or in the
+(harness.crosscheck.anchor) and our Transformer in the model and decoding, or in the
 training? If our decoding of JoeyNMT's weights scores what JoeyNMT's own does, it is training.
 
 from_joeynmt() maps a JoeyNMT 2.3 post-LN Transformer's state dict to our names: q/k/v
@@ -9,7 +9,7 @@ from JoeyNMT's ids to ours by piece. Bridged outside the weights: its LayerNorm 
 (ours 1e-5, not in TransformerConfig: set on the built modules) and the </s> it appends to
 every source (with_eos).
 
-    python -m harness.train.translation.anchor_weights CKPT_DIR [--ckpt FILE]
+    python -m harness.crosscheck.anchor_weights CKPT_DIR [--ckpt FILE]
 
 CKPT_DIR: an anchor work folder (data/, model-<k>/). Compares teacher-forced log-probabilities
 with JoeyNMT's own forward (in .venv-joeynmt), decodes dev with our greedy and beam search
@@ -34,8 +34,8 @@ import yaml
 from tokenizers import Tokenizer
 
 import models
+from harness.crosscheck.anchor import VENV, from_pieces, thread_env
 from harness.files import read_lines, write_atomic
-from harness.train.translation.anchor import VENV, from_pieces, thread_env
 from harness.train.translation.bpe import BOS, EOS, PAD, special_ids
 from harness.train.translation.data import batches
 from harness.train.translation.runner import translate

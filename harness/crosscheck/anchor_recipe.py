@@ -1,6 +1,6 @@
 """Our searched recipe in JoeyNMT's terms, for `scripts/anchor --recipe`: which of our
 models a JoeyNMT config trains, the config with a trial's recipe and counts, and the token
-batch size that gives JoeyNMT the trial's tokens per update (harness.train.translation.anchor
+batch size that gives JoeyNMT the trial's tokens per update (harness.crosscheck.anchor
 trains and scores it)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from harness.train.translation.anchor import pieces
+from harness.crosscheck.anchor import pieces
 from harness.train.translation.corpus import Corpus
 
 

@@ -1,4 +1,4 @@
-"""The third-party anchor (harness.train.translation.anchor): the export gives back our text
+"""The third-party anchor (harness.crosscheck.anchor): the export gives back our text
 through our decoder and filters training pairs as our runs do; with JoeyNMT installed in
 .venv-joeynmt, a tiny config trains a few updates and lands a row scored by our scorer, and
 its weights loaded into our Transformer give JoeyNMT's own log-probabilities."""
@@ -17,9 +17,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.crosscheck import anchor, anchor_recipe, anchor_weights
 from harness.files import read_lines
 from harness.results import read_results, results_path
-from harness.train.translation import anchor, anchor_recipe, anchor_weights
 from harness.train.translation.bpe import shared_bpe
 from harness.train.translation.corpus import Corpus
 from harness.train.translation.scoring import score

@@ -1,4 +1,4 @@
-"""JoeyNMT's weights in our Transformer (harness.train.translation.anchor_weights): on a tiny
+"""JoeyNMT's weights in our Transformer (harness.crosscheck.anchor_weights): on a tiny
 random JoeyNMT-shaped state dict, our model with the mapped weights computes JoeyNMT's
 equations written out here by hand (separate q/k/v layers, its own ids, source EOS); with
 .venv-joeynmt and the anchor's checkpoint present, it agrees with JoeyNMT's own forward."""
@@ -12,15 +12,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness.files import read_lines
-from harness.train.translation import anchor
-from harness.train.translation.anchor_weights import (
+from harness.crosscheck import anchor
+from harness.crosscheck.anchor_weights import (
     from_joeynmt,
     joeynmt_logprobs,
     load,
     our_logprobs,
     with_eos,
 )
+from harness.files import read_lines
 
 REPO = Path(__file__).resolve().parents[3]
 JOEY = REPO / anchor.VENV
@@ -195,7 +195,7 @@ def test_cli_on_a_folder_that_is_no_anchor_run_is_one_line_exit_2(tmp_path, monk
     its time importing torch. one_thread: main() sets one thread, the fixture restores them."""
     import sys
 
-    from harness.train.translation import anchor_weights
+    from harness.crosscheck import anchor_weights
 
     assert "raise SystemExit(main())" in Path(anchor_weights.__file__).read_text()
     monkeypatch.setattr(sys, "argv", ["anchor_weights", str(tmp_path)])
