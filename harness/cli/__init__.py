@@ -24,7 +24,7 @@ if os.path.basename(sys.argv[0]) in ("tvr", "-m"):
 
 import click  # noqa: E402
 
-from harness.cli import docs, estimate, report, run, store  # noqa: E402
+from harness.cli import docs, estimate, report, run, tracking  # noqa: E402
 from harness.cli.common import FORMAT_JSON, echo_json  # noqa: E402
 from harness.errors import BadInput  # noqa: E402
 
@@ -205,7 +205,7 @@ def suites_cmd(fmt: str, long_: bool) -> None:
 
 for command in (run.run_cmd, estimate.estimate_cmd, run.tune_cmd, run.bench_cmd,
                 report.table_cmd, report.plot_cmd, report.report_cmd, report.compare_cmd,
-                store.sync_cmd, store.doctor_cmd, store.ui_cmd, report.claims_cmd):
+                tracking.sync_cmd, tracking.doctor_cmd, tracking.ui_cmd, report.claims_cmd):
     cli.add_command(command)
 for command in cli.commands.values():  # TVR_<COMMAND>_<OPTION>, shown in --help
     for param in command.params:

@@ -1,5 +1,5 @@
 """`tvr run --dry-run` and `tvr estimate`: the points to do, the points already done, and
-their expected time from the reference rows (harness.report.estimate states the rule)."""
+their expected time from the reference rows (harness.report.expected_time states the rule)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from experiments.spec import Point
     from harness.cli.sweeping import RunOptions
-    from harness.report.estimate import Estimate
+    from harness.report.expected_time import Estimate
 
 
 def _device(name: str) -> torch.device:
@@ -45,7 +45,7 @@ def rate_now(device: torch.device) -> Callable[[], float] | None:
 
         from harness.measure.compare import peak_rate
         from harness.measure.machine import load_average, usable_cpus
-        from harness.report.estimate import REPEATS, NoRate
+        from harness.report.expected_time import REPEATS, NoRate
 
         if measured:
             return measured[0]
@@ -77,7 +77,7 @@ def _estimate(out: Path, name: str, points: list[Point], device: torch.device, r
     import torch
 
     from harness.measure.machine import machine_facts
-    from harness.report.estimate import Kind, estimate
+    from harness.report.expected_time import Kind, estimate
     from harness.results import results_path, this_machine
     from harness.run.sweep import skipped
 
@@ -123,7 +123,7 @@ def estimate_cmd(suites: tuple[str, ...], out: str, device: str) -> None:
     machines' median peak matmul rates; docs/results.md). Measures nothing but, where the
     rule needs it, this machine's matmul rate."""
     from harness.cli.points import suite_points
-    from harness.report.estimate import MAKE_RUN, duration
+    from harness.report.expected_time import MAKE_RUN, duration
 
     dev = _device(device)
     rate = rate_now(dev)

@@ -93,7 +93,7 @@ def _remove_if_unused(made: list[Path]) -> None:
     is in it (an empty claims folder, lock files no one holds, the configuration this run
     saved): a results folder with no row in it; then the folders above it this run made (a
     variant's `variants/` and suite folder), each if empty."""
-    from harness.run.claims import tidy
+    from harness.run.point_locks import tidy
     from harness.variants import CONFIG_FILE
 
     folder = made[0]
@@ -129,8 +129,8 @@ def save_variant(folder: Path, name: str, points: list[Point], o: RunOptions) ->
 def expected_seconds(out_dir: Path, name: str, points: list[Point],
                      device: str) -> dict[str, float]:
     """Each point's reference point time, which the sweep's progress bar counts
-    (harness.report.estimate.point_weights); empty where the suite has no reference rows."""
-    from harness.report.estimate import point_weights
+    (harness.report.expected_time.point_weights); empty where the suite has no reference rows."""
+    from harness.report.expected_time import point_weights
     from harness.results import this_machine
 
     return point_weights(out_dir, name, [p.point_id for p in points], device, this_machine())
@@ -142,7 +142,7 @@ def sync_reference(out_dir: Path, name: str, uri: str, description: str) -> None
     holds them without a `tvr sync`. A store that fails here costs one warning line; the
     sweep then says what it makes of the store."""
     from harness.results import machine_choice, results_path
-    from harness.run.claims import sync_lock
+    from harness.run.point_locks import sync_lock
     from harness.track.sync import sync_reference as sync
 
     def headline(machine: str) -> tuple[dict[str, float], dict[str, str]]:

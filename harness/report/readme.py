@@ -18,14 +18,14 @@ from harness.errors import BadInput
 from harness.files import write_atomic
 from harness.report import rulebook, tables
 from harness.report.claims import counts, ledger
-from harness.report.estimate import (
+from harness.report.evidence import NO_ONEDNN
+from harness.report.expected_time import (
     MAKE_RUN,
     MAKE_RUN_BUDGET_S,
     OUTSIDE_MAKE_RUN,
     duration,
     point_seconds,
 )
-from harness.report.evidence import NO_ONEDNN
 from harness.report.labels import labelled
 from harness.report.markdown import markdown_table
 from harness.report.stats import fmt

@@ -69,7 +69,7 @@ SECONDS_FORMAT = ("{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s of ex
 def progress_bar(items: Sequence[Any], desc: str, enabled: bool = True,
                  seconds: Sequence[float] | None = None) -> Any:
     """tqdm over items (points done, current point, ETA), or _Lines without tqdm. With
-    `seconds` (each item's expected seconds, harness.report.estimate.point_weights) the bar
+    `seconds` (each item's expected seconds, harness.report.expected_time.point_weights) the bar
     counts those, and the caller updates it by each finished item's: a point of many minutes
     moves it as far as it takes, where a count of points sat still through it."""
     total = float(sum(seconds)) if seconds else None

@@ -37,9 +37,9 @@ from harness.results import (
     results_path,
     this_machine,
 )
-from harness.run.claims import Claims, claim_or_skip, sync_lock, tidy
 from harness.run.executor import LocalExecutor, RayExecutor
 from harness.run.point import Measured
+from harness.run.point_locks import Claims, claim_or_skip, sync_lock, tidy
 from harness.run.progress import label, logs_to, progress_bar
 from harness.runner import Context, Result
 from harness.schema import Parts

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 import experiments
 from harness.cli import cli
 from harness.files import PathLock, lock_file, locked, remove_lock
-from harness.run.claims import Claims, tidy
+from harness.run.point_locks import Claims, tidy
 
 FAST = ["--min-run-time", "0.01", "--tracking-uri", "none"]
 

@@ -113,12 +113,12 @@ def test_a_claim_holds_while_its_owner_lives_and_expires_with_it(tmp_path: Path)
     killed owner's claim is taken over."""
     import pandas as pd
 
-    from harness.run.claims import Claims, claim_or_skip
+    from harness.run.point_locks import Claims, claim_or_skip
 
     results = tmp_path / "s" / "results.csv"
     owner = subprocess.Popen([sys.executable, "-c", f"""
 import sys, time
-from harness.run.claims import Claims, claim_or_skip
+from harness.run.point_locks import Claims, claim_or_skip
 c = Claims({str(results)!r}, "cpu", "m")
 print(claim_or_skip(c, "p", True), flush=True)
 time.sleep(60)

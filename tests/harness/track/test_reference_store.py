@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from mlflow import MlflowClient
 
-from harness.cli.store import build_store
+from harness.cli.tracking import build_store
 from harness.results import read_results, this_machine
 from harness.track.values import REFERENCE_TAG
 

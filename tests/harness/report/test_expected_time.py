@@ -17,7 +17,7 @@ from click.testing import CliRunner
 import experiments
 from harness.cli import cli
 from harness.report import readme
-from harness.report.estimate import (
+from harness.report.expected_time import (
     MAKE_RUN,
     MAKE_RUN_BUDGET_S,
     Kind,
@@ -217,7 +217,7 @@ def test_tvr_estimate_prints_each_suite_and_the_sum(tmp_path, monkeypatch):
 
 
 def duration_of(seconds: float) -> str:
-    from harness.report.estimate import duration
+    from harness.report.expected_time import duration
 
     return duration(seconds)
 
