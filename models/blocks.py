@@ -15,14 +15,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-# The one place the models pick their kernels: MultiHeadAttention's projections and the FFN
-# call these swap points (models/kernels.py), each F.linear's (and F.relu's) arithmetic run on
-# the backend the harness measured fastest on this machine.
-from models import kernels
 from models.checks import check_choice
-from models.kernels import linear
 
-# "auto": sdpa or math, whichever the harness measured faster here (kernels.ATTENTION)
+# "auto": sdpa here; the harness may set a layer's "auto" to whichever of the two it measured
+# faster on the machine at hand
 ATTN_BACKENDS = ("math", "sdpa", "auto")
 NORMS = ("post", "pre")
 POS_ENCODINGS = ("sinusoidal", "learned", "none")
@@ -48,9 +44,7 @@ def attention(
     if causal and mask is not None:
         mask = mask & causal_mask(q.size(-2), k.size(-2), q.device)
         causal = False
-    if backend == "auto":
-        backend = kernels.backend(kernels.ATTENTION, q.device, q.dtype)
-    if backend == "sdpa":
+    if backend in ("sdpa", "auto"):
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal, scale=factor
         )
@@ -83,6 +77,7 @@ class MultiHeadAttention(nn.Module):
         self,
         d_model: int,
         n_heads: int,
+        *,  # the options by name, as the layers pass them
         dropout: float = 0.0,
         attn_scale: bool = True,
         attn_backend: str = "math",
@@ -108,14 +103,14 @@ class MultiHeadAttention(nn.Module):
     def project_q(self, x: torch.Tensor) -> torch.Tensor:  # (B, n, d) -> (B, h, n, d_k)
         """Q W^Q split into heads (cross-attention's queries; decoding caches K and V)."""
         r, w, b = self.qk_rows, self.in_proj.weight, self.in_proj.bias
-        return self._heads(linear(x, w[:r], b[:r]))
+        return self._heads(F.linear(x, w[:r], b[:r]))
 
     def project_kv(
         self, memory: torch.Tensor  # (B, S, d)
     ) -> tuple[torch.Tensor, torch.Tensor]:  # (B, h, S, d_k), (B, h, S, d_v)
         """K W^K and V W^V split into heads, from one matmul."""
         r, w, b = self.qk_rows, self.in_proj.weight, self.in_proj.bias
-        k, v = linear(memory, w[r:], b[r:]).split([r, self.d_model], dim=-1)
+        k, v = F.linear(memory, w[r:], b[r:]).split([r, self.d_model], dim=-1)
         return self._heads(k), self._heads(v)
 
     def project_qkv(
@@ -128,8 +123,12 @@ class MultiHeadAttention(nn.Module):
         if memory is not None:
             return self.project_q(x), *self.project_kv(memory)
         r = self.qk_rows
-        q, k, v = kernels.qkv(x, self.in_proj.weight, self.in_proj.bias, [r, r, self.d_model])
+        q, k, v = self.in_proj(x).split([r, r, self.d_model], dim=-1)
         return self._heads(q), self._heads(k), self._heads(v)
+
+    def output(self, z: torch.Tensor) -> torch.Tensor:  # (B, h, n, d_v) -> (B, n, d)
+        """Concat(head_1..head_h) W^O."""
+        return self.out_proj(z.transpose(1, 2).flatten(2))
 
     def forward(
         self,
@@ -152,22 +151,21 @@ class MultiHeadAttention(nn.Module):
             dropout_p=self.dropout if self.training else 0.0,
             backend=self.attn_backend,
         )  # (B, h, n, d_v)
-        o = self.out_proj
-        return linear(z.transpose(1, 2).flatten(2), o.weight, o.bias)  # (B, n, d)
+        return self.output(z)  # (B, n, d)
 
 
 class PositionwiseFFN(nn.Module):
     """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to every position alike."""
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0) -> None:
+    def __init__(self, d_model: int, d_ff: int, *, dropout: float = 0.0) -> None:
         super().__init__()
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, n, d) -> (B, n, d)
-        h = kernels.linear_relu(x, self.linear1.weight, self.linear1.bias)  # (B, n, d_ff)
-        return linear(self.dropout(h), self.linear2.weight, self.linear2.bias)
+        h = F.relu(self.linear1(x))  # (B, n, d_ff)
+        return self.linear2(self.dropout(h))
 
 
 def sinusoid_table(n: int, d_model: int) -> torch.Tensor:
@@ -249,7 +247,7 @@ class OutputHead(nn.Module):
             self.proj.weight = embed.weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, n, d) -> (B, n, V)
-        return linear(self.norm(x), self.proj.weight)  # the swap point, as every linear map
+        return self.proj(self.norm(x))
 
 
 class _ResidualLayer(nn.Module):
@@ -269,6 +267,7 @@ class _ResidualLayer(nn.Module):
         d_model: int,  # d: the layer maps (B, n, d) -> (B, n, d)
         n_heads: int,  # h, so d_v = d / h
         d_ff: int,  # the FFN's hidden width: (B, n, d) -> (B, n, d_ff) -> (B, n, d)
+        *,  # the options by name: a config's fields, not a positional list
         dropout: float = 0.0,  # on each sub-layer output (and, by default, as below)
         norm: str = "post",  # one of NORMS
         attn_scale: bool = True,  # divide scores by sqrt(d_k)
@@ -282,11 +281,10 @@ class _ResidualLayer(nn.Module):
         self.pre = norm == "pre"
         inner = dropout if attn_dropout is None else attn_dropout
         for name in self.attentions:  # before the FFN: a seeded init draws in this order
-            self.add_module(
-                name,
-                MultiHeadAttention(d_model, n_heads, inner, attn_scale, attn_backend, d_k),
-            )
-        self.ffn = PositionwiseFFN(d_model, d_ff, inner)
+            self.add_module(name, MultiHeadAttention(
+                d_model, n_heads, dropout=inner, attn_scale=attn_scale,
+                attn_backend=attn_backend, d_k=d_k))
+        self.ffn = PositionwiseFFN(d_model, d_ff, dropout=inner)
         n_sublayers = len(self.attentions) + 1
         for i in range(1, n_sublayers + 1):
             self.add_module(f"norm{i}", nn.LayerNorm(d_model))

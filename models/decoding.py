@@ -23,7 +23,6 @@ import torch
 from torch import nn
 
 from models.blocks import attention
-from models.kernels import linear
 from models.rnn import RNNSeq2Seq
 from models.rnn_attention import AttentionRNN
 from models.transformer import Transformer
@@ -87,7 +86,7 @@ class TransformerStepper:
     @staticmethod
     def _out(mha: nn.Module, q, k, v, mask) -> torch.Tensor:
         z = attention(q, k, v, mask=mask, scale=mha.attn_scale, backend=mha.attn_backend)
-        return linear(z.transpose(1, 2).flatten(2), mha.out_proj.weight, mha.out_proj.bias)
+        return mha.output(z)  # (B, 1, d)
 
     def select(self, state: State, idx: torch.Tensor) -> State:
         out = {k: _rows(v, idx) for k, v in state.items() if k != "self"}

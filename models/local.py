@@ -104,7 +104,8 @@ class RestrictedAttention(nn.Module):
                  attn_scale: bool = True, attn_backend: str = "math",
                  causal: bool = False) -> None:
         super().__init__()
-        self.attn = MultiHeadAttention(d_model, n_heads, dropout, attn_scale, attn_backend)
+        self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, attn_scale=attn_scale,
+                                       attn_backend=attn_backend)
         self.window, self.causal = window, causal
         self.left, self.right = window_reach(window, causal)
         self.chunk = max(self.left, self.right, 1)

@@ -51,7 +51,7 @@ class MixerBlock(nn.Module):
     def __init__(self, mixer: nn.Module, d_model: int, d_ff: int, dropout: float) -> None:
         super().__init__()
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-        self.mixer, self.ffn = mixer, PositionwiseFFN(d_model, d_ff, dropout)
+        self.mixer, self.ffn = mixer, PositionwiseFFN(d_model, d_ff, dropout=dropout)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, n, d) -> (B, n, d)

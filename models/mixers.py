@@ -19,7 +19,8 @@ class SelfAttention(nn.Module):
                  attn_backend: str, causal: bool) -> None:
         super().__init__()
         self.causal = causal
-        self.attn = MultiHeadAttention(d_model, n_heads, dropout, attn_scale, attn_backend)
+        self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, attn_scale=attn_scale,
+                                       attn_backend=attn_backend)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.attn(x, causal=self.causal)
@@ -102,8 +103,8 @@ def attention_core(d: int, c: AttentionMixerConfig) -> nn.Module:
 
 def encoder_layer(d: int, c: LayerMixerConfig) -> nn.Module:
     check_heads(d, c.n_heads)
-    return EncoderLayer(d, c.n_heads, c.d_ff or 4 * d, c.dropout, c.norm, c.attn_scale,
-                        c.attn_backend, causal=c.causal)
+    return EncoderLayer(d, c.n_heads, c.d_ff or 4 * d, dropout=c.dropout, norm=c.norm,
+                        attn_scale=c.attn_scale, attn_backend=c.attn_backend, causal=c.causal)
 
 
 def recurrent_mixer(kind: str, d: int, c: RecurrentMixerConfig) -> nn.Module:

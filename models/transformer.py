@@ -68,9 +68,9 @@ class TransformerConfig:
 def _layers(layer: type[nn.Module], c: TransformerConfig, **kwargs: bool) -> nn.ModuleList:
     """c.n_layers layers of one type, sized and wired by the config."""
     return nn.ModuleList(
-        layer(c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm, c.attn_scale, c.attn_backend,
-              c.d_k or None, attn_dropout=None if c.attn_dropout == -1.0 else c.attn_dropout,
-              **kwargs)
+        layer(c.d_model, c.n_heads, c.d_ff, dropout=c.dropout, norm=c.norm,
+              attn_scale=c.attn_scale, attn_backend=c.attn_backend, d_k=c.d_k or None,
+              attn_dropout=None if c.attn_dropout == -1.0 else c.attn_dropout, **kwargs)
         for _ in range(c.n_layers)
     )
 

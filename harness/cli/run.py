@@ -230,8 +230,8 @@ def bench_cmd(out: str, device: str, dtype: str, tracking_uri: str | None, quick
     out_dir = output_folder(out)
     uri = store_uri(out_dir, tracking_uri)
     grid = "tiny" if tiny else "quick" if quick else "full"
-    if no_onednn:  # read by models.kernels wherever it picks a kernel, in this process
-        from models.kernels import DISABLE_ONEDNN_ENV
+    if no_onednn:  # read by harness.measure.kernels wherever it picks a kernel, in this process
+        from harness.measure.kernels import DISABLE_ONEDNN_ENV
 
         os.environ[DISABLE_ONEDNN_ENV] = "1"
     if threads is not None:

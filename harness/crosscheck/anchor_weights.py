@@ -36,6 +36,7 @@ from tokenizers import Tokenizer
 import models
 from harness.crosscheck.anchor import VENV, from_pieces, thread_env
 from harness.files import read_lines, write_atomic
+from harness.measure.kernel_swap import use_kernels
 from harness.train.translation.bpe import BOS, EOS, PAD, special_ids
 from harness.train.translation.data import batches
 from harness.train.translation.runner import translate
@@ -88,9 +89,10 @@ def from_joeynmt(state: dict[str, torch.Tensor], joey_vocab: list[str], our_voca
         mapped |= _layer(state, f"decoder.layers.{i}", f"decoder.{i}",
                          [("trg_trg_att", "self_attn"), ("src_trg_att", "multihead_attn")],
                          ["x_layer_norm", "dec_layer_norm"])
-    model = models.build("transformer", vocab_size=len(our_vocab), d_model=d_model,
-                         n_layers=n_layers, n_heads=n_heads, d_ff=d_ff, dropout=0.0,
-                         norm="post", pos_encoding="sinusoidal", tie_weights=True)
+    model = use_kernels(models.build(
+        "transformer", vocab_size=len(our_vocab), d_model=d_model, n_layers=n_layers,
+        n_heads=n_heads, d_ff=d_ff, dropout=0.0, norm="post", pos_encoding="sinusoidal",
+        tie_weights=True))
     model.load_state_dict(mapped, strict=True)
     for m in model.modules():
         if isinstance(m, torch.nn.LayerNorm):

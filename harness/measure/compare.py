@@ -19,8 +19,8 @@ import torch
 from torch import nn
 
 from harness.measure.flops import count_flops, kernels_used
+from harness.measure.kernels import onednn_mm, uses_onednn
 from harness.measure.timing import compiled_calls, layer_calls, time_fn
-from models.kernels import onednn_mm, uses_onednn
 from models.reference import torch_reference
 
 # Targets (ours / reference time): the speed this project holds its layers to. A variant
@@ -54,7 +54,7 @@ def interleaved(measures: dict[str, Callable[[], float]], reps: int) -> dict[str
 def peak_matmuls(device: torch.device, dtype: torch.dtype, n: int
                  ) -> tuple[dict[str, Callable[[], object]], int]:
     """Square (n x n) @ (n x n) products, one per GEMM library this build offers for the
-    dtype (torch.mm's BLAS; oneDNN on CPU fp32, which models.kernels.linear uses), and the
+    dtype (torch.mm's BLAS; oneDNN on CPU fp32, which harness.measure.kernels.linear uses), and the
     FLOPs of one. The machine's peak is the best of them: a slow BLAS must not flatter MFU."""
     a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
     c = torch.empty(n, n, device=device, dtype=dtype)

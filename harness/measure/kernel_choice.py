@@ -1,4 +1,5 @@
-"""Which kernel models.kernels' linear swap point runs on this machine: measured, not assumed.
+"""Which kernel each swap point of harness.measure.kernels runs on this machine: measured, not
+assumed.
 
 On CPU in float32 the linear maps of our layers (attention's projections, the FFN) can run on
 oneDNN or on F.linear (the BLAS); which is faster depends on the CPU. choose times both,
@@ -10,11 +11,12 @@ count and torch version in a small JSON file beside the machine id, so a host me
 every row records the backend that ran (column `linear_kernel`). $TVR_DISABLE_ONEDNN=1 (`tvr
 bench --no-onednn`) leaves F.linear as the only candidate.
 
-The other swap points of models.kernels are chosen the same way, each timed forward+backward
-at the bench's headline sizes and kept in the same cache entry: the self-attention QKV
+The other swap points are chosen the same way, each timed forward+backward at the bench's
+headline sizes and kept in the same cache entry: the self-attention QKV
 projection (one fused matmul or three; column qkv_kernel), the FFN's first map and its ReLU
 (oneDNN's bias+ReLU post-op or a separate ReLU; ffn_kernel) and attention (sdpa or the math
-path; attention_kernel, what attn_backend="auto" runs).
+path; attention_kernel, what attn_backend="auto" runs). harness.measure.kernel_swap puts a
+built model's blocks on the chosen candidates.
 
 torch.compile of the whole layer is not a candidate: tried on an AVX2 AMD EPYC (one thread,
 B=8, n=d=512, sdpa, forward+backward, interleaved with eager over 5 turns), inductor's graph
@@ -39,9 +41,9 @@ import torch
 from filelock import FileLock
 
 from harness.files import write_atomic
+from harness.measure import kernels
 from harness.measure.compare import interleaved, timer_ms
 from harness.results import this_host
-from models import kernels
 from models.blocks import attention
 
 # (tokens, d_in, d_out): a projection and the FFN's two maps at d = 512 over 512 tokens, the
@@ -196,8 +198,8 @@ _chosen: dict[tuple[str, ...], Choice] = {}  # this process's choices
 
 def choose(point: str, device: torch.device, dtype: torch.dtype, path: Path | None = None,
            machine: str | None = None, **timing: Any) -> Choice:
-    """The faster candidate of swap point `point` (a models.kernels point) for (device, dtype)
-    on this machine: from the cache at `path` (default cache_path()) if it has this machine's
+    """The faster candidate of swap point `point` (of harness.measure.kernels) for (device,
+    dtype) on this machine: from the cache at `path` (default cache_path()) if it has this machine's
     choice, else measured with time_<point>(**timing) and stored there. A single candidate is
     chosen without timing."""
     candidates = kernels.candidates(point, device, dtype)

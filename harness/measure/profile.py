@@ -11,6 +11,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import models
+from harness.measure.kernel_swap import use_kernels
 from harness.measure.timing import layer_calls
 from models.reference import torch_reference
 
@@ -38,7 +39,7 @@ def layer_profile(device: torch.device, dtype: torch.dtype, batch: int, n: int, 
     """Top ops by self time, forward+backward in train mode: ours, PyTorch's, difference."""
     torch.manual_seed(0)
     ours = models.mixer("transformer-layer", d, n_heads=n_heads, attn_backend=backend)
-    ours = ours.to(device=device, dtype=dtype).train()
+    ours = use_kernels(ours).to(device=device, dtype=dtype).train()
     ref = torch_reference("transformer-layer", ours)
     x = torch.randn(batch, n, d, device=device, dtype=dtype)
     table = pd.DataFrame({"ours ms": op_times(layer_calls(ours, x)[1], device),

@@ -111,7 +111,7 @@ def _mfu_verdict(ok: pd.DataFrame, device_type: str) -> str | None:
     return line
 
 
-# The swap points of models.kernels, as kernel_lines names them (column <point>_kernel).
+# The swap points of harness.measure.kernels, as kernel_lines names them (column <point>_kernel).
 SWAP_POINTS = {"linear": "linear maps (projections, FFN)",
                "qkv": "self-attention QKV projection",
                "ffn": "FFN first map and its ReLU",

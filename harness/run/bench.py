@@ -21,10 +21,10 @@ import torch
 from experiments import bench as grids
 from experiments.spec import Point
 from harness.measure.kernel_choice import use_measured_kernels
+from harness.measure.kernels import onednn_disabled
 from harness.measure.machine import machine_facts
 from harness.results import read_results, results_path
 from harness.run.sweep import SweepSummary, run_suite
-from models.kernels import onednn_disabled
 
 SUITE = "bench"
 

@@ -17,6 +17,7 @@ from torch import nn
 import models
 from experiments.spec import CompareOptions, PathOptions, Point, ThreadOptions
 from harness.measure.compare import compare_layer
+from harness.measure.kernel_swap import use_kernels
 from harness.measure.structure import (
     max_path_length,
     path_ops,
@@ -46,7 +47,7 @@ def _layer_input(point: Point, device: torch.device, batch: int, n: int) -> torc
 
 def _build_mixer(point: Point, device: torch.device) -> nn.Module:
     torch.manual_seed(point.seed)
-    module = models.mixer(point.subject, point.d_model, **dict(point.config))
+    module = use_kernels(models.mixer(point.subject, point.d_model, **dict(point.config)))
     return module.to(device=device, dtype=DTYPES[point.dtype]).train()
 
 
@@ -123,7 +124,7 @@ def _stacked(point: Point, index: int = 0) -> nn.Module:
         # search would allocate k^L zeros
         config["dilation"] = min(config.get("kernel_size", 3) ** index, point.seq_len)
     torch.manual_seed(point.seed + index)
-    return models.mixer(point.subject, point.d_model, **config)
+    return use_kernels(models.mixer(point.subject, point.d_model, **config))
 
 
 def run_seq_ops(point: Point, ctx: Context) -> Result:
@@ -182,7 +183,7 @@ def _span(point: Point, ctx: Context) -> dict[str, float | int]:
     knobs = {f.name for f in dataclasses.fields(models.mixer_config(point.subject))}
     config = dict(point.config) | ({"rnn_impl": "cell"} if "rnn_impl" in knobs else {})
     torch.manual_seed(point.seed)
-    cell = models.mixer(point.subject, point.d_model, **config).to(ctx.device)
+    cell = use_kernels(models.mixer(point.subject, point.d_model, **config)).to(ctx.device)
     depth = sequential_ops(cell, point.seq_len, point.d_model)
     single = _build_mixer(point, ctx.device)
     forward, _ = layer_calls(single, _layer_input(point, ctx.device, 1, point.seq_len))
@@ -203,8 +204,8 @@ def run_identities(point: Point, ctx: Context) -> Result:
     residual is float32 rounding, not zero)."""
     torch.manual_seed(point.seed)
     n, d = point.seq_len, point.d_model
-    mixer = models.mixer(point.subject, d, **dict(point.config)).to(ctx.device,
-                                                                     torch.float64).eval()
+    mixer = use_kernels(models.mixer(point.subject, d, **dict(point.config)))
+    mixer = mixer.to(ctx.device, torch.float64).eval()
     x = torch.randn(1, n, d, dtype=torch.float64, device=ctx.device)
     perm = torch.randperm(n, device=ctx.device)
     with torch.no_grad():

@@ -28,6 +28,7 @@ import models
 from experiments.spec import Config, Point, TrainOptions
 from harness.measure.compare import peak_rate
 from harness.measure.flops import count_flops
+from harness.measure.kernel_swap import use_kernels
 from harness.runner import Context, Result
 from harness.train import checkpoint
 from harness.train.batch import Task
@@ -146,7 +147,7 @@ def build_model(point: Point, spec: TrainSpec, device: torch.device) -> nn.Modul
     if point.dtype != "float32":
         raise ValueError(f"invalid dtype {point.dtype!r} for training points; use float32")
     torch.manual_seed(point.seed)
-    return models.build(point.subject, **spec.model).to(device)
+    return use_kernels(models.build(point.subject, **spec.model)).to(device)
 
 
 @contextmanager

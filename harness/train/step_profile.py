@@ -26,6 +26,7 @@ from experiments.spec import Point
 from experiments.translation import translation_cpu_tune, translation_quick
 from harness.measure.compare import interleaved, peak_rate, timer_ms
 from harness.measure.kernel_choice import use_measured_kernels
+from harness.measure.kernel_swap import use_kernels
 from harness.train import loop
 from harness.train.points import build_model, step_flops_per_token, train_spec
 from harness.train.trainer import Trainer
@@ -53,7 +54,8 @@ def mt_step(point: Point, device: torch.device, vocab: int = 2000, length: int =
     """One update of the point's translation model on a seeded random (B, length) batch
     whose last sixth is padding, with the runner's optimiser and label smoothing."""
     torch.manual_seed(point.seed)
-    model = models.build(point.subject, **runner.model_config(point, vocab)).to(device).train()
+    model = use_kernels(models.build(point.subject, **runner.model_config(point, vocab)))
+    model = model.to(device).train()
     gen = torch.Generator().manual_seed(point.seed)
     src, tgt = (torch.randint(4, vocab, (point.batch_size, length), generator=gen)
                 for _ in range(2))

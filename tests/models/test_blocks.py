@@ -268,7 +268,8 @@ def test_encoder_layer_matches_nn_transformer_encoder_layer(
     norm: str, masks: str, backend: str
 ) -> None:
     causal = masks == "causal"
-    ours = EncoderLayer(D, HEADS, D_FF, 0.0, norm, attn_backend=backend, causal=causal).double()
+    ours = EncoderLayer(D, HEADS, D_FF, dropout=0.0, norm=norm, attn_backend=backend,
+                        causal=causal).double()
     ref = nn.TransformerEncoderLayer(D, HEADS, D_FF, dropout=0.0, activation="relu",
                                      batch_first=True, norm_first=norm == "pre").double()
     perturb_(ours)
@@ -288,7 +289,7 @@ def test_encoder_layer_matches_nn_transformer_encoder_layer(
 def test_decoder_layer_matches_nn_transformer_decoder_layer(
     norm: str, padding: bool, backend: str
 ) -> None:
-    ours = DecoderLayer(D, HEADS, D_FF, 0.0, norm, attn_backend=backend).double()
+    ours = DecoderLayer(D, HEADS, D_FF, dropout=0.0, norm=norm, attn_backend=backend).double()
     ref = nn.TransformerDecoderLayer(D, HEADS, D_FF, dropout=0.0, activation="relu",
                                      batch_first=True, norm_first=norm == "pre").double()
     perturb_(ours)

@@ -26,6 +26,7 @@ from torch import nn
 import models
 from experiments.spec import Config, Point, TranslateOptions, config
 from harness.measure.compare import peak_rate
+from harness.measure.kernel_swap import use_kernels
 from harness.runner import Context, Result
 from harness.train import checkpoint
 from harness.train.loop import count_params, matched_config, param_count
@@ -244,7 +245,7 @@ def run_translate(point: Point, ctx: Context) -> Result:
     tok = shared_bpe(corpus, opts.bpe, ctx.cache_dir)
     cfg = model_config(point, tok.get_vocab_size())
     torch.manual_seed(point.seed)
-    model = models.build(point.subject, **cfg).to(device)
+    model = use_kernels(models.build(point.subject, **cfg)).to(device)
     with tiny_threads(model, device) as threads:
         result = _train_and_score(point, opts, ctx, model, cfg, corpus, tok)
     # the recipe it trained with, whether the point set it or took a default

@@ -6,9 +6,8 @@ import json
 import pytest
 import torch
 
-from harness.measure import kernel_choice
+from harness.measure import kernel_choice, kernels
 from harness.measure.flops import OpRecorder
-from models import kernels
 
 needs_onednn = pytest.mark.skipif(kernels._ONEDNN is None, reason="build without oneDNN")
 CPU, FP32 = torch.device("cpu"), torch.float32

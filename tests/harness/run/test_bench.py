@@ -14,13 +14,13 @@ import experiments
 import models
 from experiments import bench as grids
 from harness.cli import cli
+from harness.measure import kernels
 from harness.measure.compare import interleaved
 from harness.measure.flops import count_flops
 from harness.measure.timing import layer_calls
 from harness.results import read_results, results_path
 from harness.run.runners import run_compare, variant
 from harness.runner import Context
-from models import kernels
 from models.reference import torch_reference
 
 B, N, D, H = 2, 12, 16, 4

@@ -6,8 +6,8 @@ values recorded in one_trainer.json by the code of the commit the file names (`r
 below wrote it, from a `git archive` of that commit).
 
 Every point evaluates after every update (eval_every=1), so each curve point's train_loss is
-that update's loss. The swap points of models.kernels are pinned to their fallbacks (F.linear,
-split QKV, separate FFN, math attention): a sweep picks them per machine by timing
+that update's loss. The swap points of harness.measure.kernels are pinned to their fallbacks
+(F.linear, split QKV, separate FFN, math attention): a sweep picks them per machine by timing
 (harness.measure.kernel_choice), which would let two processes differ. Clock-derived values
 (seconds, rates, MFU) are left out; everything else compares with float equality.
 """
@@ -26,9 +26,9 @@ import pytest
 import torch
 
 from experiments.spec import Point, TaskSpec, TrainOptions, TranslateOptions
+from harness.measure import kernels
 from harness.run.runners import RUNNERS
 from harness.runner import Context, Result
-from models import kernels
 
 FIXTURE = Path(__file__).with_name("one_trainer.json")
 STEPS = 50

@@ -12,6 +12,7 @@ from mlflow import MlflowClient
 import experiments
 import models
 from experiments.spec import Match, Point, TaskSpec, TrainOptions, config
+from harness.measure import kernels
 from harness.results import read_results, results_path
 from harness.run import sweep
 from harness.run.runners import RUNNERS
@@ -27,7 +28,6 @@ from harness.train.probes import (
     run_grad_distance,
 )
 from harness.train.tasks import make_task
-from models import kernels
 
 CPU = Context(torch.device("cpu"), 0.1)
 TINY = dict(n_layers=1, n_heads=2, d_ff=32, dropout=0.0)

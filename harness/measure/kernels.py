@@ -1,13 +1,18 @@
-"""The kernel behind every linear map y = x W^T + b of our layers: one swap point.
+"""The kernels the harness may run a layer's linear maps, QKV, FFN and attention on: the
+swap points, each with candidates that compute the same numbers.
 
-On CPU in float32 there are two candidates: F.linear, which runs the BLAS sgemm (MKL), and
-oneDNN's own matmul. Which is faster depends on the CPU (on AMD Zen with AVX-512 MKL takes a
-narrower path and reaches about half of oneDNN's rate; on an AVX2-only Zen torch.mm was the
-faster), so the harness measures both on the machine at hand and sets the winner with
-use_linear_backend (harness.measure.kernel_choice); until then oneDNN is used where it exists.
-$TVR_DISABLE_ONEDNN=1 removes the oneDNN candidate, as on a build without it. Both run the
-same fp32 product (tests compare with F.linear). Elsewhere (CUDA, bf16/fp16, float64) it is
-F.linear.
+models/ reads as the paper (nn.Linear projections, F.relu between the FFN's two maps);
+harness.measure.kernel_swap puts a built model's blocks on these functions, and
+harness.measure.kernel_choice measures which candidate is fastest on the machine at hand.
+
+The linear maps y = x W^T + b: on CPU in float32 there are two candidates, F.linear, which
+runs the BLAS sgemm (MKL), and oneDNN's own matmul. Which is faster depends on the CPU (on AMD
+Zen with AVX-512 MKL takes a narrower path and reaches about half of oneDNN's rate; on an
+AVX2-only Zen torch.mm was the faster), so the harness measures both on the machine at hand
+and sets the winner with use_linear_backend (harness.measure.kernel_choice); until then oneDNN
+is used where it exists. $TVR_DISABLE_ONEDNN=1 removes the oneDNN candidate, as on a build
+without it. Both run the same fp32 product (tests compare with F.linear). Elsewhere (CUDA,
+bf16/fp16, float64) it is F.linear.
 
 The other swap points (QKV, FFN, ATTENTION) work alike: each has candidates that compute the
 same numbers (tests compare each with PyTorch's layers), a current choice set by use_backend

@@ -1,13 +1,15 @@
-"""models.kernels: every swap point's candidates give PyTorch's numbers and gradients."""
+"""harness.measure.kernels: every swap point's candidates give PyTorch's numbers and gradients
+(a layer put on them by harness.measure.kernel_swap)."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
+from harness.measure import kernels
 from harness.measure.flops import OpRecorder
-from models import kernels
-from models.kernels import linear
+from harness.measure.kernel_swap import use_kernels
+from harness.measure.kernels import linear
 
 needs_onednn = pytest.mark.skipif(kernels._ONEDNN is None, reason="build without oneDNN")
 TOL = dict(atol=1e-5, rtol=1e-5)
@@ -174,7 +176,7 @@ def test_each_candidate_gives_pytorchs_encoder_layer_with_gradients(point, name)
 
     kernels.use_backend(point, name)
     assert kernels.backend(point, "cpu", torch.float32) == name
-    ours = EncoderLayer(32, 4, 64, attn_backend="auto")
+    ours = use_kernels(EncoderLayer(32, 4, 64, attn_backend="auto"))
     for p in ours.parameters():  # non-zero biases, so a dropped bias shows
         p.data.add_(torch.randn_like(p) * 0.1)
     ref = torch_reference("transformer-layer", ours)
@@ -256,7 +258,7 @@ def test_the_output_head_runs_the_swap_point_with_tied_gradients(backend):
 
     kernels.use_linear_backend(backend)
     embed = TokenEmbedding(11, 16)
-    head = OutputHead(embed, 11, 16, tie=True, final_norm=True)
+    head = use_kernels(OutputHead(embed, 11, 16, tie=True, final_norm=True))
     tokens = torch.tensor([[1, 4, 9], [2, 2, 10]])
     ops = _ops(lambda: head(embed(tokens)))
     assert ("mkldnn._linear_pointwise" in ops) == (backend == kernels.ONEDNN)
