@@ -3,7 +3,7 @@
 Every point's `study` names the study it belongs to ("convergence", "heads", ...), so one
 suite can hold several (convergence-quick holds all of them) and each figure picks its own
 rows. Training points use runner "train"; the init-time statistics use "attn-init",
-"layer-grads" and "grad-distance" (harness.train.points, harness.train.probes).
+"layer-grads" and "grad-distance" (harness.train.train_runner, harness.train.probes).
 
 Shared recipe (why): a 2-layer, d_model=64, 4-head Pre-LN Transformer LM (the width of the
 early scratch probes; Pre-LN so constant-lr Adam needs no warm-up, which only the
@@ -11,7 +11,7 @@ norm-warmup study varies), dropout 0 (the tasks are noise-free), Adam(0.9, 0.98,
 constant 1e-3, batch 32. LSTM and GRU LMs keep n_layers and get the d_model that matches the
 Transformer's parameter count on the same task within 10%: their points carry a Match (the
 Transformer and its config), and the runner resolves the width at run time
-(harness.train.points), so declaring a suite builds no model and loads no text.
+(harness.train.train_runner), so declaring a suite builds no model and loads no text.
 Expected times are estimates, not measurements: on CPU, each point's step budget times a
 ms-per-step fitted (per architecture, linear in tokens x layers x (d/64)^2, within ~5%) to
 the points of convergence-quick on 2 shared cores, so early stopping makes them upper bounds;

@@ -1,6 +1,6 @@
 """Typed point specs and the product-grid helper every suite uses.
 
-A point is one measurement: the runner that measures it (a key of harness.run.runners.RUNNERS),
+A point is one measurement: the runner that measures it (a key of harness.run.runner_table.RUNNERS),
 its subject (a mixer kind for layer-level runners, a models.names() entry for training
 runners), its sizes, the model config handed to models.mixer / models.build unchanged, and
 the runner's own typed options. Its results row and its point_id derive from these fields.

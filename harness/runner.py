@@ -1,7 +1,7 @@
 """What every runner takes and returns: `runner(point, context) -> Result`.
 
-The runner table is harness.run.runners.RUNNERS; layer-level runners live there, training-type
-runners in harness.train.points and harness.train.probes.
+The runner table is harness.run.runner_table.RUNNERS; layer-level runners live there, training-type
+runners in harness.train.train_runner and harness.train.probes.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ def suite_points(suite: str | None, suite_file: str | None) -> tuple[str, str, l
         check_suite(suite)
         return suite, experiments.describe(suite), experiments.points(suite)
     from experiments.suitefile import load
-    from harness.train.points import train_spec
+    from harness.train.train_runner import train_spec
 
     try:
         name, description, points = load(suite_file)
@@ -87,7 +87,7 @@ def _bitext(points: list[Point], bitext: tuple[str, ...], reverse: bool) -> Over
     from experiments.overrides import Bitext
     from experiments.spec import TranslateOptions
     from harness.inputs import resolved
-    from harness.train.translation.corpus import user_corpus
+    from harness.train.translation.bitext import user_corpus
 
     paths = tuple(str(resolved(p, "--bitext")) for p in bitext)
     if not paths or not any(isinstance(p.options, TranslateOptions) for p in points):
@@ -99,7 +99,7 @@ def check_utf8(path: str) -> None:
     """A corpus must be a regular file of UTF-8 text with something in it: a FIFO would
     block the read forever, and an empty or binary file would give a column of error rows."""
     from harness.inputs import read_bounded
-    from harness.train.translation.corpus import MAX_CORPUS_BYTES
+    from harness.train.translation.bitext import MAX_CORPUS_BYTES
 
     try:
         text = read_bounded(path, MAX_CORPUS_BYTES, "--corpus").decode("utf-8")

@@ -221,7 +221,7 @@ def bench_cmd(out: str, device: str, dtype: str, tracking_uri: str | None, quick
     outputs checked), forward+backward, timed interleaved; prints ratios, MFU and the
     harness-timer check, writes <out>/bench/results.csv and table.md."""
     from harness.report import bench as bench_report
-    from harness.run import bench
+    from harness.run import bench_sweep
     from harness.run.point import resolve_device
 
     if quick and tiny:
@@ -238,15 +238,15 @@ def bench_cmd(out: str, device: str, dtype: str, tracking_uri: str | None, quick
         import torch
 
         torch.set_num_threads(threads)  # recorded in every row (machine facts: threads)
-    folder = out_dir / bench.suite()  # after --no-onednn set the environment it reads
+    folder = out_dir / bench_sweep.suite()  # after --no-onednn set the environment it reads
     if profile_:
-        setup, profiles = bench.run_profile(dev, dtype, grid)
+        setup, profiles = bench_sweep.run_profile(dev, dtype, grid)
         markdown = bench_report.profile_markdown(setup, profiles)
         path = bench_report.write_markdown(folder, bench_report.PROFILE_FILE, markdown)
         click.echo(markdown + f"profile: {path}")
         return
     with stopping(folder / "results.csv"):
-        result = bench.run_bench(dev, dtype, grid, out_dir, uri, min_run_time)
+        result = bench_sweep.run_bench(dev, dtype, grid, out_dir, uri, min_run_time)
         markdown = bench_report.bench_markdown(result.rows, result.facts, grid, result.dtype,
                                                dev.type)
         path = bench_report.write_markdown(folder, bench_report.TABLE_FILE, markdown)

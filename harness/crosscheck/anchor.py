@@ -60,10 +60,10 @@ from harness.results import (
     series_path,
     this_machine,
 )
+from harness.train.translation.bitext import Corpus, split_digest
 from harness.train.translation.bpe import UNK
-from harness.train.translation.corpus import Corpus, split_digest
-from harness.train.translation.runner import score_split
 from harness.train.translation.scoring import score
+from harness.train.translation.translate_runner import score_split
 
 SUITE = "translation-anchor"
 TOOLKIT = "joeynmt"

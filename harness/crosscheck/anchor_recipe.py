@@ -13,7 +13,7 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from harness.crosscheck.anchor import pieces
-from harness.train.translation.corpus import Corpus
+from harness.train.translation.bitext import Corpus
 
 
 def our_model(cfg: dict[str, Any]) -> str:

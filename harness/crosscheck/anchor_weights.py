@@ -39,9 +39,9 @@ from harness.files import read_lines, write_atomic
 from harness.measure.kernel_swap import use_kernels
 from harness.train.translation.bpe import BOS, EOS, PAD, special_ids
 from harness.train.translation.data import batches
-from harness.train.translation.runner import translate
 from harness.train.translation.scoring import score
 from harness.train.translation.train import perplexity
+from harness.train.translation.translate_runner import translate
 from models.transformer import Transformer
 
 JOEY_EPS = 1e-6  # JoeyNMT's LayerNorm eps

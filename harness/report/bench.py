@@ -1,7 +1,7 @@
 """`tvr bench` on paper: the table of ratios, the headline verdicts and the profile tables.
 
 Everything here reads measured rows (and the machine facts they were measured with); the
-measuring is harness.run.bench's. The targets each comparison was held to are recorded in its
+measuring is harness.run.bench_sweep's. The targets each comparison was held to are recorded in its
 row (column `target`); the one target that is not a ratio, the transformer layer's MFU on
 CPU, is this module's MFU_TARGET_CPU.
 """

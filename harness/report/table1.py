@@ -1,4 +1,4 @@
-"""Table 1 of the paper, reproduced from measurements (the points are harness.run.runners').
+"""Table 1 of the paper, reproduced from measurements (the points are harness.run.runner_table').
 
 Rows: self-attention, recurrent (LSTM), convolutional, restricted self-attention. Columns:
 the paper's three claims beside fitted log-log exponents of what this code measured.

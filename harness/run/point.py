@@ -20,7 +20,7 @@ from experiments.spec import CAST_RUNNERS, Point
 from harness.errors import BadInput
 from harness.measure.kernel_choice import use_measured_kernels
 from harness.measure.machine import Occupancy
-from harness.run.runners import PREDICTORS, RUNNERS
+from harness.run.runner_table import PREDICTORS, RUNNERS
 from harness.runner import Context, Result
 
 # Runners whose numbers are times: their point gets its device to itself (one GPU, or on a

@@ -46,8 +46,8 @@ from harness.schema import Parts
 from harness.track.names import run_names
 from harness.track.tracker import Tracker
 from harness.track.values import code_facts
-from harness.train.points import trained_width
-from harness.train.translation.runner import split_of
+from harness.train.train_runner import trained_width
+from harness.train.translation.translate_runner import split_of
 
 
 @dataclass

@@ -67,8 +67,8 @@ from harness.run import rungs
 from harness.run.pruner import RungPruner
 from harness.run.sweep import run_suite
 from harness.train.translation.recipe import KEY, best_row, recipe_of, with_recipe
-from harness.train.translation.runner import warmup_steps
 from harness.train.translation.train import Curve
+from harness.train.translation.translate_runner import warmup_steps
 
 STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING")
 MAX_FAILED = 3  # trials in a row without a result (error rows): a bug, not a bad recipe

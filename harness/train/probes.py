@@ -29,7 +29,7 @@ from harness.runner import Context, Result
 from harness.train import checkpoint
 from harness.train.batch import Batch
 from harness.train.loop import masked_loss, train
-from harness.train.points import (
+from harness.train.train_runner import (
     build_model,
     history_series,
     result_metrics,

@@ -28,10 +28,10 @@ from harness.measure.compare import interleaved, peak_rate, timer_ms
 from harness.measure.kernel_choice import use_measured_kernels
 from harness.measure.kernel_swap import use_kernels
 from harness.train import loop
-from harness.train.points import build_model, step_flops_per_token, train_spec
+from harness.train.train_runner import build_model, step_flops_per_token, train_spec
 from harness.train.trainer import Trainer
-from harness.train.translation import runner
 from harness.train.translation import train as mt
+from harness.train.translation import translate_runner as runner
 from harness.train.translation.data import PairBatch
 
 Step = tuple[Callable[[], object], float]  # one update, and its counted FLOPs

@@ -10,7 +10,7 @@ from mlflow import MlflowClient
 import experiments
 from harness.cli import cli
 from harness.results import read_results, results_path
-from harness.run.runners import RUNNERS
+from harness.run.runner_table import RUNNERS
 
 FAST = ["--min-run-time", "0.01"]
 

@@ -19,7 +19,7 @@ from experiments.spec import Point, config
 from harness.report import claim_layers, figures, table1, tables
 from harness.report.evidence import Stored
 from harness.results import RESULTS_FILE
-from harness.run.runners import RUNNERS
+from harness.run.runner_table import RUNNERS
 from harness.runner import Context
 from models import catalog, plugins
 

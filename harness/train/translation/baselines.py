@@ -19,9 +19,9 @@ from sacrebleu.metrics import BLEU
 
 from experiments.spec import Point
 from harness.runner import Context, Result
-from harness.train.translation import corpus as corpora
-from harness.train.translation.runner import held_out, load_corpus, options, score_split
+from harness.train.translation import bitext as corpora
 from harness.train.translation.tfidf import CHAR_NGRAMS, TfIdf
+from harness.train.translation.translate_runner import held_out, load_corpus, options, score_split
 
 CONSTANT_SHORTLIST = 20  # candidates rescored by sacrebleu after the fast count
 

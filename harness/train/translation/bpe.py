@@ -19,7 +19,7 @@ from pathlib import Path
 from filelock import FileLock
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from harness.train.translation.corpus import Corpus
+from harness.train.translation.bitext import Corpus
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<s>", "</s>"
 SPECIALS = (PAD, UNK, BOS, EOS)  # ids 0..3

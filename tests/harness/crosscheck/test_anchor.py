@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from harness.crosscheck import anchor, anchor_recipe, anchor_weights
 from harness.files import read_lines
 from harness.results import read_results, results_path
+from harness.train.translation.bitext import Corpus
 from harness.train.translation.bpe import shared_bpe
-from harness.train.translation.corpus import Corpus
 from harness.train.translation.scoring import score
 
 REPO = Path(__file__).resolve().parents[3]
@@ -238,7 +238,7 @@ def test_batch_size_for_predicts_the_committed_anchors_tokens_per_update() -> No
     train_tokens / updates target tokens per update; the replay of its sampler, asked for
     that many, gives back its size to within 1%."""
     from experiments.translation import TUNED
-    from harness.train.translation.corpus import bible, split_digest
+    from harness.train.translation.bitext import bible, split_digest
 
     [row] = [r for r in read_results(results_path(REPO / "results", anchor.SUITE)).to_dict(
         "records") if r["model"] == "joeynmt-transformer"]

@@ -64,18 +64,18 @@ def test_figures_read_stored_results_only(smoke_out, monkeypatch):
     """Drawing must not train or measure anything: with the training loop, the layer timer
     and the optimiser step all raising, every study figure still draws."""
     from harness.measure import timing as measure
-    from harness.run import runners
+    from harness.run import runner_table
     from harness.runner import Context
     from harness.train import loop as train
-    from harness.train import points as ablations
     from harness.train import probes
+    from harness.train import train_runner as ablations
 
     def broken(*args, **kwargs):
         raise AssertionError("a figure retrained or remeasured")
 
     # patch each name where it is bound, since `from x import f` copies the reference
     for module, name in ((train, "train"), (ablations, "train"), (probes, "train"),
-                         (measure, "measure_layer"), (runners, "measure_layer"),
+                         (measure, "measure_layer"), (runner_table, "measure_layer"),
                          (torch.optim.Adam, "step")):
         monkeypatch.setattr(module, name, broken)
     trained = set(read_results(results_path(smoke_out, SUITE)).query("runner == 'train'")

@@ -13,7 +13,7 @@ from harness.cli import cli
 from harness.report.table1 import table1
 from harness.results import read_results, results_path
 from harness.run import sweep
-from harness.run.runners import run_path
+from harness.run.runner_table import run_path
 from harness.runner import Context
 
 CPU = torch.device("cpu")

@@ -19,7 +19,7 @@ from harness.measure.compare import interleaved
 from harness.measure.flops import count_flops
 from harness.measure.timing import layer_calls
 from harness.results import read_results, results_path
-from harness.run.runners import run_compare, variant
+from harness.run.runner_table import run_compare, variant
 from harness.runner import Context
 from models.reference import torch_reference
 

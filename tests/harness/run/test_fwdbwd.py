@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from experiments.spec import Point, config
-from harness.run.runners import RUNNERS
+from harness.run.runner_table import RUNNERS
 from harness.runner import Context
 
 

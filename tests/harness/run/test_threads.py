@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from experiments.threads import thread_counts, thread_points
-from harness.run.runners import run_threads
+from harness.run.runner_table import run_threads
 from harness.runner import Context
 
 
@@ -27,7 +27,7 @@ def test_runner_restores_threads_and_measures_the_span():
 
 def test_identities_hold_for_attention_and_fail_for_the_lstm_control():
     from experiments.identities import identities
-    from harness.run.runners import run_identities
+    from harness.run.runner_table import run_identities
 
     ctx = Context(torch.device("cpu"))
     by_mixer = {p.subject: run_identities(p, ctx).values for p in identities() if p.seed == 0}

@@ -61,7 +61,7 @@ def test_sizes_a_point_has_not_are_left_out_of_its_name() -> None:
 def test_a_matched_model_is_named_by_the_width_its_row_records() -> None:
     """convergence-quick's LSTM is matched to the Transformer's parameters at d_model 64 and
     trains (and records) a wider d_model: its live run name says the same as a synced one."""
-    from harness.train.points import trained_width
+    from harness.train.train_runner import trained_width
 
     rows = read_results(REFERENCE / "convergence-quick" / "results.csv")
     lstm = rows[rows["model"] == "lstm-lm"]

@@ -225,7 +225,7 @@ def test_tvr_run_no_resume_reaches_the_runner(tmp_path: Path, monkeypatch) -> No
     runner passes it to its Plan); the default resumes."""
     import experiments
     from harness.cli import cli
-    from harness.run import runners
+    from harness.run import runner_table
     from harness.runner import Result
 
     seen: list[bool] = []
@@ -236,7 +236,7 @@ def test_tvr_run_no_resume_reaches_the_runner(tmp_path: Path, monkeypatch) -> No
 
     point = experiments.points("smoke")[0]
     monkeypatch.setitem(experiments.SUITES, "smoke", lambda: [point])
-    monkeypatch.setitem(runners.RUNNERS, point.runner, fake)
+    monkeypatch.setitem(runner_table.RUNNERS, point.runner, fake)
     for flag in ("--resume", "--no-resume", "--no-resume"):
         result = CliRunner().invoke(cli, ["run", "smoke", flag, "--out", str(tmp_path),
                                           "--tracking-uri", "none"])

@@ -27,7 +27,7 @@ import torch
 
 from experiments.spec import Point, TaskSpec, TrainOptions, TranslateOptions
 from harness.measure import kernels
-from harness.run.runners import RUNNERS
+from harness.run.runner_table import RUNNERS
 from harness.runner import Context, Result
 
 FIXTURE = Path(__file__).with_name("one_trainer.json")

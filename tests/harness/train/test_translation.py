@@ -19,13 +19,13 @@ from experiments.spec import TranslateOptions
 from harness.cli import cli
 from harness.files import read_lines, write_lines
 from harness.results import read_results, results_path
-from harness.train.translation import corpus as C
+from harness.train.translation import bitext as C
 from harness.train.translation.baselines import best_constant
 from harness.train.translation.bpe import cache_path, shared_bpe
 from harness.train.translation.data import tokenized
-from harness.train.translation.runner import _held_out, subsample
 from harness.train.translation.scoring import repeats, score
 from harness.train.translation.tfidf import TfIdf
+from harness.train.translation.translate_runner import _held_out, subsample
 
 PARALLEL_GROUPS = {9, 10, 11, 12, 13, 14, 15, 16, 40, 41, 42, 43, 49, 51, 61, 65}
 
@@ -291,7 +291,7 @@ def test_a_row_of_another_split_is_not_done_and_its_point_runs_again(tiny_run, t
 
 
 def test_the_length_penalty_chosen_is_the_best_on_dev_and_the_first_on_a_tie() -> None:
-    from harness.train.translation.runner import choose_alpha
+    from harness.train.translation.translate_runner import choose_alpha
 
     refs = ["the lord spake unto moses saying", "and god saw the light"]
     hyps = {0.6: ["the lord spake", "and god"], 1.0: refs, 2.0: refs}

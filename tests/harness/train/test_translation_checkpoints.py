@@ -153,7 +153,7 @@ def test_early_stopping_ends_on_the_best_weights() -> None:
 
 def test_throughput_is_rates_over_update_seconds_and_mfu_over_the_peak() -> None:
     from harness.measure.compare import peak_rate
-    from harness.train.translation.runner import throughput
+    from harness.train.translation.translate_runner import throughput
 
     log = TrainLog(flops=4_000_000_000, seconds=2.0)
     out = throughput(10_000, log, torch.device("cpu"))
@@ -170,7 +170,7 @@ def test_throughput_is_rates_over_update_seconds_and_mfu_over_the_peak() -> None
     ([0.0, 1.0], False)])  # too short to say
 def test_a_dev_curve_has_flattened_only_when_its_last_gains_are_small(curve, flat) -> None:
     from experiments.spec import TranslateOptions
-    from harness.train.translation.runner import convergence
+    from harness.train.translation.translate_runner import convergence
 
     log = TrainLog(series={"dev_bleu_greedy": [(i * 100, v) for i, v in enumerate(curve)]})
     assert convergence(log, TranslateOptions())["converged"] == int(flat)

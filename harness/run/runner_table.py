@@ -32,10 +32,10 @@ from harness.measure.timing import (
     time_fn,
 )
 from harness.runner import Context, Result, Runner
-from harness.train.points import run_train
 from harness.train.probes import run_attn_init, run_grad_distance, run_layer_grads
+from harness.train.train_runner import run_train
 from harness.train.translation.baselines import run_constant, run_retrieval, run_source_copy
-from harness.train.translation.runner import run_translate
+from harness.train.translation.translate_runner import run_translate
 from models.minrnn import scan_error
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

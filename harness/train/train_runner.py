@@ -8,7 +8,7 @@ Parameter matching happens here, at run time (declaring a suite must stay cheap)
 with a Match is built at the d_model that gives it the matched model's parameter count, that
 model being built at Point.d_model from its own config. Its rows record the resolved d_model.
 
-Runners (harness.run.runners.RUNNERS): "train" here; "attn-init", "layer-grads" and
+Runners (harness.run.runner_table.RUNNERS): "train" here; "attn-init", "layer-grads" and
 "grad-distance" in harness.train.probes.
 """
 

@@ -15,11 +15,10 @@ from experiments.spec import Match, Point, TaskSpec, TrainOptions, config
 from harness.measure import kernels
 from harness.results import read_results, results_path
 from harness.run import sweep
-from harness.run.runners import RUNNERS
+from harness.run.runner_table import RUNNERS
 from harness.runner import Context
 from harness.train.batch import Batch
 from harness.train.loop import param_count
-from harness.train.points import run_train, train_spec
 from harness.train.probes import (
     attention_stats,
     distance_grad_norms,
@@ -28,6 +27,7 @@ from harness.train.probes import (
     run_grad_distance,
 )
 from harness.train.tasks import make_task
+from harness.train.train_runner import run_train, train_spec
 
 CPU = Context(torch.device("cpu"), 0.1)
 TINY = dict(n_layers=1, n_heads=2, d_ff=32, dropout=0.0)
@@ -271,13 +271,13 @@ def test_quick_studies_pair_five_seeds() -> None:
 
 
 def test_train_rows_carry_throughput_flops_and_mfu(monkeypatch) -> None:
-    from harness.train import points
+    from harness.train import train_runner
 
-    monkeypatch.setattr(points, "peak_rate", lambda device, threads: 1e12)  # no timing here
+    monkeypatch.setattr(train_runner, "peak_rate", lambda device, threads: 1e12)  # no timing here
     point = tiny_point()
     m = run_train(point, CPU).values
     spec = train_spec(point)
-    model = points.build_model(point, spec, torch.device("cpu"))
+    model = train_runner.build_model(point, spec, torch.device("cpu"))
     # one step's counted FLOPs, counted again by hand: forward + backward of a batch
     batch = spec.task.train_batch(1, spec.train.batch_size)
     from torch.utils.flop_counter import FlopCounterMode
@@ -285,7 +285,7 @@ def test_train_rows_carry_throughput_flops_and_mfu(monkeypatch) -> None:
     from harness.measure.flops import FLOP_FORMULAS  # CPU flash attention counts too
 
     with FlopCounterMode(display=False, custom_mapping=FLOP_FORMULAS) as counter:
-        points.masked_loss(batch.logits(model), batch).backward()
+        train_runner.masked_loss(batch.logits(model), batch).backward()
     per_token = counter.get_total_flops() / batch.n_input_tokens
     assert m["train_flops_per_token"] == pytest.approx(per_token)
     assert m["train_flops_per_token"] > 2 * m["flops_fwd_per_token"]  # backward ~ 2x forward
@@ -296,27 +296,27 @@ def test_train_rows_carry_throughput_flops_and_mfu(monkeypatch) -> None:
 
 
 def test_step_flops_leave_no_gradients_behind() -> None:
-    from harness.train import points
+    from harness.train import train_runner
 
     point = tiny_point()
     spec = train_spec(point)
-    model = points.build_model(point, spec, torch.device("cpu"))
-    assert points.step_flops_per_token(model, spec.task, 8, torch.device("cpu")) > 0
+    model = train_runner.build_model(point, spec, torch.device("cpu"))
+    assert train_runner.step_flops_per_token(model, spec.task, 8, torch.device("cpu")) > 0
     assert all(p.grad is None for p in model.parameters())
 
 
 def test_throughput_measures_the_peak_once_per_thread_count(monkeypatch) -> None:
     from harness.measure import compare
-    from harness.train import points
+    from harness.train import train_runner
 
     calls = []
     monkeypatch.setattr(compare, "timer_ms", lambda fn, t: calls.append(1) or 1.0)
     compare.peak_rate.cache_clear()
-    monkeypatch.setattr(points, "peak_rate", compare.peak_rate)
-    first = points.throughput(100.0, 10.0, torch.device("cpu"))
+    monkeypatch.setattr(train_runner, "peak_rate", compare.peak_rate)
+    first = train_runner.throughput(100.0, 10.0, torch.device("cpu"))
     n = len(calls)
-    second = points.throughput(100.0, 20.0, torch.device("cpu"))
+    second = train_runner.throughput(100.0, 20.0, torch.device("cpu"))
     assert len(calls) == n > 0 and first["peak_flops_per_s"] == second["peak_flops_per_s"]
     assert second["mfu"] == pytest.approx(2 * first["mfu"])
-    assert points.throughput(100.0, None, torch.device("cpu")) == {}
+    assert train_runner.throughput(100.0, None, torch.device("cpu")) == {}
     compare.peak_rate.cache_clear()

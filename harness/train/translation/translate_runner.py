@@ -1,5 +1,5 @@
 """Runner "translate" (train one model, decode, score) on the corpus a point names
-(harness.train.translation.corpus); the baselines are in harness.train.translation.baselines.
+(harness.train.translation.bitext); the baselines are in harness.train.translation.baselines.
 
 A "translate" point's row: parameters, training FLOPs (forward + backward, counted) and
 seconds, dev perplexity per subword, dev and test BLEU and chrF of beam search with their
@@ -30,8 +30,8 @@ from harness.measure.kernel_swap import use_kernels
 from harness.runner import Context, Result
 from harness.train import checkpoint
 from harness.train.loop import count_params, matched_config, param_count
-from harness.train.points import tiny_threads
-from harness.train.translation import corpus as corpora
+from harness.train.train_runner import tiny_threads
+from harness.train.translation import bitext as corpora
 from harness.train.translation.bpe import shared_bpe, special_ids
 from harness.train.translation.data import (
     PairBatch,
