@@ -2,7 +2,7 @@
 decoded by its own beam search, detokenised by our tokenizer and scored by our sacrebleu call
 (scripts/anchor).
 
-export() writes, for a corpus (the Bible's split as corpus.bible() makes it at run time) and
+export() writes, for a corpus (the Bible's split as bitext.bible() makes it at run time) and
 our shared BPE: <folder>/data/{train,dev,test}.{src,trg}, each sentence as our BPE's pieces
 separated by spaces (JoeyNMT reads them with `level: word`, so a piece is one token), the
 training pairs of at most `max_tokens` pieces a side only (the filter of our runs); vocab.txt,

@@ -13,7 +13,7 @@ every source (with_eos).
 
 CKPT_DIR: an anchor work folder (data/, model-<k>/). Compares teacher-forced log-probabilities
 with JoeyNMT's own forward (in .venv-joeynmt), decodes dev with our greedy and beam search
-(runner.translate: beam 4, alpha 0.6), rescores JoeyNMT's hyps.dev, and measures its dev
+(translate_runner.translate: beam 4, alpha 0.6), rescores JoeyNMT's hyps.dev, and measures its dev
 perplexity as our rows' dev_ppl is (JoeyNMT's own "ppl" is exp of its label-smoothed KL
 loss, not comparable); writes OUT.
 """
