@@ -121,20 +121,30 @@ def test_time_fn_takes_several_samples_of_a_slow_call():
     assert t.runs >= MIN_SAMPLES and t.median_ms == pytest.approx(20, abs=10)
 
 
-def test_added_samples_are_blocks_of_the_fewest_calls_that_last_min_block_s():
-    """A 0.9 ms call: torch's blocks are of 10 calls (where its timer's overhead is under
-    0.9 us: two blocks fill min_run_time, three are added of 10 calls, never more than
-    torch's) or of 100 (one block; the four added are of ceil(MIN_BLOCK_S / 0.9 ms) = 23
-    calls, not 100 each)."""
-    def spin() -> None:
-        end = time.perf_counter() + 0.0009
-        while time.perf_counter() < end:
-            pass
+@pytest.mark.parametrize("first, runs", [
+    ((10, 2), 10 * MIN_SAMPLES),  # two blocks of 10: three more of 10, never more than torch's
+    ((100, 1), 100 + (MIN_SAMPLES - 1) * math.ceil(MIN_BLOCK_S / 0.0009)),  # four of 23
+])
+def test_added_samples_are_blocks_of_the_fewest_calls_that_last_min_block_s(
+        monkeypatch, first, runs):
+    """A 0.9 ms call, whichever blocks torch's autorange chose for it (blocks of 10 calls
+    where its timer's overhead is under 0.9 us, else of 100): the samples added are blocks
+    of the fewest calls that last MIN_BLOCK_S, at most torch's. torch's timer is given those
+    per-call times (a real spin's vary with the machine's load, and so would torch's
+    choice); what is tested is the rule applied to them."""
+    from torch.utils.benchmark.utils.common import Measurement, TaskSpec
 
-    t = time_fn(spin, torch.device("cpu"), min_run_time=0.01, warmup=0)
-    per_block = math.ceil(MIN_BLOCK_S / 0.0009)
-    assert t.runs == 10 * MIN_SAMPLES or 100 < t.runs <= 100 + (MIN_SAMPLES - 1) * per_block, \
-        t.runs
+    spec = TaskSpec("fn()", "pass")
+    number, blocks = first
+
+    def measured(n: int, count: int) -> Measurement:
+        return Measurement(n, [n * 0.0009] * count, spec)
+
+    monkeypatch.setattr(torch.utils.benchmark.Timer, "blocked_autorange",
+                        lambda self, min_run_time: measured(number, blocks))
+    monkeypatch.setattr(torch.utils.benchmark.Timer, "timeit", lambda self, n: measured(n, 1))
+    t = time_fn(lambda: None, torch.device("cpu"), min_run_time=0.01, warmup=0)
+    assert t.runs == runs and t.median_ms == pytest.approx(0.9)
 
 
 def test_measure_layer_row_is_complete():
