@@ -334,15 +334,12 @@ def _pair_gates(pair: list[Test], by: dict[str, pd.DataFrame],
 
 
 def _convergence(by: dict[str, pd.DataFrame]) -> str:
-    """How many seeds of each model had a dev curve that flattened by the end of training
-    (the rows' `converged`, whether patience or the budget ended it), and what a verdict is
+    """How many seeds of each model ended with a dev curve flat by the stopping rule
+    (flat_by_rule: stopped by patience, not by a budget or the cap), and what a verdict is
     then about: BLEU at this budget where no seed of a model flattened."""
-    if not all("converged" in g for g in by.values()):
-        return ""
-    flat = {m: int(pd.to_numeric(g["converged"], errors="coerce").fillna(0).gt(0).sum())
-            for m, g in by.items()}
+    flat = {m: int(flat_by_rule(g).sum()) for m, g in by.items()}
     rising = [m for m, n in flat.items() if n == 0]
-    return ("; dev curve flattened (converged): " + ", ".join(
+    return ("; dev curve flat by the stopping rule: " + ", ".join(
         f"{m} {n} of {len(by[m])} seeds" for m, n in flat.items())
         + (f" (BLEU at this training budget, not at convergence, for {', '.join(rising)})"
            if rising else ""))

@@ -118,7 +118,7 @@ def table2(df: pd.DataFrame, toolkit: pd.DataFrame | None = None) -> pd.DataFram
     throughput (target subwords/s, counted FLOP/s, MFU against the machine's measured
     matmul peak), FLOPs and seconds to
     reach the target dev BLEU (`reached` seeds did), `converged` seeds (dev curve
-    flattened), decoding speed with and without the cache. `toolkit`: scripts/anchor's rows;
+    flat by the stopping rule, flat_by_rule), decoding speed with and without the cache. `toolkit`: scripts/anchor's rows;
     those trained on the same split, subwords and length limit are added last, each model
     named with its toolkit and version. A model's rows are those of its last recipe."""
     rows = last_recipe(finished(df, "table2"))
@@ -137,8 +137,12 @@ def table2(df: pd.DataFrame, toolkit: pd.DataFrame | None = None) -> pd.DataFram
     if "flops_to_bleu" in rows:
         out.insert(out.columns.get_loc("flops_to_bleu"), "reached",
                    g["flops_to_bleu"].count())
-    if "converged" in rows:
-        out["converged"] = g["converged"].apply(lambda c: pd.to_numeric(c).sum(min_count=1))
+    if "converged" in rows or "stopped_by" in rows:
+        trained = pd.concat([pd.to_numeric(rows.get(c), errors="coerce") if c == "converged"
+                             else rows.get(c) for c in ("converged", "stopped_by")
+                             if c in rows], axis=1).notna().any(axis=1)
+        flat = flat_by_rule(rows).where(trained).astype(float)  # NaN: a baseline, no curve
+        out["converged"] = flat.groupby([rows[k] for k in keys], sort=False).sum(min_count=1)
     out = out.reset_index()
     order = {m: i for i, m in enumerate(BASELINES)}
     return out.sort_values("model", key=lambda m: m.map(lambda x: order.get(x, len(order))),
@@ -189,7 +193,8 @@ def _data(frame: pd.DataFrame, cols: list[str]) -> pd.Series:
 def _with_rates(rows: pd.DataFrame) -> pd.DataFrame:
     """Throughput from the stored totals where a row predates its own columns."""
     rows = rows.copy()
-    secs = pd.to_numeric(rows.get("train_s"), errors="coerce")
+    secs = pd.to_numeric(rows.get("train_s", pd.Series(np.nan, index=rows.index)),
+                         errors="coerce")
     for rate, total in (("train_tokens_per_s", "train_tokens"),
                         ("train_flops_per_s", "train_flops")):
         if total in rows:

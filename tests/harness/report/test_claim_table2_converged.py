@@ -10,7 +10,7 @@ from harness.report.claim_translation import CLAIMS, CONVERGED
 from harness.report.claims import judge
 from harness.report.evidence import Stored
 from harness.report.rulebook import label
-from harness.report.translation import cost_to_target
+from harness.report.translation import cost_to_target, table2
 from harness.report.verdicts import CONTRADICTS, INCONCLUSIVE, SUPPORTS
 from tests.harness.report.claim_frames import write_suite
 from tests.harness.report.test_claim_translation import LOW, REFS, good, poor, write_lines
@@ -132,3 +132,8 @@ def test_a_run_the_cap_ended_is_not_converged_by_the_rule(tmp_path):
     e = judge(QUALITY, Stored(tmp_path))
     (gate,) = [g for g in e.gates if g.name == "converged"]
     assert e.verdict == INCONCLUSIVE and not gate.passed and "transformer seed 2" in gate.detail
+    # one definition wherever a count of converged seeds is shown
+    assert "transformer 3 of 4 seeds flattened" in gate.detail
+    assert "flat by the stopping rule: transformer 3 of 4 seeds" in e.measured
+    table = table2(pd.read_csv(path).assign(study="table2")).set_index("model")
+    assert table.loc["transformer", "converged"] == 3
