@@ -22,6 +22,7 @@ from harness.report.claims import render as render_claims
 from harness.report.evidence import GPU_DIR, NO_ONEDNN
 from harness.report.labels import busy_flag
 from harness.report.markdown import code
+from harness.report.rematch import STUDY as STUDY_MQAR
 from harness.report.studies import TABLE_RUNNERS, study_tables
 from harness.report.superseded import ARCHIVE, archived
 from harness.report.table1 import is_table1, table1
@@ -232,14 +233,20 @@ def rematch_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
              "The paper column is Feng et al. (2024), measured on a GPU, not here.", "",
              _save_table(out_dir, suite, "speedup", rematch.speedup_table(df))]
     if (df["study"] == rematch.STUDY).any():
-        pts = rematch.mqar_frame(out_dir, suite)
-        lines += ["### MQAR against state size", "",
-                  "Final held-out accuracy over seeds; without recall (guessing among the "
-                  "values in context): " + ", ".join(
-                      f"{p} pairs {rematch.floor(p):.3f}" for p in sorted(set(pts["pairs"])))
-                  + ".", "",
-                  _save_table(out_dir, suite, "mqar", rematch.mqar_table(pts))]
+        lines += mqar_section(out_dir, suite, df)
     return lines
+
+
+def mqar_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
+    """MQAR against state size: final held-out accuracy per mixer, pairs and width, each
+    mixer at its best learning rate per setting where the suite sweeps it."""
+    from harness.report import rematch
+
+    pts = rematch.mqar_frame(out_dir, suite)
+    return ["### MQAR against state size", "",
+            f"![MQAR against state size]({suite}/mqar-state.png)", "",
+            rematch.mqar_caption(pts), "",
+            _save_table(out_dir, suite, "mqar", rematch.mqar_table(pts))]
 
 
 def scan_error_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
@@ -299,6 +306,7 @@ SECTIONS: list[tuple[Callable[[str, pd.DataFrame], bool], Callable[..., list[str
     (lambda suite, df: (df["runner"] == "identities").any(), identities_section),
     (lambda suite, df: (df["runner"] == "fwdbwd").any(), rematch_section),
     (lambda suite, df: (df["runner"] == "scan-error").any(), scan_error_section),
+    (lambda suite, df: (df["study"] == STUDY_MQAR).any(), mqar_section),
     (lambda suite, df: df["runner"].isin(TABLE_RUNNERS).any(), study_section),
 ]
 

@@ -260,3 +260,26 @@ def test_mqar_figure_names_the_learning_rates_each_mixer_was_picked_from(tmp_pat
     drawn = {round(float(y), 3) for ax in fig.axes for line in ax.lines
              for y in line.get_ydata() if line.get_marker() not in (None, "None", "")}
     assert drawn == {0.6, 0.9, 0.4}
+
+
+@pytest.mark.slow
+def test_mqar_suite_has_its_table_at_the_best_lr_and_the_docs_block_reads_it(tmp_path):
+    """A suite of MQAR points only (mqar-cpu) gets REPORT.md's MQAR section, its table at
+    each mixer's better learning rate (the lr named, 99% reached counted), and the docs
+    block shows it rather than rematch-quick's, which it calls too short to judge."""
+    settings = ((8, 32), (4, 32))
+    acc = {m: (0.6, 0.9) for m in MQAR_MIXERS}
+    rows = mqar_rows(acc, settings=settings, seeds=4) + mqar_rows(
+        {m: (0.3, 0.5) for m in MQAR_MIXERS}, settings=settings, seeds=4, lr=1e-2)
+    for r in rows:
+        r["steps_to_target"] = 700 if r["final_accuracy"] >= 0.9 else None
+    write_suite(tmp_path, "rematch-quick", mqar_rows({m: (0.8, 0.5, 0.4) for m in MQAR_MIXERS}))
+    assert "Too short to judge" in render_block("rematch-mqar", tmp_path)
+    write_suite(tmp_path, "mqar-cpu", rows)
+    text = write_report(tmp_path, "mqar-cpu").read_text()
+    assert "### MQAR against state size" in text and "of 0.003, 0.01 (`lr`)" in text
+    table = pd.read_csv(tmp_path / "mqar-cpu" / "mqar.csv")
+    assert set(table["lr"]) == {0.003} and set(table["seeds"]) == {4}
+    assert set(table.loc[table["pairs"] == 4, "reached_99"]) == {2}  # 2 of 4 seeds >= 0.9
+    block = render_block("rematch-mqar", tmp_path)
+    assert "results/mqar-cpu/mqar-state.png" in block and "Too short" not in block
