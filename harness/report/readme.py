@@ -265,9 +265,23 @@ def translation_converged(out: Path) -> str:
             "updates run; `flops_to_target`, "
             "`seconds_to_target`: training FLOPs and update seconds to greedy dev BLEU "
             f"{target:.2f} on the curve's verses (the lowest best of the converged runs), "
-            "geometric means over seeds. The verdicts: `tvr claims` (Table 2's quality, cost "
-            "and matched-budget claims).\n\n"
-            + markdown_table(converged_table(matched, converged)) + "\n")
+            "geometric means over seeds.\n\n"
+            + markdown_table(converged_table(matched, converged)) + "\n\n"
+            + _table2_verdicts(out) + "\n")
+
+
+TABLE2_VERDICTS = {"table2-quality": "BLEU at convergence", "table2-cost": "cost to the target",
+                   "table2-matched-budget": "BLEU at the matched budget"}
+
+
+def _table2_verdicts(out: Path) -> str:
+    """Table 2's verdicts as the ledger labels them, each with its scale; the evidence and
+    the gates each failed are in `tvr claims`."""
+    from harness.report.claim_translation import CLAIMS
+
+    table = ledger(out, [c for c in CLAIMS if c.key in TABLE2_VERDICTS])
+    return ("Verdicts on the claim (evidence and failed gates: `tvr claims`): " + "; ".join(
+        f"{TABLE2_VERDICTS[row.key]}, **{row.label}**" for row in table.itertuples()) + ".")
 
 
 def table2_suite(out: Path) -> str:
@@ -482,18 +496,26 @@ def wrap(text: str) -> str:
 
 
 def _words(line: str) -> list[str]:
-    """The line's words, a code span or a link (with the code in its text) kept as one."""
-    words, word, code, depth = [], "", False, 0
+    """The line's words, a code span or a link (its text, and its target: the parentheses
+    right after "]") kept as one; a parenthesis of prose is not a link."""
+    words, word, code, text, target, prev = [], "", False, 0, 0, ""
     for ch in line:
-        if ch == " " and not code and depth == 0:
+        if ch == " " and not code and text == 0 and target == 0:
             words += [word] if word else []
-            word = ""
+            word, prev = "", ch
             continue
         word += ch
         code ^= ch == "`"
         if not code:
-            depth += {"[": 1, "(": 1, "]": -1, ")": -1}.get(ch, 0) if ch in "[]()" else 0
-            depth = max(depth, 0)
+            if ch == "[":
+                text += 1
+            elif ch == "]":
+                text = max(text - 1, 0)
+            elif ch == "(" and (prev == "]" or target):
+                target += 1
+            elif ch == ")" and target:
+                target -= 1
+        prev = ch
     return words + ([word] if word else [])
 
 
