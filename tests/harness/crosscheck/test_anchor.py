@@ -105,6 +105,7 @@ def _script():
     (True, ["--config", "bad.yaml"], "not a JoeyNMT config"),
     (True, ["--recipe", "no-such-search"], "not a search"),
     (True, ["--threads", "0"], "--threads 0: between 1 and 1024"),
+    (True, ["--seed", "-1"], "--seed -1: between 0 and 2147483647"),
     (True, ["--recipe", "translation-cpu-tune"], "no finished trial of transformer")])
 def test_bad_input_is_one_line_and_exit_code_2(tmp_path: Path, monkeypatch, capsys,
                                                venv_ok: bool, args: list[str], said: str):
@@ -123,6 +124,20 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path: Path, monkeypatch, caps
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and said in err
     assert not (tmp_path / "out" / "bpe").exists()  # refused before any work
+
+
+def test_another_seed_is_the_same_config_but_its_seed_line_under_its_own_folder(tmp_path):
+    """--seed N: the config's bytes but for random_seed, under seed-N/ with the same file
+    name (the row's model is the file's stem: the seeds of one model average together); the
+    config's own seed is the config itself (the committed rows stay the runs they were)."""
+    config = REPO / anchor.CONFIG
+    own = yaml.safe_load(config.read_text())["random_seed"]
+    assert _script().with_seed(config, own, tmp_path) == config
+    path = _script().with_seed(config, 7, tmp_path)
+    assert path.name == config.name and path.parent.name == "seed-7"
+    before, after = config.read_text().splitlines(), path.read_text().splitlines()
+    changed = [(a, b) for a, b in zip(before, after, strict=True) if a != b]
+    assert changed == [(f"random_seed: {own}", "random_seed: 7")]
 
 
 def _tiny_config(tmp_path: Path) -> Path:
