@@ -284,6 +284,18 @@ def _table2_verdicts(out: Path) -> str:
         f"{TABLE2_VERDICTS[row.key]}, **{row.label}**" for row in table.itertuples()) + ".")
 
 
+def toolkit_gap(out: Path) -> str:
+    """Our Transformer against the toolkit on the same recipe and work
+    (harness.report.toolkit_gap)."""
+    from harness.report import toolkit_gap as gap
+    from harness.report.evidence import Missing
+
+    try:
+        return gap.text(out)
+    except Missing as missing:
+        raise BadInput(f"not measured: {missing.what}") from None
+
+
 def table2_suite(out: Path) -> str:
     """The README's Table 2, of TABLE2_SUITES (best first): the one the ledger judges
     (harness.report.translation.table2_choice), the Transformer and other models with 3 seeds
@@ -461,7 +473,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "claims": claims, "claims-tally": claims_tally, "threads": threads,
     "linear-attention": plugin_example,
     "translation": translation, "translation-table3": translation_table3,
-    "translation-converged": translation_converged,
+    "translation-converged": translation_converged, "toolkit-gap": toolkit_gap,
     "rematch-throughput": rematch_throughput, "rematch-mqar": rematch_mqar,
     "gpu-fixed-tokens": gpu_fixed_tokens, "rulebook": lambda out: rulebook.table(),
     **{f"study-{s.name}": (lambda out, name=s.name: study(out, name))
