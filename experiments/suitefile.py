@@ -1,52 +1,77 @@
 """Suites declared in a TOML file (`tvr run --suite-file FILE.toml`): product grids of points,
 checked whole before anything runs. A bad file raises SuiteFileError, one line naming the
-file, the key and the allowed values.
+file, the key and the allowed values. A grid declares points of any runner of
+harness.run.runner_table (MEASURES) as a Python suite would.
 
     name = "linear-attention"             # the results folder: <out>/linear-attention/
     description = "..."                   # optional
     [config.self-attention]               # optional: config for every point of a subject
     n_heads = 4
     [[grid]]                              # one or more grids; each is a product of its lists
-    measure = "layer"                     # layer | seq-ops | path | compare | train
-    mixers = ["linear-attention", "lstm"] # layer-level measures; train takes `models`
+    measure = "layer"                     # a runner: layer, seq-ops, path, compare, fwdbwd,
+                                          # scan-error, threads, identities, train, attn-init,
+                                          # layer-grads, grad-distance, translate, source-copy,
+                                          # constant, retrieval
+    mixers = ["linear-attention", "lstm"] # layer-level measures; model measures take `models`
     seq_len = [256, 512]                  # sequence lengths (n)
     d_model = [32]                        # widths (d)
     batch_size = 2                        # a number or a list of numbers
     seeds = [0]                           # optional (default 0)
-    dtype = "float32"                     # optional (default float32)
+    dtype = "float32"                     # optional (default float32, model measures' only)
     fit = "n"                             # optional: the Table 1 group these points fill
+    study = "table2"                      # optional: the study its rows belong to
     config = { form = ["parallel"] }      # optional: a list value is one more grid axis
-    # measure = "path": dilation_growth = true; "compare": versus = "torch" | "timer";
-    # "train": [grid.train] task = "copy", steps = 200, ... (TrainOptions and TaskSpec fields)
     [set]                                 # optional: as `tvr run --set KEY=VALUE`, e.g.
     seed = 1                              # a size, an option or a config key of every point
+
+A measure's options are the fields of its options dataclass (experiments/spec.py), typed from
+them and bounded as `--set` bounds them; a list is one more grid axis for a scalar option and
+the value of a tuple option (alphas, bitext, recipe_keeps):
+    path: dilation_growth; compare: versus ("torch" | "timer"), reps, peak_n; threads:
+      threads (grid keys)
+    train, attn-init, layer-grads, grad-distance: [grid.train], TrainOptions' fields and the
+      task's: task (required), alphabet_size, framing, keywords = { k = 4 }
+    translate, source-copy, constant, retrieval: [grid.translate], TranslateOptions' fields:
+      steps, bpe, peak_lr, alphas = [0.6, 1.0], recipe = "<a `tvr tune` search>", ...
+    [grid.match]: model = "transformer", config = { ... }: the points' width is the one at
+      which their model has that model's parameter count (train and translate measures;
+      `match = "MODEL"` in [grid.train] or [grid.translate] is short for a config-less one)
+    translate takes no seq_len (sentences keep their own lengths); a baseline (source-copy,
+      constant, retrieval) no models, sizes, seeds, dtype or config: its subject is itself.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
 import stat
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
 import torch
 
 import models
-from experiments import suite_names
-from experiments.overrides import Set
+from experiments import SEARCHES, suite_names
+from experiments.overrides import Set, limit
 from experiments.spec import (
+    MODEL_RUNNERS,
     CompareOptions,
     Match,
     PathOptions,
     Point,
     TaskSpec,
+    ThreadOptions,
     TrainOptions,
+    TranslateOptions,
     config,
     product,
 )
+from experiments.translation import BASELINES
+from models.minrnn import MIN_RNN_KINDS
 from models.plugins import PLUGIN_HINT
 from models.reference import REFERENCE_KINDS
 
@@ -55,18 +80,27 @@ if sys.version_info >= (3, 11):
 else:  # the same parser, before it joined the standard library
     import tomli as tomllib
 
-MEASURES = ("layer", "seq-ops", "path", "compare", "train")
+# Each measure (a runner of harness.run.runner_table, which experiments/ may not import) and
+# its options' class; None: it takes none. tests/experiments/test_suitefile.py fails on a
+# runner missing here.
+OPTIONS: dict[str, type | None] = {
+    "layer": None, "seq-ops": None, "path": PathOptions, "compare": CompareOptions,
+    "fwdbwd": None, "scan-error": None, "threads": ThreadOptions, "identities": None,
+    **dict.fromkeys(("train", "attn-init", "layer-grads", "grad-distance"), TrainOptions),
+    **dict.fromkeys(("translate", *BASELINES), TranslateOptions)}
+MEASURES = tuple(OPTIONS)
+# Options given as a table of the grid ([grid.train], [grid.translate]); the other classes'
+# fields are grid keys
+TABLES: dict[type, str] = {TrainOptions: "train", TranslateOptions: "translate"}
+SIZES = ("seq_len", "d_model", "batch_size")
+# The sizes a measure's points take, the rest 0 as in the Python suites: a translation's
+# sentences keep their own lengths, and a baseline trains no model.
+TAKES_SIZES = {"translate": ("d_model", "batch_size"), **dict.fromkeys(BASELINES, ())}
 DTYPES = ("float32", "bfloat16", "float16")
+# The values a string option may take ("": its default, none)
+CHOICES = {"versus": ("torch", "timer"), "framing": ("lm", "seq2seq"),
+           "target_from": ("", "retrieval"), "recipe": ("", *SEARCHES)}
 TOP_KEYS = ("name", "description", "config", "grid", "set")
-GRID_KEYS = ("measure", "mixers", "models", "seq_len", "d_model", "batch_size", "seeds", "dtype",
-             "fit", "config", "dilation_growth", "versus", "train")
-# [grid.train]: key -> type; TaskSpec's (task, alphabet_size, framing, keywords) and
-# TrainOptions' settings
-TRAIN_KEYS: dict[str, type | tuple[type, ...]] = {
-    "task": str, "alphabet_size": int, "framing": str, "keywords": dict, "steps": int,
-    "lr": (int, float), "schedule": str, "warmup": int, "clip": (int, float),
-    "eval_every": int, "eval_batches": int, "target": (int, float), "length_gen": bool,
-    "match": str}
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 MAX_NAME = 100  # a folder name, short enough to read (a variant's is a folder below it)
 MAX_BYTES = 1 << 20  # a suite file is a few hundred bytes; 1 MiB is a generous bound
@@ -78,9 +112,10 @@ BOUNDS = {"seq_len": (1, 1 << 20), "d_model": (1, 1 << 16), "batch_size": (1, 1 
           "n": (1, 1 << 20), "d": (1, 1 << 16), "batch": (1, 1 << 16),
           "seeds": (0, (1 << 32) - 1), "steps": (1, 10**7), "warmup": (0, 10**7),
           "eval_every": (1, 10**7), "eval_batches": (1, 10**4),
-          "alphabet_size": (2, 1 << 20)}
+          "alphabet_size": (2, 1 << 20), "batch_tokens": (0, 1 << 24),
+          "budget_flops": (0, 10**24), "eval_flops": (0, 10**24)}
 MAX_KNOB = 1 << 20  # any other integer (a config knob, a task keyword)
-MAX_FLOAT = 1e6  # any number that is not an integer (lr, clip, target, dropout, ...)
+MAX_FLOAT = 1e6  # any other number that is not an integer (lr, clip, target, dropout, ...)
 # Points a file may declare, its grids together (the largest built-in suite has a few
 # hundred): counted as the product of each grid's list lengths before any point is made,
 # so a 3,000 x 3,000 grid is one line, not gigabytes of points.
@@ -228,31 +263,46 @@ def _check_numbers(f: _File, value: Any, key: str, depth: int) -> None:
         if not low <= value <= high:
             raise f.fail(key, f"{value:,} is outside [{low:,}, {high:,}], what one machine "
                               "can run")
-    elif isinstance(value, float) and not (math.isfinite(value) and abs(value) <= MAX_FLOAT):
-        raise f.fail(key, f"{value!r} is not a finite number within +-{MAX_FLOAT:g}")
+    elif isinstance(value, float):
+        low, high = BOUNDS.get(key.rsplit(".", 1)[-1], (-MAX_FLOAT, MAX_FLOAT))
+        if not (math.isfinite(value) and low <= value <= high):
+            raise f.fail(key, f"{value!r} is not a finite number within [{low:g}, {high:g}]")
+
+
+def grid_keys(measure: str) -> tuple[str, ...]:
+    """The keys a [[grid]] of `measure` takes (its sizes also by their older names)."""
+    cls = OPTIONS[measure]
+    own = () if cls is None else (TABLES[cls],) if cls in TABLES else _names(cls)
+    match = ("match",) if cls is not None and "match" in _names(cls) else ()
+    if measure in BASELINES:  # the subject, sizes, seed and config are the runner's own
+        return ("measure", "fit", "study", *own)
+    subjects = "models" if measure in MODEL_RUNNERS else "mixers"
+    return ("measure", subjects, *TAKES_SIZES.get(measure, SIZES), "seeds", "dtype", "fit",
+            "study", "config", *own, *match)
+
+
+def _names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
 
 
 def _grid(f: _File, suite: str, grid: dict, at: str, defaults: dict, room: int
           ) -> list[Point]:
     """The grid's points; SuiteFileError when they would be more than `room` (counted
     before any is made)."""
-    f.keys({k: v for k, v in grid.items() if k not in OLD_SIZES}, GRID_KEYS, at)
     measure = f.typed(grid.get("measure", "layer"), str, f"{at}measure")
     if measure not in MEASURES:
         raise f.fail(f"{at}measure", f"unknown measure {measure!r}; valid: {', '.join(MEASURES)}")
-    key, other = ("models", "mixers") if measure == "train" else ("mixers", "models")
-    if other in grid:
-        raise f.fail(f"{at}{other}", f"measure {measure!r} takes {key}, not {other}")
-    if key not in grid:
-        raise f.fail(f"{at}{key}", f"missing; measure {measure!r} needs {key}")
-    valid = models.names() if key == "models" else models.mixer_kinds()
-    subjects = f.axis(grid[key], str, f"{at}{key}")
-    for s in subjects:
-        if s not in valid:
-            raise f.fail(f"{at}{key}", f"unknown {key[:-1]} {s!r}; valid: {', '.join(valid)}"
-                         f"; {PLUGIN_HINT}")
+    allowed = grid_keys(measure)
+    for k in grid:
+        if k not in allowed and OLD_SIZES.get(k) not in allowed:
+            raise f.fail(f"{at}{k}", f"not a key of measure {measure!r}; valid: "
+                                     f"{', '.join(allowed)}")
+    subjects = [measure] if measure in BASELINES else _subjects(f, grid, measure, at)
     size = {}
     for old, k in OLD_SIZES.items():
+        if k not in allowed:  # a size the measure does not take: 0, as its Python points
+            size[k] = [0]
+            continue
         if k in grid and old in grid:
             raise f.fail(f"{at}{old}", f"the older spelling of {k}, also given; keep {k}")
         if k not in grid and old not in grid:
@@ -262,12 +312,18 @@ def _grid(f: _File, suite: str, grid: dict, at: str, defaults: dict, room: int
     axes = dict(**size,
                 seed=f.axis(grid.get("seeds", 0), int, f"{at}seeds", 0),
                 dtype=f.axis(grid.get("dtype", "float32"), str, f"{at}dtype"))
+    # models are built in float32: the training and probe runners refuse another dtype, and
+    # translation ignores it
+    dtypes = ("float32",) if measure in MODEL_RUNNERS else DTYPES
     for dt in axes["dtype"]:
-        if dt not in DTYPES:
-            raise f.fail(f"{at}dtype", f"unknown dtype {dt!r}; valid: {', '.join(DTYPES)}")
+        if dt not in dtypes:
+            raise f.fail(f"{at}dtype", f"unknown dtype {dt!r} for measure {measure!r}; valid: "
+                                       f"{', '.join(dtypes)}")
     fit = f.typed(grid.get("fit", ""), str, f"{at}fit")
-    options = _options(f, grid, measure, at)
-    if isinstance(options, CompareOptions) and options.versus == "torch":
+    study = f.typed(grid.get("study", ""), str, f"{at}study")
+    cls = OPTIONS[measure]
+    options = _option_axes(f, grid, cls, at) if cls is not None else {}
+    if measure == "compare" and "torch" in options.get("versus", [CompareOptions.versus]):
         for s in subjects:  # "timer" works for any mixer; "torch" needs PyTorch's own layer
             if s not in REFERENCE_KINDS:
                 raise f.fail(f"{at}mixers", f"{s!r} has no PyTorch reference for versus = "
@@ -276,21 +332,38 @@ def _grid(f: _File, suite: str, grid: dict, at: str, defaults: dict, room: int
     own = f.typed(grid.get("config", {}), dict, f"{at}config")
     knobs = {s: {k: _knob(f, v, f"{at}config.{k}")
                  for k, v in (dict(defaults.get(s, {})) | own).items()} for s in subjects}
-    count = math.prod(len(v) for v in axes.values()) * sum(
+    count = math.prod(len(v) for v in [*axes.values(), *options.values()]) * sum(
         math.prod(len(v) for v in knobs[s].values()) for s in subjects)
     if count > room:
         raise f.fail(at.rstrip("."), f"{count:,} points (the product of its lists' lengths); "
                      f"a suite file declares at most {MAX_POINTS:,} in all")
+    made = [_made(cls, o) for o in product(**options)] if cls is not None else [None]
     out = []
     for subject in subjects:
-        knob_axes = knobs[subject]
-        for cfg in product(**knob_axes):
-            _check_config(f, measure, subject, cfg, axes["d_model"],
-                          f"{at}config" if own else f"config.{subject}")
+        for cfg in product(**knobs[subject]):
+            if measure not in BASELINES:
+                _check_config(f, measure, subject, cfg, axes["d_model"],
+                              f"{at}config" if own else f"config.{subject}")
             out += [Point(suite, measure, subject, p["seq_len"], p["d_model"], p["batch_size"],
-                          p["dtype"], p["seed"], config(cfg), options, fit=fit)
-                    for p in product(**axes)]
+                          p["dtype"], p["seed"], config(cfg), o, fit=fit, study=study)
+                    for p in product(**axes) for o in made]
     return out
+
+
+def _subjects(f: _File, grid: dict, measure: str, at: str) -> list[str]:
+    """The grid's mixers (layer-level measures) or models (model measures)."""
+    key = "models" if measure in MODEL_RUNNERS else "mixers"
+    if key not in grid:
+        raise f.fail(f"{at}{key}", f"missing; measure {measure!r} needs {key}")
+    every = models.names() if key == "models" else models.mixer_kinds()
+    valid = list(MIN_RNN_KINDS) if measure == "scan-error" else every  # its runner's own
+    subjects = f.axis(grid[key], str, f"{at}{key}")
+    for s in subjects:
+        if s not in valid:
+            what = f"unknown {key[:-1]} {s!r}" if s not in every else \
+                f"measure {measure!r} does not take {s!r}"
+            raise f.fail(f"{at}{key}", f"{what}; valid: {', '.join(valid)}; {PLUGIN_HINT}")
+    return subjects
 
 
 def _knob(f: _File, value: Any, key: str) -> list[Any]:
@@ -310,7 +383,7 @@ def _check_config(f: _File, measure: str, subject: str, cfg: dict, widths: list[
     width on the meta device (shapes only, nothing allocated), which also runs a plugin's own
     checks; a model's config is checked (its sizes come from the task at run time)."""
     try:
-        if measure == "train":
+        if measure in MODEL_RUNNERS:
             models.model_config(subject, **cfg)
             return
         with torch.device("meta"):
@@ -320,36 +393,96 @@ def _check_config(f: _File, measure: str, subject: str, cfg: dict, widths: list[
         raise f.fail(key, str(exc)) from None
 
 
-def _options(f: _File, grid: dict, measure: str, at: str) -> Any:
-    """The runner's typed options from the grid's measure-specific keys."""
-    extra = {"path": ("dilation_growth",), "compare": ("versus",), "train": ("train",)}
-    for k in ("dilation_growth", "versus", "train"):
-        if k in grid and k not in extra.get(measure, ()):
-            raise f.fail(f"{at}{k}", f"not a key of measure {measure!r}")
-    if measure == "path":
-        return PathOptions(f.typed(grid.get("dilation_growth", False), bool,
-                                   f"{at}dilation_growth"))
-    if measure == "compare":
-        versus = f.typed(grid.get("versus", "torch"), str, f"{at}versus")
-        if versus not in ("torch", "timer"):
-            raise f.fail(f"{at}versus", f"unknown {versus!r}; valid: torch, timer")
-        return CompareOptions(versus=versus)
-    if measure == "train":
-        return _train_options(f, f.typed(grid.get("train", {}), dict, f"{at}train"),
-                              f"{at}train.")
-    return None
+def _fields(cls: type) -> dict[str, Any]:
+    """The options a grid gives `cls` by, and their annotations: a training grid's task's
+    among them, `task` its name."""
+    hints = typing.get_type_hints(cls)
+    out = {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+    if cls is TrainOptions:
+        task = _fields(TaskSpec)
+        out = {"task": task.pop("name"), **task} | {k: v for k, v in out.items() if k != "task"}
+    return out
 
 
-def _train_options(f: _File, table: dict, at: str) -> TrainOptions:
-    f.keys(table, tuple(TRAIN_KEYS), at)
-    for k, kind in TRAIN_KEYS.items():
-        if k in table:
-            f.typed(table[k], kind, f"{at}{k}")
-    if "task" not in table:
-        raise f.fail(f"{at}task", "missing; name a task (copy, reverse, sort, mqar, ...)")
-    task = TaskSpec(table["task"], table.get("alphabet_size"), table.get("framing", "lm"),
-                    config(table.get("keywords")))
-    settings = {k: v for k, v in table.items()
-                if k not in ("task", "alphabet_size", "framing", "keywords", "match")}
-    match = Match(table["match"]) if "match" in table else None
-    return TrainOptions(task, match=match, **settings)
+def _option_axes(f: _File, grid: dict, cls: type, at: str) -> dict[str, list[Any]]:
+    """Each option the grid gives -> its values (more than one: one more grid axis), read
+    from [grid.train] or [grid.translate], or from the grid's own keys for the other
+    classes; the match from [grid.match] or its short form, `match = "MODEL"`."""
+    fields = _fields(cls)
+    name = TABLES.get(cls)
+    if name is not None:
+        where = f"{at}{name}."
+        table = f.typed(grid.get(name, {}), dict, f"{at}{name}")
+        f.keys(table, tuple(fields), where)
+    else:
+        where, table = at, {k: v for k, v in grid.items() if k in fields}
+    axes = {k: _values(f, k, fields[k], v, f"{where}{k}") for k, v in table.items()
+            if k not in ("keywords", "match")}
+    if "keywords" in table:
+        axes["keywords"] = [config(f.typed(table["keywords"], dict, f"{where}keywords"))]
+    if "match" in table and "match" in grid:
+        raise f.fail(f"{at}match", f"also given as {where}match; keep one")
+    if "match" in table:
+        axes["match"] = [_match(f, table["match"], {}, f"{where}match", f"{where}match")]
+    elif "match" in grid:
+        match = f.typed(grid["match"], dict, f"{at}match")
+        f.keys(match, _names(Match), f"{at}match.")
+        if "model" not in match:
+            raise f.fail(f"{at}match.model", "missing; name the model whose parameters to match")
+        axes["match"] = [_match(f, match["model"], match.get("config", {}), f"{at}match.model",
+                                f"{at}match.config")]
+    if cls is TrainOptions and "task" not in table:
+        raise f.fail(f"{where}task", "missing; name a task (copy, reverse, sort, mqar, ...)")
+    return axes
+
+
+def _values(f: _File, name: str, hint: Any, value: Any, key: str) -> list[Any]:
+    """An option's values: of a tuple option (alphas) one, the list's items; of a scalar
+    option the value, or each item of a list (one more grid axis)."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) is tuple:  # tuple[X, ...]
+        return [tuple(_scalar(f, name, args[0], v, key) for v in f.typed(value, list, key))]
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise f.fail(key, "empty list; give at least one value")
+    kind = args[0] if len(args) == 1 else hint  # `float | None`: a float (None: not given)
+    return [_scalar(f, name, kind, v, key) for v in values]
+
+
+def _scalar(f: _File, name: str, kind: Any, value: Any, key: str) -> Any:
+    """`value` as an option of type `kind` (an integer where a float goes is that float, so
+    ids match a Python suite's), within what `--set` allows it and CHOICES."""
+    if kind not in (bool, int, float, str):
+        raise f.fail(key, "not an option a suite file can set")
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    value = f.typed(value, kind, key)
+    allowed = limit(name, kind)
+    if allowed is not None and not allowed.holds(value):
+        raise f.fail(key, f"{value!r} is not {allowed.text(kind)}")
+    if name in CHOICES and value not in CHOICES[name]:
+        valid = ", ".join(c or '""' for c in CHOICES[name])
+        raise f.fail(key, f"unknown {value!r}; valid: {valid}")
+    return value
+
+
+def _match(f: _File, model: Any, cfg: Any, model_key: str, config_key: str) -> Match:
+    """Parameter matching: the model whose parameter count the points' width matches, built
+    with `cfg` (checked now, as a model config is)."""
+    model = f.typed(model, str, model_key)
+    if model not in models.names():
+        raise f.fail(model_key, f"unknown model {model!r}; valid: {', '.join(models.names())}")
+    cfg = f.typed(cfg, dict, config_key)
+    try:
+        models.model_config(model, **cfg)
+    except (ValueError, TypeError) as exc:
+        raise f.fail(config_key, str(exc)) from None
+    return Match(model, config(cfg))
+
+
+def _made(cls: type, values: dict[str, Any]) -> Any:
+    """One options object from one combination of the grid's option values."""
+    if cls is TrainOptions:
+        task = {k: values.pop(k) for k in _names(TaskSpec)[1:] if k in values}
+        return TrainOptions(TaskSpec(values.pop("task"), **task), **values)
+    return cls(**values)
