@@ -41,13 +41,14 @@ def suite_points(suite: str | None, suite_file: str | None) -> tuple[str, str, l
         suite = experiments.current_name(suite)
         check_suite(suite)
         return suite, experiments.describe(suite), experiments.points(suite)
+    from experiments.spec import TrainOptions
     from experiments.suitefile import load
     from harness.train.train_runner import train_spec
 
     try:
         name, description, points = load(suite_file)
         for p in points:  # tasks are the harness's: checked here, before the first point
-            if p.runner == "train":
+            if isinstance(p.options, TrainOptions):  # train and the probes of training
                 train_spec(p)
     except ValueError as exc:  # SuiteFileError names the file; a task error gets it here
         msg = str(exc)

@@ -101,6 +101,9 @@ def test_a_corpus_whose_held_out_pairs_all_occur_in_train_is_refused(tmp_path: P
     (suite_text(extra="config = { dropout = inf }"), "is not a finite number"),
     (suite_text().replace('"probe"', '"' + "a" * 300 + '"'), "at most 100"),
     ("x" * (2 << 20), "at most 1,048,576"),
+    ('name = "p"\n[[grid]]\nmeasure = "attn-init"\nmodels = ["transformer"]\nseq_len = 16\n'
+     'd_model = 16\nbatch_size = 2\n[grid.train]\ntask = "no-such-task"\n',
+     "[grid.train]: unknown task 'no-such-task'"),  # a probe's task, before any point runs
 ])
 def test_suite_files_beyond_what_a_machine_runs_are_refused_naming_the_bound(
         tmp_path: Path, text: str, needle: str) -> None:
