@@ -3,13 +3,17 @@
 A point is one measurement: the runner that measures it (a key of harness.run.runner_table.RUNNERS),
 its subject (a mixer kind for layer-level runners, a models.names() entry for training
 runners), its sizes, the model config handed to models.mixer / models.build unchanged, and
-the runner's own typed options. Its results row and its point_id derive from these fields.
+the runner's own typed options. Its results row, its config_key (every field that differs from
+its default, as one string) and its short point_id (with the config_key's digest) derive from
+these fields; to_config and from_config write and read the point as plain JSON data.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -189,13 +193,42 @@ class Point:
     study: str = ""  # the ablation study this point belongs to ("heads", "positional", ...)
 
     @property
-    def point_id(self) -> str:
-        """Deterministic name from the fields, so reruns and resume find the same point."""
+    def config_key(self) -> str:
+        """The configuration as one canonical string, every field and option that differs
+        from its default (`table2-translate-lstm-attention-alphas=0.0;0.2-...-n0-d128-b64-
+        float32-s0`): what tells two points apart. It was the point id until ids were
+        shortened, so it is what rows, curves and checkpoints of older runs are keyed by."""
         values = "".join(f"-{k}={v}" for k, v in sorted(self.columns().items()))
         compiled = "-compiled" if self.compile else ""
         group = f"{self.fit or self.study}-" if self.fit or self.study else ""
         return (f"{group}{self.runner}-{self.subject}{values}-n{self.seq_len}"
                 f"-d{self.d_model}-b{self.batch_size}-{self.dtype}-s{self.seed}{compiled}")
+
+    @property
+    def digest(self) -> str:
+        """The first 12 hex digits of the config_key's SHA-256: it names the point's files
+        (checkpoints, hypotheses), whose names a config_key would push past 255 bytes."""
+        return hashlib.sha256(self.config_key.encode()).hexdigest()[:12]
+
+    @property
+    def point_id(self) -> str:
+        """A short, readable and deterministic name, so reruns and resume find the same
+        point: `table2-translate-lstm-attention-s0-a580b4a79e9e`, its group, runner, subject
+        and seed, then the digest of its whole configuration (short_id(config_key) alike)."""
+        compiled = "-compiled" if self.compile else ""
+        group = f"{self.fit or self.study}-" if self.fit or self.study else ""
+        return f"{group}{self.runner}-{self.subject}-s{self.seed}{compiled}-{self.digest}"
+
+    def to_config(self) -> dict[str, Any]:
+        """Every field as plain JSON data, options typed by class name (`"type":
+        "TranslateOptions"`) and configs as objects: what `from_config` rebuilds the point
+        from (a row's resolved configuration, <suite>/configs/<point_id>.json)."""
+        return {"point_id": self.point_id, "config_key": self.config_key, **_plain(self)}
+
+    @classmethod
+    def from_config(cls, data: Mapping[str, Any]) -> Point:
+        """The point `to_config` wrote (its other keys, such as point_id, are ignored)."""
+        return _typed(cls, data)
 
     def columns(self) -> dict[str, Any]:
         """The model config and the options, as the results row's extra columns."""
@@ -210,6 +243,66 @@ class Point:
                 "seq_len": self.seq_len, "d_model": self.d_model, "batch_size": self.batch_size,
                 "dtype": self.dtype, "seed": self.seed, "compile": self.compile,
                 "fit": self.fit, "study": self.study}
+
+
+# A config_key's end, `-n<seq_len>-d<d_model>-b<batch_size>-<dtype>-s<seed>[-compiled]`, and
+# its first listed value (`-n_heads=`): the group, runner and subject come before it
+_KEY_TAIL = re.compile(r"(?P<head>.*)-n\d+-d\d+-b\d+-\w+-s(?P<seed>\d+)(?P<compiled>-compiled)?")
+_LISTED = re.compile(r"-[A-Za-z_]\w*=")
+
+
+def short_id(config_key: str) -> str | None:
+    """The point id of the point whose config_key is `config_key`, from the text alone (a
+    point id of older runs was its config_key): the head (group, runner, subject), the seed
+    and the digest, as Point.point_id makes them; None for a text not of that form (a
+    short id already, another tool's id)."""
+    found = _KEY_TAIL.fullmatch(config_key)
+    if found is None:
+        return None
+    head = _LISTED.split(found["head"], maxsplit=1)[0]
+    digest = hashlib.sha256(config_key.encode()).hexdigest()[:12]
+    return f"{head}-s{found['seed']}{found['compiled'] or ''}-{digest}"
+
+
+_CONFIGS = ("config", "keywords")  # Config fields: JSON objects in a point's configuration
+
+
+def _plain(value: Any) -> Any:
+    """A dataclass's fields as plain JSON data (Point.to_config): a nested options object
+    with its class name, a Config as an object, a tuple as a list."""
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if not dataclasses.is_dataclass(value):
+        return value
+    out = {} if isinstance(value, Point) else {"type": type(value).__name__}
+    for f in dataclasses.fields(value):
+        v = getattr(value, f.name)
+        out[f.name] = {k: _plain(x) for k, x in v} if f.name in _CONFIGS else _plain(v)
+    return out
+
+
+def _typed(cls: type, data: Mapping[str, Any]) -> Any:
+    """`cls` from what _plain made of one (a field it lacks takes its default)."""
+    values = {}
+    for f in dataclasses.fields(cls):
+        if f.name in data:
+            v = data[f.name]
+            values[f.name] = tuple((k, _thawed(x)) for k, x in v.items()) \
+                if f.name in _CONFIGS else _thawed(v)
+    return cls(**values)
+
+
+def _thawed(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_thawed(v) for v in value)
+    if not isinstance(value, Mapping):
+        return value
+    kinds = {c.__name__: c for c in (CompareOptions, PathOptions, ThreadOptions, TaskSpec,
+                                     Match, TrainOptions, TranslateOptions)}
+    if value.get("type") not in kinds:
+        raise ValueError(f"not a point's options: {value.get('type')!r} (one of "
+                         f"{', '.join(kinds)})")
+    return _typed(kinds[value["type"]], value)
 
 
 def product(**axes: Iterable[Any]) -> list[dict[str, Any]]:

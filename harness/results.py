@@ -8,6 +8,7 @@ read under today's column names.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import socket
@@ -26,12 +27,14 @@ from harness.errors import BadInput
 from harness.files import locked, write_atomic
 from harness.inputs import check_table
 from harness.schema import (
+    CONFIG_KEY,
     FACTS,
     ID_COLUMNS,
     KEY,
     OUTCOME,
     POINT_FIELDS,
     TAIL_COLUMNS,
+    config_key_of,
     is_metric_name,
     listed_params,
 )
@@ -44,7 +47,7 @@ SERIES_FILE = "series.csv"
 _FIXED = frozenset(ID_COLUMNS) | frozenset(TAIL_COLUMNS)
 # Read as text so ids such as "0007" or "1e3" never turn into numbers.
 _DIGESTS = ("corpus_split", "split", "config_sha256")  # hex: text even when all digits
-_TEXT_DTYPES = {"suite": str, "point_id": str, "status": str, "message": str} | \
+_TEXT_DTYPES = {"suite": str, "point_id": str, CONFIG_KEY: str, "status": str, "message": str} | \
     dict.fromkeys(_DIGESTS, str)
 # Columns of files written before points were typed: old name -> today's
 _RENAMED = {"measure": "runner", "vocab": "alphabet_size", "dilated": "dilation_growth"}
@@ -165,7 +168,7 @@ def _without_bad_cells(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
     status = frame["status"].astype(str)
     for i in frame.index[~status.isin(STATUSES)]:
         bad.setdefault(i, f"status {status[i]!r} is not one of {', '.join(STATUSES)}")
-    params = set().union(*(listed_params(str(p)) for p in frame["point_id"]))
+    params = set().union(*(listed_params(k) for k in config_keys(frame)))
     numbers = {}
     for column in frame.columns:
         if column in _TEXT_COLUMNS or column in params and column not in _INTEGER_COLUMNS:
@@ -194,6 +197,13 @@ def _without_bad_cells(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
     # a column set at a time leaves a block each: a deep copy joins them, so the reports'
     # own columns added later raise no fragmentation warnings
     return frame.reset_index(drop=True).copy()
+
+
+def config_keys(frame: pd.DataFrame) -> pd.Series:
+    """Each row's config_key (harness.schema.config_key_of): its point_id in a row from
+    before ids were short."""
+    return pd.Series([config_key_of(r) for r in frame.to_dict("records")], index=frame.index,
+                     dtype=str)
 
 
 def _parse(path: Path, **read_csv_kwargs: Any) -> pd.DataFrame:
@@ -302,6 +312,36 @@ def move_series(path: Path, target: Path, keys: pd.DataFrame) -> int:
                      .to_csv(index=False, lineterminator="\n"))
         write_atomic(path, curves[~moving].to_csv(index=False, lineterminator="\n"))
     return int(moving.sum())
+
+
+CONFIGS = "configs"  # <out>/<suite>/configs/<point_id>.json, beside the rows
+
+
+def config_path(results: Path, point_id: str) -> Path:
+    """Where the resolved configuration of the point `point_id` of results file `results`
+    lives: `configs/<point_id>.json` beside it."""
+    if not point_id or point_id in (".", "..") or "/" in point_id or "\0" in point_id:
+        raise ValueError(f"point id {point_id!r} cannot name a file")
+    return Path(results).parent / CONFIGS / f"{point_id}.json"
+
+
+def write_config(results: Path, point_id: str, config: Mapping[str, Any]) -> Path:
+    """Save a point's resolved configuration (Point.to_config and the machine) beside the
+    rows of results file `results`, atomically: a kill leaves the old file or the new one,
+    never a part; returns its path."""
+    path = config_path(results, point_id)
+    write_atomic(path, json.dumps(dict(config), indent=1, default=str) + "\n")
+    return path
+
+
+def read_config(results: Path, point_id: str) -> dict[str, Any] | None:
+    """The configuration write_config saved for `point_id`; None where there is none (a
+    row from before configurations were saved) or it is not such a file."""
+    try:
+        config = json.loads(config_path(results, point_id).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # missing, unreadable, not JSON, or no file name
+        return None
+    return config if isinstance(config, dict) else None
 
 
 def series_path(out_dir: Path, suite: str) -> Path:

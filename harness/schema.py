@@ -1,9 +1,9 @@
 """What a results row holds, declared once, in four parts:
 
-- identity: the point's own fields (`Point.fields()`), its id, where it ran (device, machine)
-  and how it ended (status, message, measured_at);
+- identity: the point's own fields (`Point.fields()`), its id and config_key, where it ran
+  (device, machine) and how it ended (status, message, measured_at);
 - params: what the point was configured with (`Point.columns()`: its model config and its
-  options; its point_id lists them as `-key=value`), and any text a runner returned about
+  options; its config_key lists them as `-key=value`), and any text a runner returned about
   the measurement (a kernel's name, a scorer's signature);
 - machine facts: the machine and code that measured it (harness.measure.machine's facts,
   the executor's, the commit);
@@ -43,14 +43,23 @@ FACTS = (*FACT_KEYS, *RUN_FACTS)
 # The CSV's column order: these first, every other column in first-seen order, then the tail
 ID_COLUMNS = ["suite", "point_id", "runner", "model", "mixer", "seq_len", "d_model", "batch_size",
               "device", "dtype", "seed", "status", "machine"]
-TAIL_COLUMNS = ["message", "torch_version", "host"]
+# the point's whole configuration as one string (Point.config_key): last, it is long
+CONFIG_KEY = "config_key"
+TAIL_COLUMNS = ["message", "torch_version", "host", CONFIG_KEY]
 
 _LISTED = re.compile(r"-([A-Za-z_]\w*)=")
 
 
-def listed_params(point_id: str) -> set[str]:
-    """The params a point_id lists (`-n_heads=4`): the keys of its Point.columns()."""
-    return set(_LISTED.findall(point_id))
+def config_key_of(row: Mapping[str, Any]) -> str:
+    """A row's config_key; its point_id for a row from before ids were short (whose id was
+    its config_key)."""
+    key = row.get(CONFIG_KEY)
+    return str(row.get("point_id", "")) if _empty(key) else str(key)
+
+
+def listed_params(config_key: str) -> set[str]:
+    """The params a config_key lists (`-n_heads=4`): the keys of its Point.columns()."""
+    return set(_LISTED.findall(config_key))
 
 
 def is_metric_name(column: str) -> bool:
@@ -89,15 +98,15 @@ class Parts:
 
     @classmethod
     def of_row(cls, row: Mapping[str, Any], declared: Collection[str] = ()) -> Parts:
-        """A stored row split by name: identity, the params its point_id lists or a Point
+        """A stored row split by name: identity, the params its config_key lists or a Point
         declares (`declared`: option fields, model config keys), the facts, and the rest
         (numbers: metrics; texts: params). Empty cells are left out."""
-        params = listed_params(str(row.get("point_id", ""))) | set(declared)
+        params = listed_params(config_key_of(row)) | set(declared)
         parts = cls()
         for key, value in row.items():
             if _empty(value):
                 continue
-            if key in POINT_FIELDS or key in KEY or key in OUTCOME:
+            if key in POINT_FIELDS or key in KEY or key in OUTCOME or key == CONFIG_KEY:
                 parts.identity[key] = value
             elif key in FACTS:
                 parts.facts[key] = value

@@ -24,7 +24,7 @@ if os.path.basename(sys.argv[0]) in ("tvr", "-m"):
 
 import click  # noqa: E402
 
-from harness.cli import docs, estimate, report, run, tracking  # noqa: E402
+from harness.cli import docs, estimate, migrate, report, run, tracking  # noqa: E402
 from harness.cli.common import FORMAT_JSON, echo_json  # noqa: E402
 from harness.errors import BadInput  # noqa: E402
 
@@ -205,13 +205,14 @@ def suites_cmd(fmt: str, long_: bool) -> None:
 
 for command in (run.run_cmd, estimate.estimate_cmd, run.tune_cmd, run.bench_cmd,
                 report.table_cmd, report.plot_cmd, report.report_cmd, report.compare_cmd,
-                tracking.sync_cmd, tracking.doctor_cmd, tracking.ui_cmd, report.claims_cmd):
+                tracking.sync_cmd, tracking.doctor_cmd, tracking.ui_cmd, report.claims_cmd,
+                migrate.migrate_ids_cmd):
     cli.add_command(command)
 for command in cli.commands.values():  # TVR_<COMMAND>_<OPTION>, shown in --help
     for param in command.params:
         if isinstance(param, click.Option) and param.envvar is None:
             flag = max(param.opts, key=len).lstrip("-").replace("-", "_").upper()
-            param.envvar = f"TVR_{command.name.upper()}_{flag}"
+            param.envvar = f"TVR_{command.name.upper().replace('-', '_')}_{flag}"
             param.show_envvar = True
 
 

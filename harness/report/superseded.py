@@ -19,6 +19,7 @@ import pandas as pd
 from harness.files import lock_file, remove_lock
 from harness.report.translation import RECIPE_COLUMNS, last_recipe
 from harness.results import (
+    CONFIGS,
     FINAL_STATUSES,
     RESULTS_FILE,
     SERIES_FILE,
@@ -111,11 +112,13 @@ def restore(out_dir: Path, suite: str) -> int:
 
 
 def _move_outputs(folder: Path, to: Path, gone: pd.DataFrame, kept: pd.DataFrame) -> None:
-    """The files under `folder` that rows of `gone` name in a *_hypotheses column and no row
-    of `kept` names, moved to the same relative paths under `to`."""
+    """The files under `folder` that rows of `gone` name in a *_hypotheses column, and their
+    resolved configurations (configs/<point_id>.json), that no row of `kept` names, moved to
+    the same relative paths under `to`."""
     def named(rows: pd.DataFrame) -> set[str]:
         columns = [c for c in rows.columns if str(c).endswith("_hypotheses")]
-        return {str(v) for c in columns for v in rows[c].dropna() if str(v).strip()}
+        files = {str(v) for c in columns for v in rows[c].dropna() if str(v).strip()}
+        return files | {f"{CONFIGS}/{p}.json" for p in rows.get("point_id", []) if str(p)}
 
     root = folder.resolve()
     for name in sorted(named(gone) - named(kept)):

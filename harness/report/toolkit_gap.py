@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
 from harness.report.claim_translation import _lines, clustered_tests
 from harness.report.evidence import Missing, Stored
 from harness.report.translation import ANCHOR, finished, last_recipe, same_data

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.results import read_results, results_path
+from harness.results import config_keys, read_results, results_path
 from models import catalog
 
 # Table 2's own columns beside the catalog's metrics (catalog.shown_in("table2")): the seeds
@@ -101,11 +101,11 @@ def table2_choice(suites: dict[str, pd.DataFrame]) -> str | None:
 
 
 def _unseeded(rows: pd.DataFrame) -> pd.Series:
-    """Each row's point id without its seed (`...-s<seed>`, as experiments.spec names
-    points): what it trained and how it decoded; "" for an id not named so."""
+    """Each row's configuration key without its seed (`...-s<seed>`, as experiments.spec
+    names points): what it trained and how it decoded; "" for a key not named so."""
     seeds = pd.to_numeric(rows["seed"], errors="coerce")
     out = []
-    for pid, seed in zip(rows["point_id"].astype(str), seeds, strict=True):
+    for pid, seed in zip(config_keys(rows), seeds, strict=True):
         head, sep, tail = pid.removesuffix("-compiled").rpartition("-s")
         out.append(head if sep and pd.notna(seed) and tail == f"{seed:.0f}" else "")
     return pd.Series(out, index=rows.index)
@@ -116,11 +116,11 @@ def table2(df: pd.DataFrame, toolkit: pd.DataFrame | None = None) -> pd.DataFram
     the standard deviation of test BLEU across seeds) of BLEU, chrF, dev perplexity, the
     length penalty chosen on dev, training FLOPs (forward + backward, counted), seconds,
     throughput (target subwords/s, counted FLOP/s, MFU against the machine's measured
-    matmul peak), FLOPs and seconds to
-    reach the target dev BLEU (`reached` seeds did), `converged` seeds (dev curve
-    flat by the stopping rule, flat_by_rule), decoding speed with and without the cache. `toolkit`: scripts/anchor's rows;
-    those trained on the same split, subwords and length limit are added last, each model
-    named with its toolkit and version. A model's rows are those of its last recipe."""
+    matmul peak), FLOPs and seconds to reach the target dev BLEU (`reached` seeds did),
+    `converged` seeds (dev curve flat by the stopping rule, flat_by_rule), decoding speed
+    with and without the cache. `toolkit`: scripts/anchor's rows; those trained on the same
+    split, subwords and length limit are added last, each model named with its toolkit and
+    version. A model's rows are those of its last recipe."""
     rows = last_recipe(finished(df, "table2"))
     if rows.empty:
         return pd.DataFrame()

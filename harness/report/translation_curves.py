@@ -13,7 +13,7 @@ import pandas as pd
 
 from harness.errors import BadInput
 from harness.report.translation import BASELINES, finished, is_search, last_recipe, recipes
-from harness.results import load_results, read_series
+from harness.results import config_keys, load_results, read_series
 
 
 def bleu_curves(out_dir: Path, suite: str) -> plt.Figure:
@@ -125,8 +125,8 @@ def _with_trials(rows: pd.DataFrame) -> pd.DataFrame:
     rows["curve"] = np.arange(len(rows))  # a dash pattern per trial, across models
     value = pd.to_numeric(rows.get(SEARCH_KEY), errors="coerce")
     pruned = rows.get("stopped_by", pd.Series("", index=rows.index)).eq("pruned")
-    ranked = rows.assign(_v=value.where(~pruned)).dropna(subset=["_v"])
-    best = ranked.sort_values(["_v", "point_id"], ascending=[False, True]).drop_duplicates(
+    ranked = rows.assign(_v=value.where(~pruned), _key=config_keys(rows)).dropna(subset=["_v"])
+    best = ranked.sort_values(["_v", "_key"], ascending=[False, True]).drop_duplicates(
         "model")
     rows["chosen"] = rows["point_id"].isin(best["point_id"])
     return rows

@@ -25,6 +25,7 @@ import torch
 
 from experiments.spec import Point, TranslateOptions
 from harness import signals
+from harness.errors import BadInput
 from harness.files import write_lines
 from harness.measure.machine import BUSY_SHARE, environment_report, usable_cpus
 from harness.results import (
@@ -36,6 +37,7 @@ from harness.results import (
     read_series,
     results_path,
     this_machine,
+    write_config,
 )
 from harness.run.executor import LocalExecutor, RayExecutor
 from harness.run.point import Measured
@@ -97,8 +99,8 @@ class SweepSummary:
 
 def _record(done: Measured, path: Path, device: torch.device, facts: dict[str, Any],
             tracker: Tracker) -> None:
-    """Write the point's row to `path` (curves and traceback beside it), then its MLflow run,
-    which spans the time the point took."""
+    """Write the point's row to `path` (curves, traceback and resolved configuration beside
+    it), then its MLflow run, which spans the time the point took."""
     point, result, trace = done.point, done.result, done.trace
     if trace:  # the row keeps one line; the whole story goes beside it
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -108,7 +110,9 @@ def _record(done: Measured, path: Path, device: torch.device, facts: dict[str, A
     row = {**fields, "point_id": point.point_id, "device": device.type,
            "status": result.status, **columns, **result.values, **facts,
            "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-           "message": result.message}
+           "message": result.message, "config_key": point.config_key}
+    config = {**point.to_config(), "machine": facts["machine"], "device": device.type}
+    write_config(path, point.point_id, config)  # before the row, as the curves
     for name, lines in result.files.items():  # before the row, as the curves
         target = (path.parent / name).resolve()
         if not target.is_relative_to(path.parent.resolve()):  # a bug in the runner
@@ -121,13 +125,15 @@ def _record(done: Measured, path: Path, device: torch.device, facts: dict[str, A
     parts = Parts.of_point(fields, columns, result.values, facts)  # as a synced row's
     tracker.log_point(point.point_id, parts.mlflow_params(), parts.metrics,
                       result.status, result.message, result.series, facts["machine"],
-                      device.type, started_ms=done.started_ms, ended_ms=done.ended_ms)
+                      device.type, started_ms=done.started_ms, ended_ms=done.ended_ms,
+                      config=config)
 
 
 def _named(p: Point) -> dict[str, Any]:
     """A point's columns as its row will record them (a matched model's trained width), for
     its run name before it runs."""
-    return {**p.fields(), **p.columns(), "point_id": p.point_id, "d_model": trained_width(p)}
+    return {**p.fields(), **p.columns(), "point_id": p.point_id, "config_key": p.config_key,
+            "d_model": trained_width(p)}
 
 
 def run_suite(suite: str, points: list[Point], device: torch.device, out_dir: Path,
@@ -195,11 +201,18 @@ def skipped(path: Path, points: list[Point], device: str, machine: str, resume: 
             redo: frozenset[str] = frozenset()) -> tuple[set[str], frozenset[str]]:
     """The ids among `points` a sweep skips, those finished on `device` of `machine` (with
     `resume`), and those it measures again though finished: the ones in `redo` and the
-    ones trained on another split (of_another_split)."""
+    ones trained on another split (of_another_split). Rows naming these points by the ids of
+    older runs (their config keys) are bad input: rerunning them would take hours, and `tvr
+    migrate-ids` names them as today's."""
     if not resume:
         return set(), redo
     finished = finished_rows(path, device, machine)
     done = set(finished["point_id"].astype(str))
+    old = sum(p.config_key in done for p in points)
+    if old:
+        raise BadInput(f"{path}: {old} finished rows name their point by the long id of older "
+                       "runs; `tvr migrate-ids --out FOLDER` (the results folder) gives them "
+                       "today's ids, then resume finds them")
     redo = redo | of_another_split(finished, [p for p in points if p.point_id in done])
     return done - redo, redo
 

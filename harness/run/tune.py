@@ -62,10 +62,11 @@ from sqlalchemy.exc import IntegrityError, ProgrammingError, SQLAlchemyError
 from experiments.spec import Dimension, Point, Search
 from harness.console import say
 from harness.errors import BadInput
-from harness.results import read_results, read_series, results_path, series_path
+from harness.results import config_keys, read_results, read_series, results_path, series_path
 from harness.run import rungs
 from harness.run.pruner import RungPruner
 from harness.run.sweep import run_suite
+from harness.schema import config_key_of
 from harness.train.translation.recipe import KEY, best_row, recipe_of, with_recipe
 from harness.train.translation.train import Curve
 from harness.train.translation.translate_runner import warmup_steps
@@ -378,9 +379,10 @@ def _taken_for_dead(st: optuna.Study, number: int) -> bool:
 
 def _tell_rows(st: optuna.Study, out_dir: Path, name: str, model: str,
                space: Mapping[str, Dimension], unit: float, last: int) -> None:
-    """Tell the study each row of `model` that none of its trials names (a point's last
-    row): finished, with its value, or pruned, with the reports its pruning hook made (the
-    sampler ranks a pruned trial by its last). Left out: an error row, a recipe outside
+    """Tell the study each row of `model` that none of its trials names (by its point id,
+    or by its config_key: a trial of older code's id; a point's last row): finished, with
+    its value, or pruned, with the reports its pruning hook made (the sampler ranks a
+    pruned trial by its last). Left out: an error row, a recipe outside
     today's space, and a trial pruned by an older rule (_older_rule): where that rule pruned
     by chance, the sampler would learn its recipe is bad. The pruner's rungs read the told
     trials' reports as they read those of trials it measured."""
@@ -390,7 +392,8 @@ def _tell_rows(st: optuna.Study, out_dir: Path, name: str, model: str,
     for row, curve in _rows(out_dir, name, model):
         outcome = _outcome_of(row)
         reports = _reports(curve, unit, last, _warmup(row))
-        if row["point_id"] in known or outcome.get("state") == optuna.trial.TrialState.FAIL \
+        if {row["point_id"], config_key_of(row)} & known \
+                or outcome.get("state") == optuna.trial.TrialState.FAIL \
                 or (outcome.get("state") == optuna.trial.TrialState.PRUNED and not reports):
             continue
         try:  # Optuna checks each value against its range
@@ -448,10 +451,13 @@ def _inside(dim: Dimension, value: Any) -> bool:
 def trial_number(rows: pd.DataFrame, model: str, point_id: Any) -> int | None:
     """A trial's number as search.md and the search figure give it: the place of its row
     among the model's rows, from 0 (Optuna's own numbers also count the trials cut short
-    and asked again); None for a trial with no row."""
+    and asked again); None for a trial with no row. A trial of older code names its row by
+    the row's config_key."""
     if rows.empty or "model" not in rows:
         return None
-    at = [i for i, p in enumerate(rows.loc[rows["model"] == model, "point_id"]) if p == point_id]
+    mine = rows[rows["model"] == model]
+    at = [i for i, ids in enumerate(zip(mine["point_id"], config_keys(mine), strict=True))
+          if point_id in ids]
     return at[-1] if at else None
 
 

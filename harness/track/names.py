@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.results import ID_COLUMNS
+from harness.schema import config_key_of
 from harness.track.values import FACT_TAGS, declared_params, shown
 
 # Options columns that are the same for every point of a suite: they would only lengthen names
@@ -62,15 +63,15 @@ def _describe(params: Mapping[str, Any]) -> str:
     return " ".join(parts)
 
 
-# A point's own fields: what names it besides its config columns (which its id lists)
+# A point's own fields: what names it besides its config columns (its config_key lists them)
 _FIELDS = ("batch_size", "dtype", "seed", "compile", "runner")
 _IN_EVERY_NAME = ("suite", "mixer", "model", "seq_len", "d_model", "fit", "study")
 
 
 def _config(row: Mapping[str, Any]) -> dict[str, str]:
-    """What tells a point apart: its fields and the config columns its id lists (`-k=4`;
-    the row's value where it has that column, else the id's, up to a `-`)."""
-    listed = dict(re.findall(r"-([A-Za-z_]\w*)=([^-]*)", str(row.get("point_id", ""))))
+    """What tells a point apart: its fields and the config columns its config_key lists
+    (`-k=4`; the row's value where it has that column, else the key's, up to a `-`)."""
+    listed = dict(re.findall(r"-([A-Za-z_]\w*)=([^-]*)", config_key_of(row)))
     config = {k: shown(row[k]) if k in row else v for k, v in listed.items()}
     config |= {k: shown(row[k]) for k in _FIELDS if k in row}
     return {k: _brief(v) for k, v in config.items() if k not in _IN_EVERY_NAME}
@@ -78,8 +79,8 @@ def _config(row: Mapping[str, Any]) -> dict[str, str]:
 
 def _brief(value: str) -> str:
     """A searched float as a name spells it: 0.18669453058109578 is 0.1867,
-    5.718740867244332e-05 is 5.719e-05 (the full value is in the run's params and point_id
-    tag)."""
+    5.718740867244332e-05 is 5.719e-05 (the full value is in the run's params and
+    config.json)."""
     if not re.fullmatch(r"-?\d+\.\d{5,}(e[-+]?\d+)?", value):
         return value
     return f"{float(value):.4g}"

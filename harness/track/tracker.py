@@ -11,6 +11,7 @@ rows the store lacks (keyed by point id and machine).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -22,7 +23,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from harness.console import say
-from harness.results import results_path, this_machine
+from harness.results import read_config, results_path, this_machine
+from harness.schema import config_key_of
 from harness.track.client import (
     alive,
     build_schema,
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 EXPERIMENT_KIND_TAG, TRAINING_KIND = "mlflow.experimentKind", "custom_model_development"
 NOTE_TAG = "mlflow.note.content"  # the description the UI shows on a run or an experiment
+CONFIG_ARTIFACT = "config.json"  # a point's run: its resolved configuration
 
 
 class Tracker:
@@ -233,7 +236,7 @@ class Tracker:
         assert self.parent_run_id is not None and self.experiment_id is not None
         tags = {**self.tags, **(tags or {}), "mlflow.parentRunId": self.parent_run_id,
                 "suite": self.suite, "machine": machine, "device": device,
-                NOTE_TAG: point_id}  # the run's description: the point's full id
+                NOTE_TAG: point_id}  # the run's description: the point's id
         name = self.names.get(point_id) or run_name(flatten(params), point_id)
         try:
             run = self._client.create_run(self.experiment_id, start_time=started_ms,
@@ -250,10 +253,12 @@ class Tracker:
                   series: Mapping[str, list[tuple[int, float]]] | None = None,
                   machine: str = "", device: str = "", run_id: str | None = None,
                   started_ms: int | None = None, ended_ms: int | None = None,
-                  tags: Mapping[str, str] | None = None) -> None:
+                  tags: Mapping[str, str] | None = None,
+                  config: Mapping[str, Any] | None = None) -> None:
         """Record one point in its nested run (`run_id` from start_point, else a new one
         started at `started_ms`), ended at `ended_ms` (default now): FINISHED when status is
-        "ok", FAILED otherwise.
+        "ok", FAILED otherwise. `config`, the point's resolved configuration (its
+        configs/<point_id>.json beside the rows), goes with it as the artifact config.json.
 
         A non-numeric metric raises TypeError (a bug in the caller); a failing store turns
         tracking off (see the class docstring).
@@ -271,6 +276,9 @@ class Tracker:
                 return
             self._log_batch(run_id, params=flatten(params), metrics=batch,
                             tags={"status": status, **({"message": message} if message else {})})
+            if config is not None:
+                self._client.log_text(run_id, json.dumps(dict(config), indent=1, default=str),
+                                      CONFIG_ARTIFACT)
             self._client.set_tag(run_id, "point_id", point_id)  # last: the run is complete
             self._client.set_terminated(run_id, "FINISHED" if status == "ok" else "FAILED",
                                         end_time=ended_ms)
@@ -352,8 +360,9 @@ class Tracker:
                 return seen
 
     def sync(self, rows: pd.DataFrame, series: pd.DataFrame | None = None) -> int:
-        """Log every row the store lacks (by point id and machine) as a nested run of this
-        invocation, with its curves; returns how many were logged."""
+        """Log every row the store lacks (by point id and machine; a run of older code
+        carries the row's config_key as its id) as a nested run of this invocation, with
+        its curves and its saved configuration; returns how many were logged."""
         if self._client is None or self.error is not None or rows.empty:
             return 0
         try:
@@ -362,19 +371,21 @@ class Tracker:
             self._give_up(e)
             return 0
         count = 0
+        csv = results_path(self.out_dir, self.suite)
         records = rows.to_dict("records")
         self.names = run_names(records) | self.names  # a live sweep's names stand
         for row in records:
             point, machine = str(row["point_id"]), str(row.get("machine") or "")
             device = str(row.get("device") or "")
-            if {(point, machine, device), (point, "*", "*")} & seen:
+            ids = {point, config_key_of(row)}
+            if {(i, m, d) for i in ids for m, d in ((machine, device), ("*", "*"))} & seen:
                 continue
             params, metrics, tags = split_row(row)  # the commit that measured it, not today's
             started, ended = row_times(row)
             self.log_point(point, params, metrics, str(row["status"]),
                            str(row.get("message") or ""), row_series(series, point, machine),
                            machine=machine, device=device, started_ms=started, ended_ms=ended,
-                           tags=tags)
+                           tags=tags, config=read_config(csv, point))
             count += self.error is None
         return count
 

@@ -18,7 +18,6 @@ be written (a full disk, a read-only folder) is said once, and training goes on 
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import stat
@@ -38,17 +37,13 @@ CHECKPOINTS = "checkpoints"  # the folder, beside the suite's results.csv
 
 
 def point_path(point: Point, ctx: Context) -> Path | None:
-    """<out>/<suite>/checkpoints/<model>-s<seed>-<digest of point_id>-<device>.pt; None
-    without an output folder."""
+    """<out>/<suite>/checkpoints/<model>-s<seed>-<digest>-<device>.pt (Point.digest, the
+    digest of its config_key, as before ids were short: an older run's checkpoint is found);
+    None without an output folder."""
     if ctx.cache_dir is None:
         return None
-    name = f"{point.subject}-s{point.seed}-{digest(point)}-{ctx.device.type}.pt"
+    name = f"{point.subject}-s{point.seed}-{point.digest}-{ctx.device.type}.pt"
     return ctx.cache_dir / point.suite / CHECKPOINTS / name
-
-
-def digest(point: Point) -> str:
-    # the point id can pass the 255-byte name limit: a digest of it names its files
-    return hashlib.sha256(point.point_id.encode()).hexdigest()[:12]
 
 
 def finished(path: Path | None, ctx: Context) -> None:
@@ -71,11 +66,11 @@ def save(path: Path, state: dict[str, Any]) -> bool:
     return True
 
 
-def load(path: Path, point_id: str,
+def load(path: Path, key: str,
          model: Mapping[str, torch.Tensor] | None = None) -> dict[str, Any] | None:
-    """The checkpoint at `path` if it is this point's (and fits `model`'s state dict when
-    given), else None: no file, or one moved aside with a warning. Temporary files a killed
-    writer left beside it are removed first."""
+    """The checkpoint at `path` if it is this point's (it holds `key`, the point's
+    config_key, and fits `model`'s state dict when given), else None: no file, or one moved
+    aside with a warning. Temporary files a killed writer left beside it are removed first."""
     for stale in path.parent.glob(f".{path.name}.*.tmp"):
         stale.unlink(missing_ok=True)  # this point's own writer: no other runs it now
     try:
@@ -93,7 +88,7 @@ def load(path: Path, point_id: str,
         return _aside(path, f"cannot be read ({type(e).__name__}: {first})")
     if not isinstance(state, dict):
         return _aside(path, f"holds a {type(state).__name__}, not a checkpoint")
-    if state.get("point_id") != point_id:
+    if state.get("point_id") != key:
         return _aside(path, f"belongs to point {str(state.get('point_id'))[:80]!r}")
     if model is not None and not _fits(state.get("model"), model):
         return _aside(path, "holds another model's weights (names or shapes differ)")

@@ -190,7 +190,7 @@ def run_grad_distance(point: Point, ctx: Context) -> Result:
         model.eval()  # no dropout in the probe; train() switches back
         init = distance_grad_norms(model, probe)
         result = train(model, spec.task, spec.train, d_model=spec.model["d_model"],
-                       saving=Saving(path, point.point_id, resume=ctx.resume))
+                       saving=Saving(path, point.config_key, resume=ctx.resume))
         checkpoint.finished(path, ctx)
         model.eval()
         trained = distance_grad_norms(model, probe) if result.status == "ok" else []

@@ -253,7 +253,7 @@ def run_train(point: Point, ctx: Context) -> Result:
         flops = flops_per_token(model, spec.task, device)
         step_flops = step_flops_per_token(model, spec.task, spec.train.batch_size, device)
         result = train(model, spec.task, spec.train, d_model=spec.model["d_model"],
-                       saving=Saving(path, point.point_id, resume=ctx.resume))
+                       saving=Saving(path, point.config_key, resume=ctx.resume))
         checkpoint.finished(path, ctx)
         metrics = result_metrics(result)
         metrics |= throughput(step_flops, metrics.get("tokens_per_s"), device)

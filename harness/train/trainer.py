@@ -71,7 +71,9 @@ class Saving:
     """Where a run's checkpoint goes (None: no checkpoints) and how often."""
 
     path: Path | None = None
-    point_id: str = ""  # a checkpoint of another point is moved aside, never resumed
+    # the point's config_key, held in its checkpoint (as "point_id": a point id of older runs
+    # was its config_key, so their checkpoints resume): another point's is moved aside
+    key: str = ""
     every_s: float = 180.0  # seconds of training between checkpoints, besides evaluations
     resume: bool = True  # False (--no-resume): train from scratch whatever is there
 
@@ -139,7 +141,7 @@ class Trainer:
         with torch.random.fork_rng(devices=cuda):
             torch.manual_seed(self.seed)
             self.model.train()
-            saved = checkpoint.load(self.saving.path, self.saving.point_id,
+            saved = checkpoint.load(self.saving.path, self.saving.key,
                                     self.model.state_dict()) \
                 if self.saving.path is not None and self.saving.resume else None
             if saved is None:
@@ -175,7 +177,7 @@ class Trainer:
     def _save(self, hooks: Hooks) -> None:
         if self.saving.path is None:
             return
-        state = {"point_id": self.saving.point_id, "model": self.model.state_dict(),
+        state = {"point_id": self.saving.key, "model": self.model.state_dict(),
                  "opt": self.opt.state_dict(), "sched": self.sched.state_dict(),
                  "rng": torch.get_rng_state(), **hooks.state()}
         if self.device.type == "cuda":  # dropout on a GPU draws from the GPU's generator

@@ -21,9 +21,9 @@ def test_point_fields_and_machine_facts_are_the_declared_ones():
 
 
 @pytest.mark.parametrize("suite", ["smoke", "convergence-smoke", "translation-tiny", "table1"])
-def test_a_point_id_lists_exactly_its_params(suite):
+def test_a_config_key_lists_exactly_its_params(suite):
     for point in experiments.points(suite):
-        assert listed_params(point.point_id) == set(point.columns()), point.point_id
+        assert listed_params(point.config_key) == set(point.columns()), point.config_key
 
 
 def test_a_live_point_and_its_stored_row_give_the_same_mlflow_layout():

@@ -10,7 +10,6 @@ each a row of the suite with its hypotheses saved beside the models':
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections import Counter
 from typing import Any
@@ -32,8 +31,7 @@ def _run(point: Point, ctx: Context, translate_split, extra: dict[str, Any]) -> 
     corpus = load_corpus(opts)
     values: dict[str, Any] = {"n_params": 0, "train_flops": 0, "train_s": 0.0,
                               "corpus_split": corpora.split_digest(corpus), **extra}
-    digest = hashlib.sha256(point.point_id.encode()).hexdigest()[:12]
-    stem = f"{point.subject}-{digest}-{ctx.device.type}-{ctx.machine}"
+    stem = f"{point.subject}-{point.digest}-{ctx.device.type}-{ctx.machine}"
     files: dict[str, list[str]] = {}
     for split in ("dev", "test"):
         pairs = held_out(corpus, split, opts, opts.final_sentences)

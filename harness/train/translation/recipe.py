@@ -1,12 +1,12 @@
 """A recipe per architecture, found by a tuning search (`tvr tune`, harness.run.tune): a
 translation point whose options name a search (TranslateOptions.recipe) takes the recipe of
-that search's best finished trial of the same model, before it runs, so its point id and
-its row say what it trained with.
+that search's best finished trial of the same model, before it runs, so its config_key (and
+so its point id's digest) and its row say what it trained with.
 
 The best trial is the one with the highest best dev BLEU on its curve (greedy, the curve's
 verses): selection on the curve, as early stopping keeps the best weights, not on one
 endpoint. Pruned trials stopped before their budget and do not compete; a tie goes to the
-first point id in sorted order.
+first config_key in sorted order (the point id of older runs, so ties go as they did).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pandas as pd
 from experiments.spec import Dimension, Point, TranslateOptions, config
 from harness.console import say
 from harness.errors import BadInput
-from harness.results import read_results, results_path
+from harness.results import config_keys, read_results, results_path
 from models.registry import config_class
 
 KEY = "best_dev_bleu_greedy"  # the trials' rows are ranked by it, highest first
@@ -40,7 +40,9 @@ def best_row(rows: pd.DataFrame, model: str) -> pd.Series | None:
     mine = mine.dropna(subset=[KEY])
     if mine.empty:
         return None
-    return mine.sort_values([KEY, "point_id"], ascending=[False, True], kind="stable").iloc[0]
+    order = mine.assign(_key=config_keys(mine)).sort_values([KEY, "_key"],
+                                                            ascending=[False, True], kind="stable")
+    return order.drop(columns="_key").iloc[0]
 
 
 def recipe_of(row: pd.Series, space: Mapping[str, Dimension]) -> dict[str, Any]:
@@ -84,7 +86,7 @@ def apply(points: list[Point], out_dir: Path, fixed: tuple[str, ...] = ()) -> li
     """Every point naming a search, with its model's best recipe from <out>/<search>/, but
     for the keys the point keeps (TranslateOptions.recipe_keeps: a variation's own knob);
     `fixed`: keys the user set (`--set`), which the point keeps as well (an ablation of the
-    recipe: its id names them in recipe_keeps, and a line says so)."""
+    recipe: its config_key names them in recipe_keeps, and a line says so)."""
     from experiments import SEARCHES
 
     out, found = [], {}
@@ -99,7 +101,7 @@ def apply(points: list[Point], out_dir: Path, fixed: tuple[str, ...] = ()) -> li
         if (name, p.subject) not in found:
             search = SEARCHES[name]()
             clash = sorted(set(fixed) & set(search.space.get(p.subject, {})))
-            if clash:  # an ablation of the recipe: the point keeps it, and its id says so
+            if clash:  # an ablation of the recipe: the point keeps it, its config_key says so
                 say(f"--set {', '.join(clash)}: {p.subject} keeps the value set, not the one "
                     f"of search {name!r}; the rest of its recipe comes from the search")
             trials = read_results(results_path(out_dir, name))
@@ -114,7 +116,7 @@ def apply(points: list[Point], out_dir: Path, fixed: tuple[str, ...] = ()) -> li
                     f"{p.subject} trials; training with its best so far. A better recipe "
                     "found later trains new points, and the tables keep its rows only")
             found[name, p.subject] = recipe_of(row, search.space.get(p.subject, {}))
-        own = p.options.recipe_keeps  # declared order kept: it is part of the point id
+        own = p.options.recipe_keeps  # declared order kept: it is part of the config_key
         keeps = own + tuple(k for k in sorted(fixed) if k in found[name, p.subject]
                             and k not in own)
         if keeps != own:

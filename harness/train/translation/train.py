@@ -99,7 +99,7 @@ class Plan:
     patience: int = 0
     key: str = "dev_bleu_greedy"
     checkpoint: Path | None = None
-    point_id: str = ""
+    checkpoint_key: str = ""  # the point's config_key: trainer.Saving.key
     checkpoint_s: float = 180.0
     resume: bool = True  # False (--no-resume): train from scratch, whatever checkpoint is there
     max_flops: float = 0.0  # 0: no budget
@@ -205,7 +205,7 @@ def trainer(model: nn.Module, plan: Plan, device: torch.device, seed: int) -> Tr
     """The Trainer of a translation run: the paper's Adam and the plan's schedule."""
     return Trainer(model, schedule(plan.peak_lr, max(1, plan.warmup)), plan.steps, seed=seed,
                    device=device, clip=plan.clip,
-                   saving=Saving(plan.checkpoint, plan.point_id, plan.checkpoint_s,
+                   saving=Saving(plan.checkpoint, plan.checkpoint_key, plan.checkpoint_s,
                                  plan.resume))
 
 

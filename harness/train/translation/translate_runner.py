@@ -6,7 +6,7 @@ seconds, dev perplexity per subword, dev and test BLEU and chrF of beam search w
 sacrebleu signatures, the FLOPs and seconds at which the dev curve first reached the stated
 BLEU, and decoding speed (sentences/s) with and without the cache, with whether the two gave
 the same tokens. Its hypotheses go to
-<suite>/hypotheses/<model>-s<seed>-<digest of point_id>-<device>-<machine>.<split>.txt,
+<suite>/hypotheses/<model>-s<seed>-<digest>-<device>-<machine>.<split>.txt (Point.digest),
 the references once per corpus beside them, so anyone can rescore them.
 """
 
@@ -280,8 +280,8 @@ def _train_and_score(point: Point, opts: TranslateOptions, ctx: Context, model: 
     ckpt = checkpoint.point_path(point, ctx)
     prune = ctx.prune
     plan = Plan(opts.steps, opts.peak_lr, warmup_steps(opts), opts.label_smoothing,
-                opts.eval_every, opts.patience, checkpoint=ckpt, point_id=point.point_id,
-                resume=ctx.resume,
+                opts.eval_every, opts.patience, checkpoint=ckpt,
+                checkpoint_key=point.config_key, resume=ctx.resume,
                 max_flops=opts.budget_flops, eval_flops=opts.eval_flops,
                 prune=None if prune is None else lambda flops, curve: prune(point, flops, curve),
                 clip=opts.clip)
@@ -304,7 +304,7 @@ def _train_and_score(point: Point, opts: TranslateOptions, ctx: Context, model: 
     if target:
         values |= {"target_bleu": target, **to_reach(log, "dev_bleu_greedy", target)}
         values |= {"target_from": opts.target_from} if opts.target_from else {}
-    stem = (f"{point.subject}-s{point.seed}-{checkpoint.digest(point)}-{device.type}"
+    stem = (f"{point.subject}-s{point.seed}-{point.digest}-{device.type}"
             f"-{ctx.machine}")
     files: dict[str, list[str]] = {}
     if log.stopped_by == "pruned":  # a search's loser: its curve is all the search reads

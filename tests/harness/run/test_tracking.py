@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from pathlib import Path
@@ -12,6 +13,8 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 import experiments
+from experiments.spec import Point
+from harness.results import read_config, read_results, this_machine
 from harness.run import point, sweep
 from harness.runner import Result
 from harness.track.tracker import Tracker
@@ -325,6 +328,51 @@ def test_sync_logs_each_point_machine_and_device_once(out_dir: Path) -> None:
     assert sorted(r.data.tags["device"] for r in synced) == ["cpu", "cuda"]
     assert synced[0].data.params["n_heads"] == "4" and "n_heads" not in synced[0].data.metrics
     assert "fwd_ms" in synced[0].data.metrics
+
+
+def test_each_point_keeps_its_configuration_beside_its_row_and_in_its_run(
+        out_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """configs/<point_id>.json, written before the row, rebuilds the point; its run holds
+    the same as config.json; a sync of the row logs it too."""
+    points = experiments.points("smoke")[:2]
+    monkeypatch.setattr(point, "run_point",
+                        lambda point, *args, **kwargs: (Result({"fwd_ms": 1.0}), None))
+    sweep.run_suite("sweep-configs", points, torch.device("cpu"), out_dir, _uri(out_dir),
+                    progress=False)
+    csv = out_dir / "sweep-configs" / "results.csv"
+    rows = read_results(csv)
+    assert list(rows["config_key"]) == [p.config_key for p in points]
+    client = MlflowClient(tracking_uri=_uri(out_dir))
+    experiment = client.get_experiment_by_name("sweep-configs").experiment_id
+    for p in points:
+        saved = read_config(csv, p.point_id)
+        assert Point.from_config(saved) == p
+        assert (saved["config_key"], saved["machine"], saved["device"]) == \
+            (p.config_key, this_machine(), "cpu")
+        (run,) = client.search_runs([experiment], f"tags.point_id = '{p.point_id}'")
+        logged = Path(client.download_artifacts(run.info.run_id, "config.json", str(out_dir)))
+        assert json.loads(logged.read_text()) == saved
+    with Tracker(_uri(out_dir), "sweep-configs", out_dir) as tracker:  # another machine's
+        assert tracker.sync(rows.assign(machine="elsewhere")) == 2
+    runs = client.search_runs([experiment], "tags.machine = 'elsewhere'")
+    assert [a.path for r in runs for a in client.list_artifacts(r.info.run_id)] == \
+        ["config.json"] * 2
+
+
+def test_a_run_of_older_code_counts_for_its_migrated_row(out_dir: Path) -> None:
+    """Older code tagged a point's run with its long id, which a migrated row keeps as its
+    config_key: a sync does not log the row again."""
+    import pandas as pd
+
+    p = experiments.points("smoke")[0]
+    with Tracker(_uri(out_dir), "sync-old-ids", out_dir) as tracker:
+        tracker.log_point(p.config_key, {"mixer": p.subject}, {"fwd_ms": 1.0}, "ok",
+                          machine="m1", device="cpu")
+    rows = pd.DataFrame([{"point_id": p.point_id, "config_key": p.config_key, "machine": "m1",
+                          "device": "cpu", "status": "ok", "fwd_ms": 1.0, "message": ""}])
+    with Tracker(_uri(out_dir), "sync-old-ids", out_dir) as tracker:
+        assert tracker.sync(rows) == 0
+        assert tracker.sync(rows.assign(machine="m2")) == 1
 
 
 def test_a_late_row_keeps_when_its_point_ran(out_dir: Path) -> None:

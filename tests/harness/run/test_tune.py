@@ -503,6 +503,19 @@ def test_the_search_figure_draws_a_line_per_trial_and_rings_the_recipe_chosen(tu
             zip(rows["model"], rows["point_id"], strict=True)] == list(marked["recipe"])
 
 
+def test_a_trial_of_older_code_finds_its_row_by_config_key():
+    """Older code named a trial by its long id, which its migrated row keeps as config_key:
+    the trial's number reads it, and a tie for the best recipe goes to the first config_key,
+    as it went to the first long id before ids were short."""
+    rows = pd.DataFrame({"model": "t", "runner": "translate", "status": "ok",
+                         "point_id": ["t-s0-ffff", "t-s0-0000", "old-long-c"],
+                         "config_key": ["old-long-a", "old-long-b", ""],
+                         recipe.KEY: [9.0, 9.0, 1.0]})
+    assert [tune.trial_number(rows, "t", p) for p in ("old-long-b", "t-s0-ffff",
+                                                      "old-long-c", "x")] == [1, 0, 2, None]
+    assert recipe.best_row(rows, "t")["point_id"] == "t-s0-ffff"
+
+
 def test_a_knob_added_to_the_space_reads_as_the_default_its_old_trials_trained_with():
     """A trial told before its search tuned source_eos or init has no such column: its row
     names only what its point changed, so it trained with the default, and recipe_of says

@@ -12,7 +12,7 @@ from mlflow import MlflowClient
 
 import experiments
 from harness.cli import cli
-from harness.results import read_results
+from harness.results import config_keys, read_results
 from harness.track.names import run_name, run_names
 from harness.track.sync import sync_suite
 
@@ -66,10 +66,10 @@ def test_a_matched_model_is_named_by_the_width_its_row_records() -> None:
     rows = read_results(REFERENCE / "convergence-quick" / "results.csv")
     lstm = rows[rows["model"] == "lstm-lm"]
     point = next(p for p in experiments.points("convergence-quick")
-                 if p.point_id == lstm["point_id"].iloc[0])
+                 if p.config_key == config_keys(lstm).iloc[0])
     assert point.d_model == 64 and trained_width(point) == lstm["d_model"].iloc[0] > 64
     assert f"d_model={lstm['d_model'].iloc[0]}" in run_names(lstm.to_dict("records"))[
-        point.point_id]
+        lstm["point_id"].iloc[0]]
 
 
 def _runs(uri: str, suite: str):  # noqa: ANN202

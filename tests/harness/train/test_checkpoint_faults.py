@@ -46,7 +46,7 @@ def _train(path: Path, resume: bool = True, steps: int = STEPS) -> tuple[object,
         return {"dev_bleu_greedy": float(model.w.detach())}
 
     data = [make_batch([[5, 6, 7]], [[8, 9]], IDS)]
-    plan = Plan(steps, 1e-2, 2, 0.0, 4, checkpoint=path, point_id="p", checkpoint_s=0.0,
+    plan = Plan(steps, 1e-2, 2, 0.0, 4, checkpoint=path, checkpoint_key="p", checkpoint_s=0.0,
                 resume=resume)
     return train(model, TrainStream(data, 0), plan, torch.device("cpu"), 0, evaluate), seen
 
@@ -157,7 +157,7 @@ def _child(path: Path, mode: str, said: Path) -> None:
     if mode == "disk-full":
         model.big = torch.nn.Parameter(torch.zeros(40000))  # 160 KB: past the limit
     data = [make_batch([[5, 6, 7]], [[8, 9]], IDS)]
-    plan = Plan(8, 1e-2, 2, 0.0, 2, checkpoint=path, point_id="p", checkpoint_s=0.0)
+    plan = Plan(8, 1e-2, 2, 0.0, 2, checkpoint=path, checkpoint_key="p", checkpoint_s=0.0)
     log = train(model, TrainStream(data, 0), plan, torch.device("cpu"), 0,
                 lambda: {"dev_bleu_greedy": 0.0})
     print(f"steps {log.steps} resumed_from {log.resumed_from}", file=sys.stderr)

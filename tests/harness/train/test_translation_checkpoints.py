@@ -52,7 +52,7 @@ SCRIPT = textwrap.dedent("""
             value = -float(loss_of(model, data[0], 0.0))
             model.train()
         return {"dev_bleu_greedy": value}
-    plan = Plan(STEPS, 3e-3, max(1, STEPS // 10), 0.1, 5, checkpoint=ckpt, point_id="p",
+    plan = Plan(STEPS, 3e-3, max(1, STEPS // 10), 0.1, 5, checkpoint=ckpt, checkpoint_key="p",
                 checkpoint_s=0.0)
     log = train(model, TrainStream(data, 7), plan, torch.device("cpu"), 7, evaluate)
     torch.save({"model": model.state_dict(), "log": log}, out)
