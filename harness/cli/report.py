@@ -288,10 +288,11 @@ def _search_documents(out: Path, suite: str | None) -> list[Path]:
 
 @click.command("claims", epilog="""\b
 Examples:
-  tvr claims                         # the ledger of the results in results/
+  tvr claims                         # the ledger of the results in results/, in brief
+  tvr claims --format markdown       # with each claim's numbers, rule, gates and tests
   tvr claims --format json | jq '.[] | select(.verdict == "contradicts")'""")
-@click.option("--format", "fmt", type=click.Choice(["markdown", "csv", "json"]),
-              default="markdown", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "csv", "json"]),
+              default="text", show_default=True)
 @out_option
 @machine_option
 def claims_cmd(fmt: str, out: str, machine: str | None) -> None:

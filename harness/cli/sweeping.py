@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from harness.errors import BadInput
+from harness.plan import PLAN_FILE
 from harness.track.store import mask
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ def sweep(name: str, description: str, points: list[Point], out_dir: Path, uri: 
           o: RunOptions) -> SweepSummary:
     """Measure the points into <out>/<name>/ with the executor and threads asked for."""
     from harness.cli.common import output_folder
+    from harness.plan import write_plan
     from harness.run import sweep as sweeps
     from harness.run.executor import make_executor
 
@@ -71,6 +73,8 @@ def sweep(name: str, description: str, points: list[Point], out_dir: Path, uri: 
                 device = where.resolve_device(o.device)
                 with stopping(folder / "results.csv"):
                     save_variant(folder, name, points, o)
+                    if not o.only:  # the whole suite (or variant): what the ledger waits for
+                        write_plan(folder, points)
                     if uri is not None:
                         sync_reference(out_dir, name, uri, describe(description, name))
                     return sweeps.run_suite(
@@ -91,7 +95,7 @@ def sweep(name: str, description: str, points: list[Point], out_dir: Path, uri: 
 def _remove_if_unused(made: list[Path]) -> None:
     """Remove the results folder `made[0]`, made by this run, if nothing but its bookkeeping
     is in it (an empty claims folder, lock files no one holds, the configuration this run
-    saved): a results folder with no row in it; then the folders above it this run made (a
+    saved, its plan): a results folder with no row in it; then the folders above it this run made (a
     variant's `variants/` and suite folder), each if empty."""
     from harness.run.point_locks import tidy
     from harness.variants import CONFIG_FILE
@@ -100,6 +104,7 @@ def _remove_if_unused(made: list[Path]) -> None:
     tidy(folder / "results.csv")
     if not (folder / "results.csv").exists():
         (folder / CONFIG_FILE).unlink(missing_ok=True)
+        (folder / PLAN_FILE).unlink(missing_ok=True)
     for each in made:  # the deepest first
         if not each.is_dir() or any(each.iterdir()):
             return

@@ -14,6 +14,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -41,15 +42,22 @@ from harness.report.evidence import (
 )
 from harness.report.gates import Gate, Test, as_records
 from harness.report.markdown import markdown_table
+from harness.report.unfinished import unfinished
 from harness.report.verdicts import EMPIRICAL, NOT_MEASURED, VERDICTS
+from harness.results import RESULTS_FILE, load_results
 
-FORMATS = ("markdown", "csv", "json")
+FORMATS = ("text", "markdown", "csv", "json")
 
 
 def judge(claim: Claim, stored: Stored) -> Evidence:
-    """The claim's evidence, or a row naming what is missing and the command that makes it."""
+    """The claim's evidence, or a row naming what is missing and the command that makes it.
+    A claim on trained models also passes the `finished` gate: no run of a suite it read is
+    still training (or stopped before its row)."""
     try:
-        return gated(claim.judge(stored), rulebook.gates_of(claim.kind))
+        evidence = claim.judge(stored)
+        if claim.kind in rulebook.WAITS_FOR_RUNS:
+            evidence = replace(evidence, gates=(*evidence.gates, finished_gate(stored)))
+        return gated(evidence, rulebook.gates_of(claim.kind))
     except Missing as gap:
         return Evidence("", gap.what, not_measured(gap.suite, stored.out_dir),
                         "no verdict without the suite's results")
@@ -57,6 +65,29 @@ def judge(claim: Claim, stored: Stored) -> Evidence:
         return Evidence("", f"the {claim.suite} results have no {column} column",
                         not_measured(claim.suite, stored.out_dir),
                         "no verdict without the suite's results")
+
+
+def finished_gate(stored: Stored) -> Gate:
+    """Whether every run of the suites the rule read has its row (harness.report.unfinished:
+    a planned point, a claim or a checkpoint without one is a run still to train, training,
+    or stopped)."""
+    left = {}
+    for suite in dict.fromkeys(r["suite"] for r in stored.read):
+        rows = load_results(stored.out_dir, [suite]) \
+            if (stored.out_dir / suite / RESULTS_FILE).exists() else pd.DataFrame()
+        try:
+            left[suite] = unfinished(stored.out_dir / suite, rows)
+        except ValueError as damaged:  # a plan that cannot be read: nothing known finished
+            left[suite] = [str(damaged)]
+    still = {s: runs for s, runs in left.items() if runs}
+    if not still:
+        return Gate("finished", True, "every planned or started run of "
+                    + (", ".join(left) or "no suite") + " has its row")
+    return Gate("finished", False, "; ".join(
+        f"{s}: {len(runs)} planned or started run{'s' if len(runs) != 1 else ''} without "
+        f"a row yet ({', '.join(runs)})" for s, runs in still.items()),
+        "let them finish: `" + "`, `".join(f"tvr run {s}" for s in still)
+        + "` measures what is left, resuming a stopped run")
 
 
 def all_claims() -> list[Claim]:
@@ -167,7 +198,8 @@ def _test_text(records: list[dict]) -> str:
 
 
 def render(table: pd.DataFrame, fmt: str) -> str:
-    """Markdown (a summary table, then one section per claim), CSV or JSON text."""
+    """Text for a terminal (each claim and its labelled verdict, wrapped), Markdown (a
+    summary table, then one section per claim), CSV or JSON text."""
     if fmt == "csv":
         flat = table.assign(gates=table["gates"].map(_gate_text),
                             tests=table["tests"].map(_test_text),
@@ -177,7 +209,36 @@ def render(table: pd.DataFrame, fmt: str) -> str:
         return json.dumps(table.to_dict(orient="records"), indent=1, ensure_ascii=False) + "\n"
     if fmt == "markdown":
         return _markdown(table)
+    if fmt == "text":
+        return _text(table)
     raise BadInput(f"unknown format {fmt!r}; valid: {', '.join(FORMATS)}")
+
+
+TEXT_WIDTH = 100
+
+
+def _text(table: pd.DataFrame) -> str:
+    """The ledger for a terminal: the tally, then per claim its number and words, its
+    labelled verdict and the gates that failed, wrapped to TEXT_WIDTH."""
+    import textwrap
+
+    def wrapped(text: str, first: str, rest: str | None = None) -> list[str]:
+        return textwrap.wrap(text, TEXT_WIDTH, initial_indent=first,
+                             subsequent_indent=first if rest is None else rest,
+                             break_on_hyphens=False)
+
+    parts = wrapped(counts(table) + ".", "") + [""]
+    for i, row in enumerate(table.itertuples(index=False), start=1):
+        head = f"{i}. "
+        pad = " " * len(head)
+        failed = ", ".join(dict.fromkeys(g["name"] for g in row.gates if not g["passed"]))
+        parts += wrapped(f"{head}{row.claim}", "", pad) + wrapped(f"-> {row.label}", pad)
+        if failed:
+            alone = f" (the rule alone: {row.ungated})" if row.ungated else ""
+            parts += wrapped(f"failed gates: {failed}{alone}", pad)
+    parts += ["", *wrapped("Each claim's numbers, rule, gates, tests and rows: `tvr claims "
+                           "--format markdown` (results/REPORT.md), or --format json.", "")]
+    return "\n".join(parts) + "\n"
 
 
 def _markdown(table: pd.DataFrame) -> str:

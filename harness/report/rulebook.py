@@ -63,6 +63,11 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
 )}
 
 
+# kinds on trained models: the ledger adds the `finished` gate to each (claims.finished_gate:
+# no run of a suite read is planned or started without its row), from the suites the rule read
+WAITS_FOR_RUNS = (TRAINED_QUALITY, TRAINED_COST, KNEE)
+
+
 def gates_of(kind: str) -> tuple[str, ...]:
     """The gates of claim kind `kind`; KeyError for a kind the rulebook does not know."""
     return KINDS[kind].gates
@@ -113,5 +118,6 @@ def _short(span: object) -> str:
 def table() -> str:
     """docs/rulebook.md's block: one row per kind, its gates and what "supports" requires."""
     return markdown_table(pd.DataFrame(
-        [{"claim kind": k.name, "gates (all must pass)": ", ".join(k.gates) or "none",
+        [{"claim kind": k.name, "gates (all must pass)": ", ".join(
+            k.gates + (("finished",) if k.name in WAITS_FOR_RUNS else ())) or "none",
           "what \"supports\" requires": k.supports} for k in KINDS.values()])) + "\n"

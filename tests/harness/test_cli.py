@@ -36,6 +36,11 @@ def test_run_smoke_writes_one_ok_row_per_point(smoke_out):
                 "device", "dtype", "seed", "status", "flops_fwd", "fwd_ms", "saved_bytes",
                 "torch_version", "host"):
         assert col in df.columns, col
+    # the whole suite's plan beside its rows: what the ledger waits for
+    from harness.plan import read_plan
+
+    plan = read_plan(smoke_out / "smoke")
+    assert [e["point_id"] for e in plan] == [p.point_id for p in experiments.points("smoke")]
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """The ledger as a whole (`tvr claims`) and the statistics it is built on."""
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -94,13 +95,25 @@ def test_identity_checks_are_counted_apart(committed):
     assert n == (committed["kind"] == "empirical").sum()
 
 
-@pytest.mark.parametrize("fmt", ["markdown", "csv", "json"])
+@pytest.mark.parametrize("fmt", ["text", "markdown", "csv", "json"])
 def test_tvr_claims_on_an_empty_folder_names_what_to_run(tmp_path, fmt):
     result = CliRunner().invoke(cli, ["claims", "--out", str(tmp_path), "--format", fmt])
     assert result.exit_code == 0, result.output
     assert "Traceback" not in result.output
-    assert f"not measured: run `tvr run table1 --out {tmp_path}`" in result.output
+    said = " ".join(result.output.split()) if fmt == "text" else result.output  # wrapped
+    assert f"not measured: run `tvr run table1 --out {tmp_path}`" in said
     assert "convergence-quick" in result.output
+
+
+@pytest.mark.slow
+def test_tvr_claims_by_default_fits_a_terminal_and_names_failed_gates(committed):
+    """The default text: every claim numbered, its labelled verdict, the gates it failed,
+    no line over 100 characters (the Markdown table's lines ran past 400)."""
+    text = render(committed, "text")
+    assert max(map(len, text.splitlines())) <= 100
+    assert sum(bool(re.match(r"\d+\. ", line)) for line in text.splitlines()) == len(committed)
+    failed = [r for r in committed.itertuples() if any(not g["passed"] for g in r.gates)]
+    assert text.count("failed gates: ") == len(failed)
 
 
 def test_partial_results_name_what_is_missing_per_row(tmp_path):

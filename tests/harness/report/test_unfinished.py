@@ -1,0 +1,74 @@
+"""Runs planned or started without a row: the `finished` gate of trained claims."""
+
+from __future__ import annotations
+
+import pandas as pd
+import torch
+
+import experiments
+from harness.plan import read_plan, write_plan
+from harness.report.claims import finished_gate
+from harness.report.evidence import Stored
+from harness.report.unfinished import unfinished
+from harness.run.point_locks import Claims
+from harness.runner import Context
+from harness.train.checkpoint import point_path
+
+POINTS = experiments.points("translation-cpu-converged")[3:6]  # three trained models, seed 0
+
+
+def _row(point, long_id: bool = False) -> dict:
+    return {"point_id": point.config_key if long_id else point.point_id, "status": "ok",
+            "model": point.subject, "seed": point.seed}
+
+
+def test_a_planned_run_without_a_row_is_unfinished_until_its_row_is_written(tmp_path):
+    folder = tmp_path / "s"
+    write_plan(folder, POINTS)
+    assert [e["point_id"] for e in read_plan(folder)] == [p.point_id for p in POINTS]
+    names = [f"{p.subject} seed {p.seed}" for p in POINTS]
+    assert unfinished(folder, pd.DataFrame()) == sorted(names)
+    rows = pd.DataFrame([_row(POINTS[0]), _row(POINTS[1], long_id=True)])  # an older row too
+    assert unfinished(folder, rows) == [names[2]]
+
+
+def test_a_checkpoint_or_a_claim_as_their_writers_name_them_is_a_run_in_flight(tmp_path):
+    ctx = Context(torch.device("cpu"), 0.1, tmp_path, "m", False)
+    path = point_path(POINTS[0], ctx)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"")  # its name is what is read
+    Claims(tmp_path / POINTS[1].suite / "results.csv", "cpu", "m").take(POINTS[1].point_id)
+    folder = tmp_path / POINTS[0].suite
+    assert unfinished(folder, pd.DataFrame()) == sorted(
+        [f"{POINTS[0].subject} seed 0", POINTS[1].point_id])
+    assert unfinished(folder, pd.DataFrame([_row(POINTS[0]), _row(POINTS[1])])) == []
+
+
+def test_the_gate_names_each_suite_read_and_what_is_left(tmp_path):
+    write_plan(tmp_path / "s", POINTS)
+    stored = Stored(tmp_path)
+    stored.read = [{"suite": "s", "filter": {}}]
+    gate = finished_gate(stored)
+    assert not gate.passed and "s: 3 planned or started runs without a row" in gate.detail
+    assert "tvr run s" in gate.remedy
+    pd.DataFrame([_row(p) for p in POINTS]).to_csv(tmp_path / "s" / "results.csv", index=False)
+    assert finished_gate(stored).passed
+    (tmp_path / "s" / "plan.json").write_text("{")  # damaged: said, never read as no plan
+    gate = finished_gate(stored)
+    assert not gate.passed and "plan.json: not a plan" in gate.detail
+
+
+def test_a_trained_verdict_waits_for_a_planned_run_and_says_so(tmp_path):
+    """Table 2's quality claim supports on its rows, until the suite's plan holds a run with
+    no row yet: then inconclusive, the `finished` gate naming it."""
+    from harness.report.claims import judge
+    from harness.report.verdicts import INCONCLUSIVE, SUPPORTS
+    from tests.harness.report.test_claim_table2_converged import CONVERGED, QUALITY, _converged
+
+    _converged(tmp_path)
+    assert judge(QUALITY, Stored(tmp_path)).verdict == SUPPORTS
+    write_plan(tmp_path / CONVERGED, POINTS[:1])  # a point of the suite, not yet measured
+    e = judge(QUALITY, Stored(tmp_path))
+    (gate,) = [g for g in e.gates if g.name == "finished"]
+    assert e.verdict == INCONCLUSIVE and e.ungated == SUPPORTS and not gate.passed
+    assert f"{POINTS[0].subject} seed 0" in gate.detail
