@@ -214,10 +214,13 @@ class Point:
     def point_id(self) -> str:
         """A short, readable and deterministic name, so reruns and resume find the same
         point: `table2-translate-lstm-attention-s0-a580b4a79e9e`, its group, runner, subject
-        and seed, then the digest of its whole configuration (short_id(config_key) alike)."""
+        (with the mixer kind of a model built around one: `mixer-lm-gru`) and seed, then the
+        digest of its whole configuration (short_id(config_key) alike)."""
         compiled = "-compiled" if self.compile else ""
         group = f"{self.fit or self.study}-" if self.fit or self.study else ""
-        return f"{group}{self.runner}-{self.subject}-s{self.seed}{compiled}-{self.digest}"
+        kind = dict(self.config).get(KIND_KEY)
+        subject = f"{self.subject}-{kind}" if kind else self.subject
+        return f"{group}{self.runner}-{subject}-s{self.seed}{compiled}-{self.digest}"
 
     def to_config(self) -> dict[str, Any]:
         """Every field as plain JSON data, options typed by class name (`"type":
@@ -249,6 +252,7 @@ class Point:
 # its first listed value (`-n_heads=`): the group, runner and subject come before it
 _KEY_TAIL = re.compile(r"(?P<head>.*)-n\d+-d\d+-b\d+-\w+-s(?P<seed>\d+)(?P<compiled>-compiled)?")
 _LISTED = re.compile(r"-[A-Za-z_]\w*=")
+KIND_KEY = "mixer_kind"  # a model built around a mixer (mixer-lm): its kind named in the id
 
 
 def short_id(config_key: str) -> str | None:
@@ -259,7 +263,10 @@ def short_id(config_key: str) -> str | None:
     found = _KEY_TAIL.fullmatch(config_key)
     if found is None:
         return None
-    head = _LISTED.split(found["head"], maxsplit=1)[0]
+    head, *listed = _LISTED.split(found["head"])
+    keys = _LISTED.findall(found["head"])
+    kinds = [v for k, v in zip(keys, listed, strict=True) if k == f"-{KIND_KEY}="]
+    head += f"-{kinds[0]}" if kinds else ""
     digest = hashlib.sha256(config_key.encode()).hexdigest()[:12]
     return f"{head}-s{found['seed']}{found['compiled'] or ''}-{digest}"
 
