@@ -232,10 +232,10 @@ EQUIVALENT = [
      'steps = 5000\nlr = 1e-3\neval_every = 50\ntarget = 0.99\nlength_gen = true\n'
      f'[grid.match]\nmodel = "transformer-lm"\nconfig = {TRANSFORMER_LM}\n'),
     ("mqar-cpu", dict(runner="train", subject="mixer-lm"),
-     'study = "mqar-state"\nmodels = ["mixer-lm"]\nseq_len = 8\nd_model = 32\nbatch_size = 32\n'
+     'study = "mqar-state"\nmodels = ["mixer-lm"]\nseq_len = 8\nd_model = 32\nbatch_size = 64\n'
      'config = { d_ff = 128, dropout = 0.0, mixer_kind = "self-attention", n_heads = 4, '
-     'n_layers = 2, pos_encoding = "sinusoidal" }\n'
-     '[grid.train]\ntask = "mqar"\nalphabet_size = 64\nsteps = 3000\nlr = 0.003\n'
+     'n_layers = 2, pos_encoding = "learned" }\n'
+     '[grid.train]\ntask = "mqar"\nalphabet_size = 64\nsteps = 10000\nlr = 0.003\n'
      'eval_every = 100\ntarget = 0.99\n'),
     ("scaling-factor", dict(runner="attn-init", d_model=64),
      'study = "scaling-factor"\nmodels = ["transformer-lm"]\nseq_len = 32\nd_model = 64\n'
