@@ -83,9 +83,12 @@ def finished_gate(stored: Stored) -> Gate:
     if not still:
         return Gate("finished", True, "every planned or started run of "
                     + (", ".join(left) or "no suite") + " has its row")
+    shown = 6  # named; the rest counted
     return Gate("finished", False, "; ".join(
         f"{s}: {len(runs)} planned or started run{'s' if len(runs) != 1 else ''} without "
-        f"a row yet ({', '.join(runs)})" for s, runs in still.items()),
+        f"a row yet ({', '.join(runs[:shown])}"
+        + (f" and {len(runs) - shown} more" if len(runs) > shown else "") + ")"
+        for s, runs in still.items()),
         "let them finish: `" + "`, `".join(f"tvr run {s}" for s in still)
         + "` measures what is left, resuming a stopped run")
 

@@ -46,14 +46,16 @@ def digests(rows: pd.DataFrame) -> set[str]:
 
 def unfinished(folder: Path, rows: pd.DataFrame) -> list[str]:
     """The runs of the suite in `folder` that are planned, or started, and have no row among
-    `rows` (every status: a failed point is finished), each as "<subject> seed <n>" (else
-    its point id), sorted; none where the folder holds no plan, claims or checkpoints."""
+    `rows` (every status: a failed point is finished), each named by its point id without
+    the digest where the plan has it (`table2-translate-transformer-s3`), else by its
+    checkpoint ("<subject> seed <n>") or its claim's point id; sorted. None where the folder
+    holds no plan, claims or checkpoints."""
     done_ids = set(rows.get("point_id", pd.Series(dtype=str)).astype(str))
     done = digests(rows)
     found: dict[str, str] = {}  # digest -> how it is named
     for entry in read_plan(folder):
         if entry["point_id"] not in done_ids and entry["digest"] not in done:
-            found[entry["digest"]] = f"{entry['subject']} seed {int(entry['seed'])}"
+            found[entry["digest"]] = entry["point_id"].removesuffix(f"-{entry['digest']}")
     for path in sorted((folder / CHECKPOINTS).glob("*.pt")):
         name = CHECKPOINT_NAME.fullmatch(path.name)
         if name and name["digest"] not in done:

@@ -26,7 +26,7 @@ def test_a_planned_run_without_a_row_is_unfinished_until_its_row_is_written(tmp_
     folder = tmp_path / "s"
     write_plan(folder, POINTS)
     assert [e["point_id"] for e in read_plan(folder)] == [p.point_id for p in POINTS]
-    names = [f"{p.subject} seed {p.seed}" for p in POINTS]
+    names = [p.point_id.removesuffix(f"-{p.digest}") for p in POINTS]
     assert unfinished(folder, pd.DataFrame()) == sorted(names)
     rows = pd.DataFrame([_row(POINTS[0]), _row(POINTS[1], long_id=True)])  # an older row too
     assert unfinished(folder, rows) == [names[2]]
@@ -71,4 +71,14 @@ def test_a_trained_verdict_waits_for_a_planned_run_and_says_so(tmp_path):
     e = judge(QUALITY, Stored(tmp_path))
     (gate,) = [g for g in e.gates if g.name == "finished"]
     assert e.verdict == INCONCLUSIVE and e.ungated == SUPPORTS and not gate.passed
-    assert f"{POINTS[0].subject} seed 0" in gate.detail
+    assert POINTS[0].point_id.removesuffix(f"-{POINTS[0].digest}") in gate.detail
+
+
+def test_a_long_list_of_runs_left_is_named_in_part_and_counted(tmp_path):
+    points = experiments.points("mqar-cpu")[:10]
+    write_plan(tmp_path / "m", points)
+    stored = Stored(tmp_path)
+    stored.read = [{"suite": "m", "filter": {}}]
+    gate = finished_gate(stored)
+    assert "m: 10 planned or started runs without a row yet" in gate.detail
+    assert gate.detail.endswith("and 4 more)") and "mixer-lm-self-attention-s0" in gate.detail
