@@ -78,17 +78,20 @@ def finished_gate(stored: Stored) -> Gate:
         try:
             left[suite] = unfinished(stored.out_dir / suite, rows)
         except ValueError as damaged:  # a plan that cannot be read: nothing known finished
-            left[suite] = [str(damaged)]
+            left[suite] = {str(damaged): 1}
     still = {s: runs for s, runs in left.items() if runs}
+    count = {s: sum(runs.values()) for s, runs in still.items()}
+    named = {s: [name if n == 1 else f"{name} x{n}" for name, n in runs.items()]
+             for s, runs in still.items()}
     if not still:
         return Gate("finished", True, "every planned or started run of "
                     + (", ".join(left) or "no suite") + " has its row")
     shown = 6  # named; the rest counted
     return Gate("finished", False, "; ".join(
-        f"{s}: {len(runs)} planned or started run{'s' if len(runs) != 1 else ''} without "
-        f"a row yet ({', '.join(runs[:shown])}"
-        + (f" and {len(runs) - shown} more" if len(runs) > shown else "") + ")"
-        for s, runs in still.items()),
+        f"{s}: {count[s]} planned or started run{'s' if count[s] != 1 else ''} without "
+        f"a row yet ({', '.join(named[s][:shown])}"
+        + (f" and {len(named[s]) - shown} more" if len(named[s]) > shown else "") + ")"
+        for s in still),
         "let them finish: `" + "`, `".join(f"tvr run {s}" for s in still)
         + "` measures what is left, resuming a stopped run")
 

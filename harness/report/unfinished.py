@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -44,12 +45,13 @@ def digests(rows: pd.DataFrame) -> set[str]:
     return out
 
 
-def unfinished(folder: Path, rows: pd.DataFrame) -> list[str]:
+def unfinished(folder: Path, rows: pd.DataFrame) -> dict[str, int]:
     """The runs of the suite in `folder` that are planned, or started, and have no row among
     `rows` (every status: a failed point is finished), each named by its point id without
     the digest where the plan has it (`table2-translate-transformer-s3`), else by its
-    checkpoint ("<subject> seed <n>") or its claim's point id; sorted. None where the folder
-    holds no plan, claims or checkpoints."""
+    checkpoint ("<subject> seed <n>") or its claim's point id, with how many runs bear that
+    name (points alike but for an option, such as a learning rate), in plan order. None
+    where the folder holds no plan, claims or checkpoints."""
     done_ids = set(rows.get("point_id", pd.Series(dtype=str)).astype(str))
     done = digests(rows)
     found: dict[str, str] = {}  # digest -> how it is named
@@ -69,4 +71,4 @@ def unfinished(folder: Path, rows: pd.DataFrame) -> list[str]:
         digest = short["digest"] if short else _sha(point_id)
         if point_id not in done_ids and digest not in done:
             found.setdefault(digest, point_id if len(point_id) <= 80 else point_id[:77] + "...")
-    return sorted(found.values())
+    return dict(Counter(found.values()))  # runs alike but for an option (a learning rate)
