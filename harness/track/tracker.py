@@ -199,14 +199,30 @@ class Tracker:
         self._mark_training_experiment(found.experiment_id, NOTE_TAG in found.tags)
         return found.experiment_id
 
+    def _experiment_tag(self, experiment_id: str, key: str, value: str) -> None:
+        """Set an experiment tag; two sweeps starting at once may both insert it (the store
+        answers a UNIQUE constraint error to the later one), so a failed set is tried again,
+        which then updates the tag the other wrote."""
+        from mlflow.exceptions import MlflowException
+
+        assert self._client is not None
+        for attempt in range(3):
+            try:
+                self._client.set_experiment_tag(experiment_id, key, value)
+                return
+            except MlflowException as e:
+                if attempt == 2 or "UNIQUE constraint" not in str(e) \
+                        and "duplicate key" not in str(e):
+                    raise
+
     def _mark_training_experiment(self, experiment_id: str, noted: bool) -> None:
         """MLflow 3's UI opens an experiment of unknown kind on its GenAI overview (traces),
         which shows none of these runs; this tag makes it open on the runs table. The note
         is the experiment's description."""
         assert self._client is not None
-        self._client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, TRAINING_KIND)
+        self._experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, TRAINING_KIND)
         if self.description and not (noted and self.keep_note):
-            self._client.set_experiment_tag(experiment_id, NOTE_TAG, self.description)
+            self._experiment_tag(experiment_id, NOTE_TAG, self.description)
         if sqlite_path(self.uri or "") is not None:
             hide_default(self._client)
 

@@ -253,7 +253,7 @@ def test_run_dtype_bfloat16_on_cpu_measures_a_smoke_point(tmp_path, monkeypatch)
     assert result.exit_code == 0, result.output
     row = read_results(results_path(tmp_path, "smoke/variants/bfloat16")).iloc[0]  # a variant
     assert row["status"] == "ok", row["message"]
-    assert row["dtype"] == "bfloat16" and "bfloat16" in row["point_id"]
+    assert row["dtype"] == "bfloat16" and "bfloat16" in row["config_key"]
     assert row["fwdbwd_ms"] > 0 and row["float32_matmul_precision"] == "highest"
     assert row["linear_kernel"] == kernels.F_LINEAR  # oneDNN is a candidate in float32 only
 

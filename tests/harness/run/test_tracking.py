@@ -401,3 +401,26 @@ def test_a_long_run_name_fits_postgresql_and_stays_distinct() -> None:
     assert len(a) == len(b) == RUN_NAME_LIMIT
     assert a.startswith("mixer-lm seq_len=64 d_model=32") and a != b
     assert run_name({"model": "gru"}, "p") == "gru"  # no sizes known: none named
+
+
+def test_a_sweep_that_loses_the_race_to_tag_the_experiment_sets_it_again(tmp_path):
+    """Two sweeps starting at once may both insert the experiment's tags; the store answers
+    the later one with a UNIQUE constraint error, and its sweep must not turn tracking off
+    for that (a run of three sweeps lost one's MLflow runs so)."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    real, lost = client.set_experiment_tag, []
+
+    def racing(experiment_id, key, value):
+        if not lost:  # the other sweep's insert lands first: this one's fails as it would
+            real(experiment_id, key, value)
+            lost.append(key)
+            raise MlflowException("(sqlite3.IntegrityError) UNIQUE constraint failed: "
+                                  "experiment_tags.key, experiment_tags.experiment_id")
+        real(experiment_id, key, value)
+
+    with Tracker(uri, "raced", tmp_path, {}, description="a note") as tracker:
+        tracker._client.set_experiment_tag = racing
+        experiment_id = tracker._experiment()
+        assert tracker.error is None and lost
+    assert client.get_experiment(experiment_id).tags["mlflow.note.content"] == "a note"

@@ -50,10 +50,10 @@ def test_trials_are_rows_and_the_best_recipe_is_in_the_tuned_points_id_and_row(t
     space = experiments.SEARCHES[SEARCH]().space["transformer"]
     chosen = recipe.recipe_of(best, space)
     row = read_results(results_path(out, "translation-tiny-tuned")).iloc[-1]
-    for key, value in chosen.items():  # in the id and in the row, as trained
-        assert f"-{key}={value}-" in row["point_id"]
+    for key, value in chosen.items():  # in the configuration and in the row, as trained
+        assert f"-{key}={value}-" in row["config_key"]
         assert row[key] == value or float(row[key]) == pytest.approx(float(value))
-    assert "recipe=translation-tiny-tune" in row["point_id"]
+    assert "recipe=translation-tiny-tune" in row["config_key"]
     assert "transformer" in printed and "at_edge" in printed  # the summary table
     assert f"{SEARCH} transformer: trial 0 complete, best dev BLEU" in printed  # a line each
     assert f"{SEARCH} transformer: trial 1 " in printed and "best so far trial" in printed
@@ -417,7 +417,7 @@ def test_set_of_a_searched_key_is_an_ablation_the_id_names(tuned):
     assert applied.options.peak_lr == 0.5 != plain.options.peak_lr
     assert applied.options.recipe_keeps == ("peak_lr",)
     assert dict(applied.config)["n_layers"] == dict(plain.config)["n_layers"]
-    assert "-recipe_keeps=peak_lr-" in applied.point_id
+    assert "-recipe_keeps=peak_lr-" in applied.config_key
 
 
 @pytest.mark.slow
@@ -446,7 +446,8 @@ def test_a_variation_keeps_its_own_knob_and_takes_the_rest_of_the_recipe(tuned):
     assert more.options.recipe_keeps == ("n_layers", "batch_tokens", "peak_lr")
     assert dict(plain.config)["n_layers"] == chosen["n_layers"]
     assert applied.options.peak_lr == plain.options.peak_lr == chosen["peak_lr"]
-    assert "-recipe_keeps=n_layers-" in applied.point_id and "-n_layers=3-" in applied.point_id
+    assert "-recipe_keeps=n_layers-" in applied.config_key
+    assert "-n_layers=3-" in applied.config_key
 
 
 def test_the_tuned_table3_suite_keeps_each_variations_searched_knob():
