@@ -13,7 +13,8 @@ every source (with_eos).
 
 CKPT_DIR: an anchor work folder (data/, model-<k>/). Compares teacher-forced log-probabilities
 with JoeyNMT's own forward (in .venv-joeynmt), decodes dev with our greedy and beam search
-(translate_runner.translate: beam 4, alpha 0.6), rescores JoeyNMT's hyps.dev, and measures its dev
+(beam 4, read at its alpha 0.6 and at every alpha of our grid, the one our rule would choose
+as `beam4_our_rule`), rescores JoeyNMT's hyps.dev, and measures its dev
 perplexity as our rows' dev_ppl is (JoeyNMT's own "ppl" is exp of its label-smoothed KL
 loss, not comparable); writes OUT.
 """
@@ -41,7 +42,7 @@ from harness.train.translation.bpe import BOS, EOS, PAD, special_ids
 from harness.train.translation.data import batches
 from harness.train.translation.scoring import score
 from harness.train.translation.train import perplexity
-from harness.train.translation.translate_runner import translate
+from harness.train.translation.translate_runner import by_alpha, translate
 from models.transformer import Transformer
 
 JOEY_EPS = 1e-6  # JoeyNMT's LayerNorm eps
@@ -170,6 +171,23 @@ def _refuse(message: str) -> int:
     return 2
 
 
+def under_each_alpha(model: Transformer, tok: Tokenizer, src: list[list[int]],
+                     refs: list[str]) -> dict:
+    """One beam search (beam 4) read under every length penalty of our grid (ALPHAS, as our
+    runs choose theirs on dev): `beam4` at the toolkit's own 0.6, dev BLEU at each alpha,
+    and the alpha our rule would choose with its scores (`beam4_our_rule`)."""
+    from experiments.translation import ALPHAS
+
+    start = time.perf_counter()
+    found = by_alpha(model, tok, src, torch.device("cpu"), 4, tuple(sorted({0.6, *ALPHAS})))
+    seconds = time.perf_counter() - start
+    scored = {a: score(h, refs) for a, h in found.items()}
+    chosen = max(ALPHAS, key=lambda a: (scored[a]["bleu"], -abs(a - 0.6)))
+    return {"beam4": scored[0.6] | {"alpha": 0.6, "seconds": seconds},
+            "beam4_our_rule": scored[chosen] | {"alpha": chosen},
+            "beam4_bleu_by_alpha": {f"{a:g}": scored[a]["bleu"] for a in ALPHAS}}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("ckpt_dir", type=Path)
@@ -209,12 +227,12 @@ def main() -> int:
     print(f"dev perplexity (no smoothing, EOS included): {result['dev_ppl']:.2f}", flush=True)
     if (own := args.ckpt_dir / "hyps.dev").exists():  # the anchor's beam search, rescored
         result["joeynmt_own_beam"] = score(from_pieces(tok, read_lines(own)), refs)
-    for name, beam, source in (("greedy", 0, src), ("beam4", 4, src),
-                               ("greedy_no_src_eos", 0, [s[:-1] for s in src])):
+    for name, source in (("greedy", src), ("greedy_no_src_eos", [s[:-1] for s in src])):
         start = time.perf_counter()
-        s = score(translate(model, tok, source, torch.device("cpu"), beam, 0.6), refs)
+        s = score(translate(model, tok, source, torch.device("cpu"), 0), refs)
         result[name] = s | {"seconds": time.perf_counter() - start}
-    for name, s in ((k, v) for k, v in result.items() if isinstance(v, dict)):
+    result |= under_each_alpha(model, tok, src, refs)
+    for name, s in ((k, v) for k, v in result.items() if isinstance(v, dict) and "bleu" in v):
         print(f"{name:>18}: " + "  ".join(f"{k} {s[k]:.3f}" for k in SHOWN), flush=True)
     write_atomic(OUT, json.dumps(result, indent=1) + "\n")
     return 0

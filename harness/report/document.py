@@ -41,8 +41,8 @@ from harness.variants import CONFIG_FILE, last_command, run_command, split_name,
 # the folders that a command other than `tvr run SUITE` measures
 COMMANDS = {NO_ONEDNN: "tvr bench --no-onednn", ANCHOR: ".venv/bin/python scripts/anchor",
             "translation-cpu-tune": "tvr tune translation-cpu-tune"}
-CROSSCHECK_ROWS = ("joeynmt_own_beam", "beam4", "greedy", "greedy_no_src_eos")
-CROSSCHECK_COLUMNS = ("bleu", "chrf", "len_ratio", "repeat_rate")
+CROSSCHECK_ROWS = ("joeynmt_own_beam", "beam4", "beam4_our_rule", "greedy", "greedy_no_src_eos")
+CROSSCHECK_COLUMNS = ("alpha", "bleu", "chrf", "len_ratio", "repeat_rate")
 ANCHOR_COLUMNS = ("model", "toolkit_version", "config", "split", "n_params", "dev_bleu",
                   "test_bleu", "test_chrf", "test_repeat_rate", "test_len_ratio", "updates",
                   "epochs", "train_tokens", "train_s", "train_cpu_s", "train_ended")

@@ -77,5 +77,26 @@ def text(out: Path) -> str:
             + f". On dev under one length-penalty rule: at the toolkit's fixed alpha "
             f"{g['alpha_theirs']:g}, ours {g['dev_ours_at_their_alpha']:.2f} against its "
             f"{g['dev_theirs']:.2f}; ours at the alpha it chose on dev (mean "
-            f"{g['alpha_ours']:.2f}) {g['dev_ours_chosen']:.2f}. The toolkit at our rule "
-            "(alpha chosen on dev) needs its beam search once per alpha: not measured.\n")
+            f"{g['alpha_ours']:.2f}) {g['dev_ours_chosen']:.2f}. " + _their_rule(out) + "\n")
+
+
+def _their_rule(out: Path) -> str:
+    """The toolkit's model under our rule, from the cross-check of its weights in our
+    Transformer (harness.crosscheck.anchor_weights: crosscheck.json), where it was run on
+    this model's checkpoint with the alpha grid; else what measures it."""
+    import json
+
+    path = out / ANCHOR / "crosscheck.json"
+    try:
+        got = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        ours = got["beam4_our_rule"] if THEIRS in str(got.get("checkpoint", "")) else None
+    except (ValueError, KeyError, TypeError):
+        ours = None
+    if not ours:
+        return ("The toolkit at our rule (alpha chosen on dev): `python -m "
+                "harness.crosscheck.anchor_weights <its work folder>` decodes its weights "
+                "with our beam search under every alpha; not measured on this run.")
+    own = got.get("joeynmt_own_beam", {}).get("bleu", float("nan"))
+    return (f"The toolkit at our rule (its weights in our beam search, which at 0.6 gives "
+            f"{got['beam4']['bleu']:.2f} where its own gave {own:.2f}): dev BLEU "
+            f"{ours['bleu']:.2f} at the alpha chosen on dev, {ours['alpha']:g}.")

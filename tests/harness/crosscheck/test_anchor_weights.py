@@ -203,3 +203,29 @@ def test_cli_on_a_folder_that_is_no_anchor_run_is_one_line_exit_2(tmp_path, monk
     assert anchor_weights.main() == 2  # returned, not raised: no traceback
     err = capsys.readouterr().err
     assert "not an anchor work folder" in err and len(err.strip().splitlines()) == 1
+
+
+def test_one_beam_search_is_read_at_its_alpha_and_at_every_alpha_of_our_rule(tmp_path):
+    """The toolkit's weights under both length-penalty rules from one search: `beam4` is
+    what beam 4 at alpha 0.6 gives on its own, `beam4_our_rule` the best dev BLEU of our
+    grid, with its alpha."""
+    from experiments.translation import ALPHAS
+    from harness.crosscheck.anchor_weights import under_each_alpha
+    from harness.train.translation.bpe import shared_bpe
+    from harness.train.translation.scoring import score
+    from harness.train.translation.translate_runner import translate
+    from models.transformer import Transformer, TransformerConfig
+    from tests.harness.crosscheck.test_anchor import CORPUS
+
+    tok = shared_bpe(CORPUS, 64, tmp_path)
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(vocab_size=tok.get_vocab_size(), d_model=16,
+                                          n_layers=1, n_heads=2, d_ff=32, dropout=0.0)).eval()
+    src = [tok.encode(s).ids for s, _ in CORPUS.dev]
+    refs = [t for _, t in CORPUS.dev]
+    got = under_each_alpha(model, tok, src, refs)
+    alone = score(translate(model, tok, src, torch.device("cpu"), 4, 0.6), refs)
+    assert got["beam4"]["bleu"] == alone["bleu"] and got["beam4"]["alpha"] == 0.6
+    assert set(got["beam4_bleu_by_alpha"]) == {f"{a:g}" for a in ALPHAS}
+    assert got["beam4_our_rule"]["alpha"] in ALPHAS
+    assert got["beam4_our_rule"]["bleu"] == max(got["beam4_bleu_by_alpha"].values())

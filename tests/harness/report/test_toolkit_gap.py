@@ -61,3 +61,19 @@ def test_a_toolkit_run_on_other_data_is_not_compared(tmp_path):
 def test_dev_bleu_at_an_alpha_reads_the_rows_grid():
     assert toolkit_gap.at_alpha(BY_ALPHA, 0.6) == 11.0
     assert math.isnan(toolkit_gap.at_alpha(BY_ALPHA, 0.8))
+
+
+def test_the_toolkit_under_our_rule_is_read_from_its_cross_check(tmp_path):
+    """crosscheck.json of the searched run's weights, decoded with our beam search under our
+    alpha grid, gives the toolkit at our rule; another run's cross-check is not read."""
+    import json
+
+    _folder(tmp_path)
+    check = {"checkpoint": f"x/{toolkit_gap.THEIRS}-abc/model-1/3497.ckpt",
+             "joeynmt_own_beam": {"bleu": 13.62}, "beam4": {"bleu": 13.61, "alpha": 0.6},
+             "beam4_our_rule": {"bleu": 14.1, "alpha": 1.2}}
+    path = tmp_path / "translation-anchor" / "crosscheck.json"
+    path.write_text(json.dumps(check))
+    assert "dev BLEU 14.10 at the alpha chosen on dev, 1.2" in toolkit_gap.text(tmp_path)
+    path.write_text(json.dumps(check | {"checkpoint": "x/joeynmt-rnn-abc/1.ckpt"}))
+    assert "not measured on this run" in toolkit_gap.text(tmp_path)
