@@ -499,6 +499,33 @@ def converged_gate(by: dict[str, pd.DataFrame], rule: str) -> Gate:
                 " into the same suite's variants)")
 
 
+PPL_STILL_FALLING = 0.02  # a relative fall of dev perplexity over the rule's window
+
+
+def _perplexity_at_stop(stored: Stored, by: dict[str, pd.DataFrame]) -> str:
+    """The runs the rule (on greedy dev BLEU) stopped while their dev perplexity still fell:
+    over the last patience + 1 evaluations it fell by more than PPL_STILL_FALLING. Said, not
+    gated: the rule is the claim's; a rule on perplexity would have trained these longer."""
+    rows = pd.concat(by.values())
+    try:
+        curves = stored.series(CONVERGED, rows["point_id"])
+    except Missing:
+        return ""
+    if "dev_ppl" not in curves:
+        return ""
+    window = int(pd.to_numeric(rows["patience"], errors="coerce").max()) + 1
+    falling = []
+    for row in rows.itertuples():
+        ppl = curves.loc[curves["point_id"] == row.point_id, "dev_ppl"].dropna().tail(window)
+        fall = 1 - ppl.iloc[-1] / ppl.iloc[0] if len(ppl) == window else 0.0
+        if fall > PPL_STILL_FALLING:
+            falling.append(f"{row.model} seed {int(row.seed)} ({ppl.iloc[0]:.1f} to "
+                           f"{ppl.iloc[-1]:.1f})")
+    return (f"; dev perplexity still falling at the stop (by over {PPL_STILL_FALLING:.0%} "
+            f"across the rule's last {window} evaluations) in {len(falling)} of {len(rows)} "
+            "runs: " + ", ".join(falling)) if falling else ""
+
+
 def _converged_runs(stored: Stored) -> pd.DataFrame:
     rows = _runs_in(stored, CONVERGED)
     if "converged" not in rows:
@@ -516,7 +543,7 @@ def table2_quality(stored: Stored) -> Evidence:
     verdict = (CONTRADICTS if q.worse else
                SUPPORTS if len(q.better) == len(q.models) - 1 else
                QUALIFIED if q.better else INCONCLUSIVE)
-    measured = _measured(q) + _convergence(q.by)
+    measured = _measured(q) + _convergence(q.by) + _perplexity_at_stop(stored, q.by)
     if verdict == INCONCLUSIVE:
         measured += "; the sentence tests separate no recurrent model from the Transformer"
     return Evidence(

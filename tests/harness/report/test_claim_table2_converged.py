@@ -137,3 +137,18 @@ def test_a_run_the_cap_ended_is_not_converged_by_the_rule(tmp_path):
     assert "flat by the stopping rule: transformer 3 of 4 seeds" in e.measured
     table = table2(pd.read_csv(path).assign(study="table2")).set_index("model")
     assert table.loc["transformer", "converged"] == 3
+
+
+def test_runs_stopped_while_dev_perplexity_still_fell_are_said(tmp_path):
+    """The rule reads greedy BLEU; a run whose dev perplexity still fell across the rule's
+    last patience + 1 evaluations is named with its fall, the verdict unchanged."""
+    _converged(tmp_path)
+    path = tmp_path / CONVERGED / "series.csv"
+    curves = pd.read_csv(path)
+    steps = curves.drop_duplicates(["point_id", "step"])[["point_id", "machine", "step"]]
+    ppl = steps.assign(metric="dev_ppl", value=20.0)
+    ppl.loc[ppl["point_id"] == "transformer-s1", "value"] = 40.0 - ppl["step"] / 100
+    pd.concat([curves, ppl]).to_csv(path, index=False)
+    e = judge(QUALITY, Stored(tmp_path))
+    assert "still falling at the stop" in e.measured and "in 1 of 8 runs" in e.measured
+    assert "transformer seed 1 (38.0 to 32.0)" in e.measured and e.verdict == SUPPORTS
