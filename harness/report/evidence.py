@@ -121,6 +121,7 @@ class Stored:
     def __init__(self, out_dir: Path) -> None:
         self.out_dir = Path(out_dir)
         self._cache: dict[str, pd.DataFrame] = {}
+        self._curves: dict[str, pd.DataFrame] = {}  # a suite's series.csv, wide, read once
         self.read: list[dict] = []  # what rows() and gpu() returned: suite, filter, point ids
 
     def note(self, suite: str, where: dict, df: pd.DataFrame) -> None:
@@ -162,12 +163,15 @@ class Stored:
         path = self.out_dir / suite / SERIES_FILE
         if not path.exists():
             raise Missing(suite, f"suite {suite} has no training curves ({SERIES_FILE})")
-        tidy = read_series(self.out_dir, suite)
-        tidy = tidy[tidy["point_id"].isin(set(point_ids))]
-        if tidy.empty:
+        if suite not in self._curves:  # read and pivoted once: several rules read them
+            self._curves[suite] = read_series(self.out_dir, suite).pivot_table(
+                index=["point_id", "step"], columns="metric", values="value",
+                aggfunc="last").reset_index().sort_values(["point_id", "step"])
+        wide = self._curves[suite]
+        wide = wide[wide["point_id"].isin(set(point_ids))]
+        if wide.empty:
             raise Missing(suite, f"suite {suite} has no curves of its finished points")
-        return tidy.pivot_table(index=["point_id", "step"], columns="metric", values="value",
-                                aggfunc="last").reset_index().sort_values(["point_id", "step"])
+        return wide.reset_index(drop=True)
 
     def only(self, seen: int, rows: pd.DataFrame, prefix: str = "") -> None:
         """Forget what was noted as read since len(self.read) was `seen`, and note `rows`

@@ -96,7 +96,8 @@ def _their_rule(out: Path) -> str:
         return ("The toolkit at our rule (alpha chosen on dev): `python -m "
                 "harness.crosscheck.anchor_weights <its work folder>` decodes its weights "
                 "with our beam search under every alpha; not measured on this run.")
-    own = got.get("joeynmt_own_beam", {}).get("bleu", float("nan"))
+    own = got.get("joeynmt_own_beam", {}).get("bleu")  # absent: its hyps.dev was not kept
+    versus = f" where its own gave {own:.2f}" if own is not None else ""
     return (f"The toolkit at our rule (its weights in our beam search, which at 0.6 gives "
-            f"{got['beam4']['bleu']:.2f} where its own gave {own:.2f}): dev BLEU "
+            f"{got['beam4']['bleu']:.2f}{versus}): dev BLEU "
             f"{ours['bleu']:.2f} at the alpha chosen on dev, {ours['alpha']:g}.")
