@@ -104,7 +104,10 @@ def test_three_sweeps_on_one_folder_measure_and_log_each_point_once(tmp_path: Pa
     points = Counter(r.data.tags["point_id"] for r in runs if "point_id" in r.data.tags)
     assert len(points) == 6 and set(points.values()) == {1}, points
     parents = [r.info.status for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    assert parents == ["FINISHED"] * 3
+    # a sweep that found every point measured and logged by the others leaves no parent run
+    # (harness.run.sweep._finish); each that measured or logged one has its own, finished
+    working = sum(bool(re.search(r"^six: \d+ ok|logged to MLflow", t, re.M)) for t in texts)
+    assert working >= 1 and parents == ["FINISHED"] * working, said
     assert not (out / "six" / ".claims").exists()  # every claim released, the folder gone
 
 
