@@ -397,6 +397,12 @@ def _decode_checkpoints(venv: Path, cfg: dict[str, Any], work: Path, max_tokens:
     return kept, chosen
 
 
+def work_folder(out_dir: Path, point_id: str, model: str) -> Path:
+    """The run's work folder: its exported data, sittings and checkpoints."""
+    digest = hashlib.sha256(point_id.encode()).hexdigest()[:12]
+    return Path(out_dir) / SUITE / WORK / f"{model}-{digest}"
+
+
 def run_anchor(config_path: Path, out_dir: Path, corpus: Corpus, tok: Tokenizer,
                max_tokens: int, venv: Path = VENV, budget_s: float = TRAIN_SECONDS,
                resume: bool = True, echo: Callable[[str], None] = print,
@@ -417,8 +423,8 @@ def run_anchor(config_path: Path, out_dir: Path, corpus: Corpus, tok: Tokenizer,
     if resume and point_id in done_points(table, "cpu", machine):
         echo(f"anchor: {point_id} is done on {machine} (in {table}); --no-resume reruns it")
         return None
-    digest = hashlib.sha256(point_id.encode()).hexdigest()[:12]
-    work = Path(out_dir) / SUITE / WORK / f"{model}-{digest}"
+    work = work_folder(out_dir, point_id, model)
+    digest = work.name.rsplit("-", 1)[1]
     if not resume and work.exists():
         import shutil
 

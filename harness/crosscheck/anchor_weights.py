@@ -11,12 +11,14 @@ every source (with_eos).
 
     python -m harness.crosscheck.anchor_weights CKPT_DIR [--ckpt FILE]
 
-CKPT_DIR: an anchor work folder (data/, model-<k>/). Compares teacher-forced log-probabilities
-with JoeyNMT's own forward (in .venv-joeynmt), decodes dev with our greedy and beam search
-(beam 4, read at its alpha 0.6 and at every alpha of our grid, the one our rule would choose
-as `beam4_our_rule`), rescores JoeyNMT's hyps.dev, and measures its dev
-perplexity as our rows' dev_ppl is (JoeyNMT's own "ppl" is exp of its label-smoothed KL
-loss, not comparable); writes OUT.
+CKPT_DIR: an anchor work folder (<out>/translation-anchor/checkpoints/<run>/: data/,
+model-<k>/). Compares teacher-forced log-probabilities with JoeyNMT's own forward (in
+.venv-joeynmt), decodes dev with our greedy and beam search (beam 4, read at its alpha 0.6
+and at every alpha of our grid, the one our rule would choose as `beam4_our_rule`), rescores
+JoeyNMT's hyps.dev, and measures its dev perplexity as our rows' dev_ppl is (JoeyNMT's own
+"ppl" is exp of its label-smoothed KL loss, not comparable); writes one file per run,
+<out>/translation-anchor/crosscheck/<run>.json (`written_to`). scripts/anchor runs it after
+training a Transformer config, so every seed of the toolkit is read under our rule too.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -47,7 +50,12 @@ from models.transformer import Transformer
 
 JOEY_EPS = 1e-6  # JoeyNMT's LayerNorm eps
 SHOWN = ("bleu", "chrf", "len_ratio", "repeat_rate")
-OUT = Path("results/translation-anchor/crosscheck.json")
+FOLDER = "crosscheck"  # beside the work folders' parent: <out>/translation-anchor/crosscheck/
+
+
+def written_to(work: Path) -> Path:
+    """Where the cross-check of the run in `work` goes (committed; its work folder is not)."""
+    return work.parent.parent / FOLDER / f"{work.name}.json"
 
 
 def _layer(state: dict[str, torch.Tensor], src: str, dst: str, attns: list[tuple[str, str]],
@@ -159,16 +167,11 @@ def our_logprobs(model: Transformer, src: list[list[int]], trg: list[list[int]],
         return model(s, t, s == pad).log_softmax(-1)
 
 
-def _tokenizer(vocab: list[str]) -> Tokenizer | None:
-    """The cached BPE (results/bpe/) whose vocabulary is `vocab` in id order; None if none."""
-    toks = (Tokenizer.from_file(str(p)) for p in sorted(Path("results/bpe").glob("*.json")))
+def _tokenizer(vocab: list[str], cache: Path) -> Tokenizer | None:
+    """The cached BPE (<out>/bpe/) whose vocabulary is `vocab` in id order; None if none."""
+    toks = (Tokenizer.from_file(str(p)) for p in sorted(cache.glob("*.json")))
     return next((t for t in toks
                  if [t.id_to_token(i) for i in range(t.get_vocab_size())] == vocab), None)
-
-
-def _refuse(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
 
 
 def under_each_alpha(model: Transformer, tok: Tokenizer, src: list[list[int]],
@@ -188,26 +191,29 @@ def under_each_alpha(model: Transformer, tok: Tokenizer, src: list[list[int]],
             "beam4_bleu_by_alpha": {f"{a:g}": scored[a]["bleu"] for a in ALPHAS}}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("ckpt_dir", type=Path)
-    ap.add_argument("--ckpt", type=Path, help="default: the last sitting's latest.ckpt")
-    args, n = ap.parse_args(), 8  # n: dev sentences of the log-probability check
+class NotAnchorRun(ValueError):
+    """A folder or venv the cross-check cannot read (one line for the user)."""
+
+
+def check(work: Path, ckpt: Path | None = None,
+          echo: Callable[[str], None] = print) -> Path:
+    """Cross-check the run in `work` (its last sitting's latest.ckpt, or `ckpt`), write
+    written_to(work) and return it; NotAnchorRun where the folder, venv or BPE is missing."""
     torch.set_num_threads(1)
-    data = args.ckpt_dir / "data"
-    sittings = sorted(args.ckpt_dir.glob("model-*/latest.ckpt"),
-                      key=lambda p: int(p.parent.name[6:]))
-    if not (data / "vocab.txt").is_file() or not (args.ckpt or sittings):
-        return _refuse(f"{args.ckpt_dir} is not an anchor work folder (data/vocab.txt and "
-                       "model-<k>/latest.ckpt); see results/translation-anchor/checkpoints/")
+    work = Path(work).resolve()
+    n, data = 8, work / "data"  # n: dev sentences of the log-probability check
+    sittings = sorted(work.glob("model-*/latest.ckpt"), key=lambda p: int(p.parent.name[6:]))
+    if not (data / "vocab.txt").is_file() or not (ckpt or sittings):
+        raise NotAnchorRun(f"{work} is not an anchor work folder (data/vocab.txt and "
+                           "model-<k>/latest.ckpt); see results/translation-anchor/checkpoints/")
     if not (VENV / "bin" / "python").is_file():
-        return _refuse(f"no JoeyNMT venv at {VENV}; scripts/anchor says how to make it")
+        raise NotAnchorRun(f"no JoeyNMT venv at {VENV}; scripts/anchor says how to make it")
     vocab = read_lines(data / "vocab.txt")
-    if (tok := _tokenizer(vocab)) is None:
-        return _refuse("no BPE in results/bpe/ has the run's vocabulary; `scripts/anchor` "
-                       "caches it when it exports the data")
+    if (tok := _tokenizer(vocab, work.parents[2] / "bpe")) is None:
+        raise NotAnchorRun(f"no BPE in {work.parents[2] / 'bpe'} has the run's vocabulary; "
+                           "`scripts/anchor` caches it when it exports the data")
     ids = {p: i for i, p in enumerate(vocab)}
-    ckpt = (args.ckpt or sittings[-1]).resolve()
+    ckpt = (ckpt or sittings[-1]).resolve()
     model, stats = load(ckpt, vocab)
     src_p, trg_p = ([line.split(" ") for line in read_lines(data / f"dev.{side}")]
                     for side in ("src", "trg"))
@@ -221,11 +227,11 @@ def main() -> int:
               "dev_sentences": len(refs), "check_sentences": n,
               "check_positions": int(mask.sum()), "layernorm_eps": JOEY_EPS,
               "logprob_max_abs_diff": float((ours - joey).abs()[mask].max())}
-    print(json.dumps(result), flush=True)
+    echo(json.dumps(result))
     dev = batches(src, [[ids[p] for p in t] for t in trg_p], special_ids(tok), 64)
     result["dev_ppl"] = perplexity(model, dev, torch.device("cpu"))  # as our rows' dev_ppl
-    print(f"dev perplexity (no smoothing, EOS included): {result['dev_ppl']:.2f}", flush=True)
-    if (own := args.ckpt_dir / "hyps.dev").exists():  # the anchor's beam search, rescored
+    echo(f"dev perplexity (no smoothing, EOS included): {result['dev_ppl']:.2f}")
+    if (own := work / "hyps.dev").exists():  # the anchor's beam search, rescored
         result["joeynmt_own_beam"] = score(from_pieces(tok, read_lines(own)), refs)
     for name, source in (("greedy", src), ("greedy_no_src_eos", [s[:-1] for s in src])):
         start = time.perf_counter()
@@ -233,8 +239,22 @@ def main() -> int:
         result[name] = s | {"seconds": time.perf_counter() - start}
     result |= under_each_alpha(model, tok, src, refs)
     for name, s in ((k, v) for k, v in result.items() if isinstance(v, dict) and "bleu" in v):
-        print(f"{name:>18}: " + "  ".join(f"{k} {s[k]:.3f}" for k in SHOWN), flush=True)
-    write_atomic(OUT, json.dumps(result, indent=1) + "\n")
+        echo(f"{name:>18}: " + "  ".join(f"{k} {s[k]:.3f}" for k in SHOWN))
+    write_atomic(path := written_to(work), json.dumps(result, indent=1) + "\n")
+    return path
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("ckpt_dir", type=Path)
+    ap.add_argument("--ckpt", type=Path, help="default: the last sitting's latest.ckpt")
+    args = ap.parse_args()
+    try:
+        path = check(args.ckpt_dir, args.ckpt, lambda line: print(line, flush=True))
+    except NotAnchorRun as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"written: {path}")
     return 0
 
 

@@ -270,30 +270,34 @@ def anchor_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
 
 
 def _crosscheck(out_dir: Path, suite: str) -> list[str]:
-    """The toolkit's trained weights run by our Transformer and decoding
-    (harness.crosscheck.anchor_weights writes crosscheck.json), if measured; a file
+    """The toolkit's trained weights run by our Transformer and decoding, one run per file
+    (harness.crosscheck.anchor_weights writes crosscheck/<run>.json), where measured; a file
     that cannot be read is one line, never a lost report."""
-    path = out_dir / suite / "crosscheck.json"
-    if not path.is_file():
+    facts, rows = [], []
+    for path in sorted((out_dir / suite / "crosscheck").glob("*.json")):
+        try:
+            got = json.loads(path.read_text(encoding="utf-8"))
+            rows += [{"run": path.stem, "decoding": name,
+                      **{k: got[name].get(k) for k in CROSSCHECK_COLUMNS}}
+                     for name in CROSSCHECK_ROWS if isinstance(got.get(name), dict)]
+            facts.append(
+                f"- `{got['checkpoint']}` (update {got['step']}): teacher-forced "
+                f"log-probabilities within {float(got['logprob_max_abs_diff']):.1e} of the "
+                f"toolkit's own forward on {got['check_positions']} target positions"
+                + (f"; dev perplexity {float(got['dev_ppl']):.2f} as our rows' `dev_ppl`"
+                   if got.get("dev_ppl") is not None else ""))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            facts.append(f"- {path.name} could not be read ({type(exc).__name__}: {exc}); "
+                         "rerun `python -m harness.crosscheck.anchor_weights` on its run.")
+    if not facts:
         return []
-    try:
-        got = json.loads(path.read_text(encoding="utf-8"))
-        rows = [{"decoding": name, **{k: got[name].get(k) for k in CROSSCHECK_COLUMNS}}
-                for name in CROSSCHECK_ROWS if isinstance(got.get(name), dict)]
-        facts = [f"`{got['checkpoint']}` (update {got['step']}) loaded into our Transformer "
-                 "(`python -m harness.crosscheck.anchor_weights`): teacher-forced "
-                 f"log-probabilities within {float(got['logprob_max_abs_diff']):.1e} of the "
-                 f"toolkit's own forward on {got['check_positions']} target positions",
-                 f"dev perplexity {float(got['dev_ppl']):.2f} as our rows' `dev_ppl`"
-                 if got.get("dev_ppl") is not None else "",
-                 f"all {got['dev_sentences']} dev verses, decoded by the toolkit "
-                 "(`joeynmt_own_beam`) and by our code:"]
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        return ["", f"{path.name} could not be read ({type(exc).__name__}: {exc}); rerun "
-                "`python -m harness.crosscheck.anchor_weights`."]
     return ["", "#### The toolkit's weights in our Transformer", "",
-            "; ".join(f for f in facts if f), "",
-            _save_table(out_dir, suite, "crosscheck", pd.DataFrame(rows))]
+            "Each run's checkpoint loaded into our Transformer (`python -m "
+            "harness.crosscheck.anchor_weights`, run by `scripts/anchor` after training) and "
+            "all dev verses decoded by the toolkit (`joeynmt_own_beam`) and by our code "
+            "(`beam4` at its alpha, `beam4_our_rule` at the alpha our rule picks on dev):", "",
+            *facts, "", *([_save_table(out_dir, suite, "crosscheck", pd.DataFrame(rows))]
+                          if rows else [])]
 
 
 # (predicate on a suite's results, section) in order; the first that applies is used

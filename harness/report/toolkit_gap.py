@@ -4,7 +4,8 @@ side's length-penalty rule, so the gap is not read from decoding alone.
 
 The toolkit decodes at its fixed alpha; ours picks alpha on dev among ALPHAS and records
 dev BLEU at every alpha (`dev_bleu_by_alpha`), so ours is also read at the toolkit's alpha.
-The toolkit at our rule needs its beam search run once per alpha: not measured yet, said so.
+The toolkit at our rule is read from its weights decoded by our beam search under every alpha
+(harness.crosscheck.anchor_weights, run by scripts/anchor), for the runs that have it.
 """
 
 from __future__ import annotations
@@ -77,27 +78,33 @@ def text(out: Path) -> str:
             + f". On dev under one length-penalty rule: at the toolkit's fixed alpha "
             f"{g['alpha_theirs']:g}, ours {g['dev_ours_at_their_alpha']:.2f} against its "
             f"{g['dev_theirs']:.2f}; ours at the alpha it chose on dev (mean "
-            f"{g['alpha_ours']:.2f}) {g['dev_ours_chosen']:.2f}. " + _their_rule(out) + "\n")
+            f"{g['alpha_ours']:.2f}) {g['dev_ours_chosen']:.2f}. "
+            + _their_rule(out, g["seeds_theirs"]) + "\n")
 
 
-def _their_rule(out: Path) -> str:
-    """The toolkit's model under our rule, from the cross-check of its weights in our
-    Transformer (harness.crosscheck.anchor_weights: crosscheck.json), where it was run on
-    this model's checkpoint with the alpha grid; else what measures it."""
+def _their_rule(out: Path, seeds: int) -> str:
+    """The toolkit's model under our rule, from the cross-checks of its weights in our
+    Transformer (harness.crosscheck.anchor_weights: crosscheck/<run>.json) of those of its
+    `seeds` runs that have one with the alpha grid; else what measures it."""
     import json
 
-    path = out / ANCHOR / "crosscheck.json"
-    try:
-        got = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-        ours = got["beam4_our_rule"] if THEIRS in str(got.get("checkpoint", "")) else None
-    except (ValueError, KeyError, TypeError):
-        ours = None
-    if not ours:
+    checks = []
+    for path in sorted((out / ANCHOR / "crosscheck").glob(f"{THEIRS}-*.json")):
+        try:
+            got = json.loads(path.read_text(encoding="utf-8"))
+            checks.append((got["beam4_our_rule"], got["beam4"]["bleu"],
+                           got.get("joeynmt_own_beam", {}).get("bleu")))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue  # an older cross-check without the alpha grid, or unreadable
+    if not checks:
         return ("The toolkit at our rule (alpha chosen on dev): `python -m "
                 "harness.crosscheck.anchor_weights <its work folder>` decodes its weights "
-                "with our beam search under every alpha; not measured on this run.")
-    own = got.get("joeynmt_own_beam", {}).get("bleu")  # absent: its hyps.dev was not kept
-    versus = f" where its own gave {own:.2f}" if own is not None else ""
-    return (f"The toolkit at our rule (its weights in our beam search, which at 0.6 gives "
-            f"{got['beam4']['bleu']:.2f}{versus}): dev BLEU "
-            f"{ours['bleu']:.2f} at the alpha chosen on dev, {ours['alpha']:g}.")
+                "with our beam search under every alpha; not measured on these runs.")
+    ours = [c[0] for c in checks]
+    own = [c[2] for c in checks if c[2] is not None]  # absent: its hyps.dev was not kept
+    versus = f" where its own gave {sum(own) / len(own):.2f}" if len(own) == len(checks) else ""
+    alphas = ", ".join(f"{o['alpha']:g}" for o in ours)
+    return (f"The toolkit at our rule ({len(checks)} of its {seeds} runs; its weights in our "
+            f"beam search, which at 0.6 gives {sum(c[1] for c in checks) / len(checks):.2f}"
+            f"{versus}): dev BLEU {sum(o['bleu'] for o in ours) / len(ours):.2f} at the "
+            f"alpha chosen on dev ({alphas}).")

@@ -5,6 +5,7 @@ its weights loaded into our Transformer give JoeyNMT's own log-probabilities."""
 
 from __future__ import annotations
 
+import json
 import sys
 from importlib.machinery import SourceFileLoader
 from importlib.metadata import PathDistribution
@@ -197,6 +198,17 @@ def test_joeynmt_trains_and_its_row_is_scored_by_our_scorer(tmp_path: Path) -> N
         [[ids[p] for p in t] for t in pieces[:-1]], ids["<pad>"], ids["<s>"])
     valid = torch.tensor([[j <= len(t) for j in range(want.size(1))] for t in pieces[:-1]])
     torch.testing.assert_close(got[valid], want[valid])
+    # and the cross-check scripts/anchor runs after training writes the run's file
+    (tmp_path / "bpe").mkdir()
+    tok.save(str(tmp_path / "bpe" / "tiny.json"))  # where scripts/anchor caches its BPE
+    work = anchor.work_folder(tmp_path, stored["point_id"], stored["model"])
+    assert work == ckpt.parent.parent
+    written = anchor_weights.check(work, echo=lines.append)
+    assert written == suite / "crosscheck" / f"{work.name}.json"
+    check = json.loads(written.read_text())
+    assert check["logprob_max_abs_diff"] < 1e-4 and check["dev_sentences"] == len(CORPUS.dev)
+    assert check["joeynmt_own_beam"]["bleu"] == pytest.approx(stored["dev_bleu"])
+    assert check["beam4_our_rule"]["bleu"] == max(check["beam4_bleu_by_alpha"].values())
 
 
 RECIPE = {"peak_lr": 8e-4, "warmup_steps": 1500, "dropout": 0.06, "label_smoothing": 0.2,

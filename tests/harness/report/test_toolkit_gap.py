@@ -63,17 +63,25 @@ def test_dev_bleu_at_an_alpha_reads_the_rows_grid():
     assert math.isnan(toolkit_gap.at_alpha(BY_ALPHA, 0.8))
 
 
-def test_the_toolkit_under_our_rule_is_read_from_its_cross_check(tmp_path):
-    """crosscheck.json of the searched run's weights, decoded with our beam search under our
-    alpha grid, gives the toolkit at our rule; another run's cross-check is not read."""
+def test_the_toolkit_under_our_rule_is_read_from_its_cross_checks(tmp_path):
+    """crosscheck/<run>.json of the searched runs' weights, decoded with our beam search
+    under our alpha grid, give the toolkit at our rule (their mean, how many runs); another
+    model's cross-check and one without the grid are not read."""
     import json
 
     _folder(tmp_path)
-    check = {"checkpoint": f"x/{toolkit_gap.THEIRS}-abc/model-1/3497.ckpt",
-             "joeynmt_own_beam": {"bleu": 13.62}, "beam4": {"bleu": 13.61, "alpha": 0.6},
+    folder = tmp_path / "translation-anchor" / "crosscheck"
+    folder.mkdir()
+    check = {"joeynmt_own_beam": {"bleu": 13.62}, "beam4": {"bleu": 13.61, "alpha": 0.6},
              "beam4_our_rule": {"bleu": 14.1, "alpha": 1.2}}
-    path = tmp_path / "translation-anchor" / "crosscheck.json"
-    path.write_text(json.dumps(check))
-    assert "dev BLEU 14.10 at the alpha chosen on dev, 1.2" in toolkit_gap.text(tmp_path)
-    path.write_text(json.dumps(check | {"checkpoint": "x/joeynmt-rnn-abc/1.ckpt"}))
-    assert "not measured on this run" in toolkit_gap.text(tmp_path)
+    (folder / "joeynmt-rnn-abc.json").write_text(json.dumps(check))
+    (folder / f"{toolkit_gap.THEIRS}-old.json").write_text(json.dumps(
+        {"beam4": {"bleu": 13.0}}))
+    assert "not measured on these runs" in toolkit_gap.text(tmp_path)
+    (folder / f"{toolkit_gap.THEIRS}-abc.json").write_text(json.dumps(check))
+    (folder / f"{toolkit_gap.THEIRS}-def.json").write_text(json.dumps(
+        check | {"beam4_our_rule": {"bleu": 14.3, "alpha": 1.0}}))
+    text = toolkit_gap.text(tmp_path)
+    assert "(2 of its 1 runs;" in text
+    assert "dev BLEU 14.20 at the alpha chosen on dev (1.2, 1)" in text
+    assert "where its own gave 13.62" in text

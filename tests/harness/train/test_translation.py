@@ -3,6 +3,7 @@ the shared BPE, and one run end to end whose saved hypotheses rescore to the rep
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -632,16 +633,25 @@ def test_the_anchor_section_shows_the_crosscheck_when_measured(tmp_path) -> None
                    for line in anchor_section(tmp_path, "translation-anchor", rows))
     scores = {k: {"bleu": b, "chrf": 35.0, "len_ratio": 1.05, "repeat_rate": 0.08}
               for k, b in (("joeynmt_own_beam", 13.62), ("beam4", 13.61), ("greedy", 11.8))}
-    (tmp_path / "translation-anchor" / "crosscheck.json").write_text(json.dumps(
+    folder = tmp_path / "translation-anchor" / "crosscheck"
+    folder.mkdir()
+    (folder / "run-a.json").write_text(json.dumps(
         {"checkpoint": "c/model-1/3497.ckpt", "step": 3497, "logprob_max_abs_diff": 1.4e-5,
          "check_positions": 335, "dev_ppl": 27.28, "dev_sentences": 1191, **scores}))
+    (folder / "run-b.json").write_text(json.dumps(
+        {"checkpoint": "d/model-0/3500.ckpt", "step": 3500, "logprob_max_abs_diff": 2e-5,
+         "check_positions": 335, "dev_sentences": 1191,
+         "beam4_our_rule": {"bleu": 14.2, "alpha": 1.2}}))
     text = "\n".join(anchor_section(tmp_path, "translation-anchor", rows))
     assert "within 1.4e-05" in text and "dev perplexity 27.28" in text
-    assert "| beam4 " in text and "13.61" in text and "greedy_no_src_eos" not in text
+    assert "(update 3500)" in text and "greedy_no_src_eos" not in text
+    assert re.search(r"\| run-a +\| beam4 ", text) and "13.61" in text
+    assert re.search(r"\| run-b +\| beam4_our_rule +\| +1.2 +\| +14.2 ", text)
     assert (tmp_path / "translation-anchor" / "crosscheck.csv").is_file()
     for broken in ('{"checkpoint": "c", "st', '{"step": 1}', '[1, 2]',
                    '{"checkpoint": "c", "step": 1, "logprob_max_abs_diff": null}'):
-        (tmp_path / "translation-anchor" / "crosscheck.json").write_text(broken)
+        (folder / "run-b.json").write_text(broken)
         lines = anchor_section(tmp_path, "translation-anchor", rows)
-        assert any("crosscheck.json could not be read" in line for line in lines), broken
+        assert any("run-b.json could not be read" in line for line in lines), broken
         assert any("13.6" in line for line in lines)  # the toolkit's own table stays
+        assert any(re.search(r"\| run-a +\| beam4 ", line) for line in lines)  # still read
