@@ -316,9 +316,12 @@ def translation_table3_tuned() -> list[Point]:
     new best greedy dev BLEU, capped at CONVERGED_CAP FLOPs), beam search on the whole dev
     set (dev only) with the length penalty chosen there from ALPHAS, as the base's dev
     output was (so the two are decoded alike), and the three baselines there. 15 trained
-    points; at the Transformer's rate in Table 2 (about 25 min per 6e13 FLOPs on one idle
-    core, most runs flattening by 1.0-1.4e14) about 50 min each, about 12 core-hours;
-    resumable with `--executor ray`."""
+    points. Cost, measured on the base (translation-cpu-converged's 4 Transformer runs under
+    this rule, one core each of the 2-core reference machine): 35-115 min of training, mean
+    70, one of the 4 to the cap; so about 18-20 core-hours for the 15, more than the 12
+    planned for it, with the grid already at one variation per claim and 3 seeds, the
+    fewest a verdict takes. Seed-major, resumable across sittings (two sweeps into one
+    --out, or `--executor ray`)."""
     opts = TUNED | {"recipe": "translation-cpu-tune", "score_test": False, "alphas": ALPHAS,
                     "budget_flops": CONVERGED_CAP, "patience": CONVERGED_PATIENCE}
     variations = _table3("translation-table3-tuned", TABLE3_TUNED, CPU_D_MODEL,

@@ -42,7 +42,7 @@ MIN_SEEDS = gates.MIN_SEEDS  # per variation; the sentence tests decide, not the
 # reads as an effect on its base (d_k = 16: -0.7, h = 1: -0.9) and 5x its own learned-
 # positions gap (-0.1).
 NEAR_BLEU = 0.5
-RUN = (f"`tvr run {TUNED_SUITE} --executor ray` (about 12 core-hours) into the folder holding "
+RUN = (f"`tvr run {TUNED_SUITE} --executor ray` (about 19 core-hours) into the folder holding "
        f"{CONVERGED}, whose Transformer rows are the base")
 # what both arms of a comparison must share: the dev verses and their decoding, the data
 # split, the recipe's search and the stopping rule (a column a row lacks is its default)
