@@ -14,7 +14,7 @@ import secrets
 import socket
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -390,14 +390,54 @@ def _read_series(path: Path) -> pd.DataFrame:
 
 
 def read_results(path: Path) -> pd.DataFrame:
-    """One suite's rows with inferred dtypes; an empty frame with the fixed columns if none."""
+    """One suite's rows with inferred dtypes; an empty frame with the fixed columns if none.
+    Within frozen_results(), each file (as last modified) is parsed once and copied."""
     path = Path(path)
     if not path.exists():
         return pd.DataFrame(columns=order_columns([]))
+    stat = path.stat()
+    return memo(("results", path.resolve(), stat.st_mtime_ns, stat.st_size),
+                lambda: _read_results(path)).copy()
+
+
+def _read_results(path: Path) -> pd.DataFrame:
     frame = _without_bad_cells(path, _parse(path, dtype=_TEXT_DTYPES))
     if "message" in frame:
         frame["message"] = frame["message"].fillna("")  # "no message" is not missing data
     return frame
+
+
+_frozen: ContextVar[dict | None] = ContextVar("frozen_results", default=None)
+
+
+@contextmanager
+def frozen_results() -> Iterator[None]:
+    """Within this block, the results are taken as unchanging: what memo() makes is made
+    once per key. For one report: its pages read the same suites, and the claims ledger,
+    many times over (`tvr report --docs` built the ledger 6 times and parsed results files
+    369 times)."""
+    token = _frozen.set({})
+    try:
+        yield
+    finally:
+        _frozen.reset(token)
+
+
+def frozen() -> bool:
+    """Whether this runs within frozen_results()."""
+    return _frozen.get() is not None
+
+
+def memo(key: tuple, make: Callable[[], Any]) -> Any:
+    """make(), once per key (and per machine_choice) within frozen_results(); every time
+    outside it. The caller copies what it may change."""
+    cache = _frozen.get()
+    if cache is None:
+        return make()
+    key = (*key, _chosen_machine.get())
+    if key not in cache:
+        cache[key] = make()
+    return cache[key]
 
 
 FINAL_STATUSES = ("ok", "diverged")  # a diverged run is a result: rerunning it changes nothing

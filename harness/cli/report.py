@@ -248,7 +248,7 @@ def report_cmd(out: str, suite: str | None, machine: str | None, docs_: bool) ->
     docs/*.md."""
     from harness.cli.docs import ours, update_documents
     from harness.report import document as report
-    from harness.results import machine_choice
+    from harness.results import frozen_results, machine_choice
 
     _check_machine(out, [suite] if suite else None, machine)
     if docs_ and (suite is not None or machine is not None):
@@ -259,15 +259,16 @@ def report_cmd(out: str, suite: str | None, machine: str | None, docs_: bool) ->
     root = Path(out).resolve().parent
     blocks = docs_ and isinstance(group, click.Group)
     documents, notes = ours(root, group) if blocks else ([], [])
-    with machine_choice(machine):
-        click.echo(str(report.write_report(Path(out), suite)))
-        for path in _search_documents(Path(out), suite):
-            click.echo(str(path))
-    for note in notes:
-        click.echo(note, err=True)
-    if blocks:
-        for path in update_documents(root, Path(out), group, documents):
-            click.echo(str(path))
+    with frozen_results():  # nothing below changes the results: each is read once
+        with machine_choice(machine):
+            click.echo(str(report.write_report(Path(out), suite)))
+            for path in _search_documents(Path(out), suite):
+                click.echo(str(path))
+        for note in notes:
+            click.echo(note, err=True)
+        if blocks:
+            for path in update_documents(root, Path(out), group, documents):
+                click.echo(str(path))
 
 
 def _search_documents(out: Path, suite: str | None) -> list[Path]:

@@ -44,7 +44,7 @@ from harness.report.gates import Gate, Test, as_records
 from harness.report.markdown import markdown_table
 from harness.report.unfinished import unfinished
 from harness.report.verdicts import EMPIRICAL, NOT_MEASURED, VERDICTS
-from harness.results import RESULTS_FILE, load_results
+from harness.results import RESULTS_FILE, frozen, load_results, memo
 
 FORMATS = ("text", "markdown", "csv", "json")
 
@@ -141,9 +141,18 @@ def _progress(total: int, shown: bool) -> Iterator[Any]:
 def ledger(out_dir: Path, claims: list[Claim] | None = None, progress: bool = False
            ) -> pd.DataFrame:
     """One row per claim: claim, suite, points, measured, verdict, rule, figure, scale.
-    progress: a bar on stderr when the pass is slow (stdout untouched)."""
-    if claims is None:
-        claims = all_claims()
+    progress: a bar on stderr when the pass is slow (stdout untouched). Within
+    frozen_results() (a report), built once per folder and read for every subset."""
+    everyone = all_claims()
+    if claims is None or (frozen() and {c.key for c in claims} <= {c.key for c in everyone}):
+        full = memo(("ledger", Path(out_dir).resolve()),
+                    lambda: _ledger(out_dir, everyone, progress))
+        keys = [c.key for c in claims] if claims is not None else list(full["key"])
+        return full.set_index("key", drop=False).loc[keys].reset_index(drop=True)
+    return _ledger(out_dir, claims, progress)
+
+
+def _ledger(out_dir: Path, claims: list[Claim], progress: bool) -> pd.DataFrame:
     stored = Stored(out_dir)
     rows = []
     with _progress(len(claims), progress) as bar:

@@ -250,3 +250,46 @@ def test_load_results_names_missing_suites(tmp_path: Path) -> None:
     assert f"`tvr run complexity --out {tmp_path}`" in msg and "`tvr run smoke" not in msg
     with pytest.raises(BadInput, match="tvr run SUITE"):
         load_results(tmp_path / "empty")
+
+
+def test_frozen_results_parse_a_file_once_hand_out_copies_and_see_a_change(
+        tmp_path: Path, monkeypatch) -> None:
+    """Within frozen_results() a results file is parsed once per version of it, each read a
+    copy a caller may change; outside it, every read parses."""
+    path = results_path(tmp_path, "smoke")
+    append_row(path, _row("a"))
+    parsed: list[Path] = []
+    real = results._read_results
+    monkeypatch.setattr(results, "_read_results", lambda p: parsed.append(p) or real(p))
+    with results.frozen_results():
+        first = read_results(path)
+        first["point_id"] = "changed"
+        assert read_results(path)["point_id"].tolist() == ["a"] and len(parsed) == 1
+        append_row(path, _row("b"))  # another version of the file is read again
+        assert read_results(path)["point_id"].tolist() == ["a", "b"] and len(parsed) == 2
+    read_results(path), read_results(path)
+    assert len(parsed) == 4
+
+
+def test_the_ledger_is_built_once_per_report_and_read_for_every_subset(tmp_path, monkeypatch):
+    """`tvr report --docs` asks for the ledger, whole or in part, several times: within
+    frozen_results() it is built once and a subset is the whole one's rows, in the order
+    asked; outside it, each call builds its own."""
+    from harness.report import claims
+
+    built: list[int] = []
+    real = claims._ledger
+    monkeypatch.setattr(claims, "_ledger",
+                        lambda out, cs, progress: built.append(len(cs)) or real(out, cs, progress))
+    everyone = claims.all_claims()
+    some = [everyone[3], everyone[0]]
+    with results.frozen_results():
+        whole = claims.ledger(tmp_path)
+        part = claims.ledger(tmp_path, some)
+        assert claims.ledger(tmp_path).equals(whole)
+    assert built == [len(everyone)]
+    assert part["key"].tolist() == [some[0].key, some[1].key]
+    assert part.equals(whole.set_index("key", drop=False).loc[part["key"]]
+                       .reset_index(drop=True))
+    assert claims.ledger(tmp_path, some).equals(part)
+    assert built == [len(everyone), 2]
