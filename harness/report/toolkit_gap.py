@@ -50,8 +50,9 @@ def gap(out: Path) -> dict:
     tests = clustered_tests(mine, paired, refs, THEIRS, metrics=("BLEU",))
     alpha = float(theirs["alpha"].iloc[0])
     return {"ours": f"{suite} {model}", "theirs": THEIRS, "seeds_ours": len(ours),
-            "seeds_theirs": len(theirs), "updates_ours": int(ours["steps_run"].mean()),
-            "updates_theirs": int(theirs["updates"].mean()),
+            "seeds_theirs": len(theirs), "updates_ours": _span(ours["steps_run"]),
+            "updates_theirs": _span(theirs["updates"]),
+            "trials_theirs": theirs["recipe_trial"].nunique() if "recipe_trial" in theirs else 1,
             "test_bleu_ours": ours["test_bleu"].mean(),
             "test_bleu_theirs": theirs["test_bleu"].mean(), "detail": tests[0].detail,
             "p": tests[0].p, "alpha_theirs": alpha,
@@ -62,13 +63,22 @@ def gap(out: Path) -> dict:
             "dev_theirs": theirs["dev_bleu"].mean()}
 
 
+def _span(values: object) -> str:
+    """Whole numbers as "3,470" or "3,470-3,497"."""
+    low, high = (int(v) for v in (min(values), max(values)))
+    return f"{low:,}" if low == high else f"{low:,}-{high:,}"
+
+
 def text(out: Path) -> str:
     """The gap as a paragraph (docs/translation.md's `toolkit-gap` block)."""
     g = gap(out)
     one = g["seeds_theirs"] < g["seeds_ours"]
     return (f"Same recipe, same work: `{g['ours']}` ({g['seeds_ours']} seeds, "
-            f"{g['updates_ours']:,} updates) against `{g['theirs']}` ({g['seeds_theirs']} "
-            f"seed{'s' if g['seeds_theirs'] != 1 else ''}, {g['updates_theirs']:,} updates). "
+            f"{g['updates_ours']} updates) against `{g['theirs']}` ({g['seeds_theirs']} "
+            f"seed{'s' if g['seeds_theirs'] != 1 else ''}, {g['updates_theirs']} updates"
+            + (f"; its seeds retrace {g['trials_theirs']} trials of the search, its best when "
+               "each ran: `recipe_trial` in their rows" if g["trials_theirs"] > 1 else "")
+            + "). "
             f"Test BLEU {g['test_bleu_ours']:.2f} against {g['test_bleu_theirs']:.2f}; "
             f"the toolkit's lead, clustered paired bootstrap over verses: {g['detail']}, "
             f"p = {g['p']:.3g}"

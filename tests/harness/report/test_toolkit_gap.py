@@ -36,7 +36,8 @@ def _folder(out, toolkit_seeds=1, split="abc"):
                        "toolkit": "joeynmt", "toolkit_version": "2.3.0", "alpha": 0.6,
                        "test_hypotheses": f"hyp/j{seed}.txt", "dev_bleu": 13.0,
                        "test_bleu": BLEU().corpus_score(good(seed), [REFS]).score,
-                       "updates": 3497, "split": split, "bpe": 4000, "max_tokens": 80})
+                       "updates": 3497 if seed == 0 else 3470, "split": split, "bpe": 4000,
+                       "max_tokens": 80, "recipe_trial": "older" if seed == 0 else "newer"})
     write_suite(out, "translation-anchor", anchor)
 
 
@@ -48,6 +49,11 @@ def test_the_gap_has_a_clustered_interval_and_says_whose_seeds_it_holds(tmp_path
     assert g["test_bleu_theirs"] > g["test_bleu_ours"] and g["p"] < 0.05
     assert "bootstrap 95% interval" in g["detail"]
     assert g["dev_ours_at_their_alpha"] == 11.0 and g["alpha_theirs"] == 0.6
+    text = toolkit_gap.text(tmp_path)
+    assert ("(3 seeds, 3,470 updates) against" in text) and \
+        ("(1 seed, 3,497 updates)" in text if seeds == 1 else
+         "(3 seeds, 3,470-3,497 updates; its seeds retrace 2 trials of the search" in text)
+    assert ("its run paired with each of our seeds" in text) == (seeds == 1)
     text = toolkit_gap.text(tmp_path)
     assert ("not its own" in text) == (seeds == 1)
 
