@@ -67,13 +67,18 @@ def clip_text(within: tuple[float | None, float | None]) -> str:
     return f"to [{lo:g}, {hi:g}]" if hi is not None else f"at {lo:g}"
 
 
+# what tells two configurations of one figure apart (the seeds of each are counted)
+CONFIGURATION = ("study", "model", "task_label", "mixer_kind", "pairs", "d_model", "seq_len")
+
+
 def caption(pts: pd.DataFrame, clip: str = "", drawn: str | None = "band") -> str:
     """Seeds, what the interval is (`drawn`: "band", "bars", or None where none is drawn;
     `clip`: where the t-interval was cut, clip_text), and the scale: parameters,
     steps, device."""
-    seeds = int(pts.groupby([c for c in ("study", "model", "task_label") if c in pts])
-                ["seed"].nunique().min())
-    parts = [f"{seeds} seed{'s' if seeds != 1 else ''} per configuration"]
+    per = pts.groupby([c for c in CONFIGURATION if c in pts], dropna=False)["seed"].nunique()
+    low, high = int(per.min()), int(per.max())
+    parts = [f"{low}{f'-{high}' if high > low else ''} seed{'s' if high != 1 else ''} per "
+             "configuration"]
     if drawn:
         what = (f"{drawn}: the mean's 95% t-interval over seeds"
                 + (f", clipped {clip}" if clip else "")

@@ -178,6 +178,12 @@ def test_figure_bands_are_named_for_what_they_are():
     assert band(few) == ("pi", 100)
     assert caption(few).startswith("2 seeds per configuration; band: min to max of the seeds")
     assert "100k parameters, up to 400 steps, cpu (X)" in caption(few)
+    # configurations with fewer seeds than others: the range, never the largest count
+    mqar = pd.DataFrame({"seed": [0, 1, 0, 0], "model": ["mixer-lm"] * 4, "pairs": [8] * 4,
+                         "mixer_kind": ["gru", "gru", "lstm", "lstm"], "d_model": [32, 32, 32, 16],
+                         "device": ["cpu"] * 4, "device_name": ["X"] * 4})
+    assert caption(mqar).startswith("1-2 seeds per configuration")
+    assert caption(mqar[mqar["seed"] == 0]).startswith("1 seed per configuration")
     many = pd.concat([few.assign(seed=few["seed"] + k) for k in range(0, 6, 2)])
     assert band(many) is t_interval and "95% t-interval" in caption(many)
     lo, hi = t_interval([1.0, 2.0, 3.0, 4.0, 5.0])
