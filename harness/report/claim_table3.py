@@ -18,18 +18,17 @@ import pandas as pd
 from sacrebleu.metrics import BLEU
 
 from harness.files import read_lines
-from harness.report import claim_translation, clustered, gates
+from harness.report import clustered, gates, sentence_tests
 from harness.report.claim_training import training_scale
 from harness.report.claim_translation import (
     BASELINES,
     CONVERGED,
-    SEED,
-    clustered_tests,
     converged_gate,
     translation_scope,
 )
 from harness.report.evidence import Claim, Evidence, Missing, Stored, scale_facts
 from harness.report.rulebook import TRAINED_QUALITY
+from harness.report.sentence_tests import SEED, clustered_tests
 from harness.report.translation import trained_runs
 from harness.report.verdicts import CONTRADICTS, INCONCLUSIVE, QUALIFIED, SUPPORTS
 from harness.results import read_results, results_path
@@ -123,7 +122,7 @@ def versus(stored: Stored, ref: pd.DataFrame, var: pd.DataFrame, label: str) -> 
     ours, theirs = _lines(stored, ref, "dev_hypotheses"), _lines(stored, var, "dev_hypotheses")
     name, reference = label.split(" vs ")
     sentence = clustered_tests(ours, theirs, refs, name, reference, metrics=("BLEU",))
-    interval = clustered.paired(BLEU, ours, theirs, refs, claim_translation.CLUSTERED_SAMPLES,
+    interval = clustered.paired(BLEU, ours, theirs, refs, sentence_tests.CLUSTERED_SAMPLES,
                                 int(SEED))
     return Versus(label, bleu, ppl, tuple(sentence), seeds, interval["low"], interval["high"])
 

@@ -106,7 +106,7 @@ def all_claims() -> list[Claim]:
 
 # Seconds a ledger pass runs before its progress shows: a pass on a warm cache takes a few
 # seconds; a cold one (the sentence-level significance tests of Table 2's claim, cached in
-# harness.report.claim_translation.sentence_cache) took 106 s, 100 of them in that claim.
+# harness.report.sentence_tests.sentence_cache) took 106 s, 100 of them in that claim.
 PROGRESS_AFTER = 5.0
 
 

@@ -27,7 +27,7 @@ from harness.report.expected_time import (
     point_seconds,
 )
 from harness.report.labels import labelled
-from harness.report.markdown import markdown_table
+from harness.report.markdown import markdown_table, rebase_links, wrap
 from harness.report.stats import fmt
 from harness.report.studies import BY_NAME, STUDIES
 from harness.report.table1 import table1
@@ -491,60 +491,6 @@ def render_block(name: str, out: Path, blocks: Writers | None = None) -> str:
         return wrap(str(exc)) + "\n"
 
 
-PROSE_WIDTH, LONGEST = 100, 200  # a long generated line is wrapped at the prose's width
-
-
-def wrap(text: str) -> str:
-    """Prose lines of a block longer than LONGEST wrapped at PROSE_WIDTH (Markdown renders
-    them as one paragraph), never inside a code span or a link; table rows, images, list
-    items, code and HTML kept whole."""
-    out, fenced = [], False
-    for line in text.split("\n"):
-        fenced ^= line.startswith("```")
-        keep = fenced or line.startswith(("|", "!", "<", "```", "- ", "    ")) \
-            or len(line) <= LONGEST
-        out += [line] if keep else _pack(_words(line))
-    return "\n".join(out)
-
-
-def _words(line: str) -> list[str]:
-    """The line's words, a code span or a link (its text, and its target: the parentheses
-    right after "]") kept as one; a parenthesis of prose is not a link."""
-    words, word, code, text, target, prev = [], "", False, 0, 0, ""
-    for ch in line:
-        if ch == " " and not code and text == 0 and target == 0:
-            words += [word] if word else []
-            word, prev = "", ch
-            continue
-        word += ch
-        code ^= ch == "`"
-        if not code:
-            if ch == "[":
-                text += 1
-            elif ch == "]":
-                text = max(text - 1, 0)
-            elif ch == "(" and (prev == "]" or target):
-                target += 1
-            elif ch == ")" and target:
-                target -= 1
-        prev = ch
-    return words + ([word] if word else [])
-
-
-def _pack(words: list[str]) -> list[str]:
-    lines: list[str] = []
-    for word in words:
-        if lines and len(lines[-1]) + 1 + len(word) <= PROSE_WIDTH:
-            lines[-1] += " " + word
-        else:
-            lines.append(word)
-    return lines
-
-
-# a link or image target relative to the repository root, as blocks write them (no URL, #, /)
-RELATIVE_LINK = re.compile(r"\]\((?![a-zA-Z][a-zA-Z0-9+.-]*:|#|/)")
-
-
 def rewrite(text: str, out: Path, extra: Writers | None = None, to_root: str = "") -> str:
     """`text` with every generated block regenerated from the results under `out`; `extra`
     adds blocks that are not results (the CLI reference), `to_root` is the path from the
@@ -555,7 +501,7 @@ def rewrite(text: str, out: Path, extra: Writers | None = None, to_root: str = "
         name = match["name"]
         if name not in blocks:
             raise BadInput(f"README block {name!r} is unknown; known: {', '.join(blocks)}")
-        body = RELATIVE_LINK.sub(f"]({to_root}", render_block(name, out, blocks))
+        body = rebase_links(render_block(name, out, blocks), to_root)
         return match.group(1) + body + match.group(4)
     return MARKER.sub(block, text)
 

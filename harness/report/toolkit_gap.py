@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.report.claim_translation import _lines, clustered_tests
 from harness.report.evidence import Missing, Stored
+from harness.report.sentence_tests import clustered_tests, saved_lines
 from harness.report.translation import ANCHOR, finished, last_recipe, same_data
 
 OURS = ("translation-cpu-tuned", "transformer")  # our run of the recipe the toolkit retraced
@@ -43,9 +43,9 @@ def gap(out: Path) -> dict:
     if ours.empty or theirs.empty:
         raise Missing(ANCHOR, f"no {THEIRS} run on the data of {suite}'s {model} "
                               "(`scripts/anchor --recipe translation-cpu-tune`)")
-    (refs,) = _lines(stored, suite, [ours["test_references"].iloc[0]])
-    mine = _lines(stored, suite, list(ours["test_hypotheses"]))
-    runs = _lines(stored, ANCHOR, list(theirs["test_hypotheses"]))
+    (refs,) = saved_lines(stored, suite, [ours["test_references"].iloc[0]])
+    mine = saved_lines(stored, suite, list(ours["test_hypotheses"]))
+    runs = saved_lines(stored, ANCHOR, list(theirs["test_hypotheses"]))
     paired = [runs[i % len(runs)] for i in range(len(mine))]
     tests = clustered_tests(mine, paired, refs, THEIRS, metrics=("BLEU",))
     alpha = float(theirs["alpha"].iloc[0])

@@ -10,7 +10,7 @@ from sacrebleu.metrics import BLEU
 
 import experiments
 from harness.files import write_lines
-from harness.report import claim_table3, claim_translation
+from harness.report import claim_table3, claim_translation, sentence_tests
 from harness.report.claim_table3 import SUITE, TUNED_SUITE
 from harness.report.claim_translation import CONVERGED
 from harness.report.evidence import Stored, gated
@@ -26,7 +26,7 @@ RULE = {"alphas": ALPHAS, "recipe": "translation-cpu-tune", "patience": 6,
 
 @pytest.fixture(autouse=True)
 def _fewer_resamples(monkeypatch):
-    monkeypatch.setattr(claim_translation, "CLUSTERED_SAMPLES", 1000)
+    monkeypatch.setattr(sentence_tests, "CLUSTERED_SAMPLES", 1000)
 
 
 def _row(out, suite, name, make, seed, **values) -> dict:

@@ -11,7 +11,7 @@ import pytest
 from sacrebleu.metrics import BLEU, CHRF
 
 from harness.files import write_lines
-from harness.report import claim_translation
+from harness.report import claim_translation, sentence_tests
 from harness.report.claim_translation import CLAIMS, SUITES
 from harness.report.claims import judge
 from harness.report.evidence import Stored
@@ -90,7 +90,7 @@ def test_table2_verdicts_when_every_gate_passes(tmp_path, transformer, rnn, flop
     assert "paired bootstrap" in names and "approximate randomization" in names
     assert "BLEU per seed" in names
     assert "clustered paired bootstrap" in names  # a verse's seeds resampled together
-    assert all(f"{claim_translation.CLUSTERED_SAMPLES} resamples" in t.detail
+    assert all(f"{sentence_tests.CLUSTERED_SAMPLES} resamples" in t.detail
                and "3 seeds kept together" in t.detail
                for t in evidence.tests if "resamples" in t.detail)
 
@@ -104,8 +104,8 @@ def test_table2_verdicts_when_every_gate_passes(tmp_path, transformer, rnn, flop
 ])
 def test_table2_is_inconclusive_when_a_gate_fails(tmp_path, monkeypatch, transformer, seeds,
                                                  baselines, failed):
-    monkeypatch.setattr(claim_translation, "SAMPLES", 1000)  # the gates, not the tests, decide
-    monkeypatch.setattr(claim_translation, "CLUSTERED_SAMPLES", 1000)
+    monkeypatch.setattr(sentence_tests, "SAMPLES", 1000)  # the gates, not the tests, decide
+    monkeypatch.setattr(sentence_tests, "CLUSTERED_SAMPLES", 1000)
     _suite(tmp_path, transformer, good, seeds=seeds, baselines=baselines)
     evidence = judge(MATCHED, Stored(tmp_path))
     assert evidence.verdict == INCONCLUSIVE
@@ -135,8 +135,8 @@ def test_a_reference_with_seeds_still_to_run_leaves_the_verdict_to_the_demo(tmp_
                                                                             monkeypatch):
     """The ledger reads the suite the README's Table 2 shows: a reference whose models have
     2 seeds of the 3 (a sitting cut short) does not decide yet."""
-    monkeypatch.setattr(claim_translation, "SAMPLES", 1000)
-    monkeypatch.setattr(claim_translation, "CLUSTERED_SAMPLES", 1000)
+    monkeypatch.setattr(sentence_tests, "SAMPLES", 1000)
+    monkeypatch.setattr(sentence_tests, "CLUSTERED_SAMPLES", 1000)
     _suite(tmp_path, good, poor, seeds=2)
     shutil.move(tmp_path / SUITE, tmp_path / SUITES[0])
     _suite(tmp_path, poor, good)
@@ -162,70 +162,6 @@ def test_the_best_model_is_tested_against_retrieval_sentence_by_sentence(tmp_pat
         f"lstm-attention vs retrieval, {m}, clustered {k}" for m in ("BLEU", "chrF")
         for k in ("paired bootstrap", "approximate randomization")}
     assert all(t.p < 0.05 and f"{len(REFS)} sentences x 3 seeds" in t.detail for t in versus)
-
-
-def test_systems_tested_together_get_their_own_pairs_p_values():
-    """`against` runs one sacrebleu PairedTest for several systems: each system's p-values
-    are exactly those of its pair run alone (same baseline, same fixed seed)."""
-    base, refs = poor(0) + good(1), REFS * 2
-    systems = {"a": good(2) + good(3), "b": mixed(2) + poor(1), "c": good_too(0) + mixed(2)}
-    together = claim_translation.against(base, systems, refs)
-    for name, hyps in systems.items():
-        alone = claim_translation.sentence_tests(base, hyps, refs, name)
-        assert [(t.name, t.p, t.detail) for t in together[name]] == \
-            [(t.name, t.p, t.detail) for t in alone]
-    assert len({t.p for tests in together.values() for t in tests}) > 1  # not all at the floor
-
-
-def test_both_tests_share_each_systems_statistics_and_keep_sacrebleus_p_values(monkeypatch):
-    """The bootstrap and randomization read one extraction of each system's sentence
-    statistics, and give the p-values of plain sacrebleu PairedTests, one per test."""
-    from sacrebleu.significance import PairedTest
-
-    base, systems = poor(0), {"a": good(1), "b": mixed(2)}
-    calls = []
-    extract = BLEU._extract_corpus_statistics
-    monkeypatch.setattr(BLEU, "_extract_corpus_statistics",
-                        lambda self, hyps, refs: calls.append(id(hyps)) or extract(self, hyps,
-                                                                                   refs))
-    ours = claim_translation._paired(base, systems, REFS, "transformer", chrf=True)
-    assert len(calls) == len(set(calls)) == 1 + len(systems)
-    monkeypatch.setenv("SACREBLEU_SEED", claim_translation.SEED)
-    for kind, label in (("bs", "paired bootstrap"), ("ar", "approximate randomization")):
-        _, plain = PairedTest([("transformer", base), *systems.items()],
-                              {"BLEU": BLEU(references=[REFS]), "chrF": CHRF(references=[REFS])},
-                              None, test_type=kind, n_samples=claim_translation.SAMPLES)()
-        for name in systems:
-            for metric, column in (("BLEU", "BLEU"), ("chrF", "chrF2")):
-                mine = next(t.p for t in ours[name] if t.name.endswith(f"{metric}, {label}"))
-                assert mine == plain[column][1 + list(systems).index(name)].p_value
-
-
-def test_sentence_tests_are_kept_by_what_they_depend_on(tmp_path, monkeypatch):
-    """A second ledger pass reads the tests' p-values from the cache; other hypotheses,
-    another resample count, other metric options or a damaged cache file run them again."""
-    monkeypatch.setenv(claim_translation.CACHE_ENV, str(tmp_path))
-    base, systems = poor(0), {"a": good(1), "b": mixed(2)}
-    first = claim_translation.against(base, systems, REFS)
-    (kept,) = list(tmp_path.glob("*.json"))
-
-    def fail(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        raise AssertionError("ran again")
-
-    monkeypatch.setattr(claim_translation, "_paired", fail)
-    assert claim_translation.against(base, systems, REFS) == first
-    for changed in ({"systems": {"a": good(3), "b": mixed(2)}}, {"samples": 999}):
-        monkeypatch.setattr(claim_translation, "SAMPLES", changed.get("samples", 1_000))
-        with pytest.raises(AssertionError, match="ran again"):
-            claim_translation.against(base, changed.get("systems", systems), REFS)
-    monkeypatch.setattr(claim_translation, "SAMPLES", 1_000)
-    monkeypatch.setattr(claim_translation, "OPTIONS", {"BLEU": {"lowercase": True}, "chrF": {}})
-    with pytest.raises(AssertionError, match="ran again"):
-        claim_translation.against(base, systems, REFS)
-    monkeypatch.setattr(claim_translation, "OPTIONS", {"BLEU": {}, "chrF": {}})
-    kept.write_text("{not json")
-    with pytest.raises(AssertionError, match="ran again"):
-        claim_translation.against(base, systems, REFS)
 
 
 def test_a_retuned_models_seeds_are_not_mixed_with_its_earlier_recipe(tmp_path):

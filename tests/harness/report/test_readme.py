@@ -278,14 +278,3 @@ def test_table2_header_counts_the_points_of_an_earlier_recipe(tmp_path):
         pytest.skip(f"Table 2 reads another suite, or {suite} has no earlier recipe's rows")
     assert f", {earlier} of them of an earlier recipe and not in the table; " in \
         readme.translation(results).splitlines()[0]
-
-
-def test_prose_wraps_at_its_parentheses_but_never_inside_a_link_or_code():
-    from harness.report.readme import PROSE_WIDTH, wrap
-
-    prose = ("word " * 20 + "(a parenthesis of prose " + "word " * 30 + "ends here) and "
-             "[a link text](docs/some%20page.md) `a code (span) kept` " + "word " * 20)
-    lines = wrap(prose.strip()).split("\n")
-    assert max(map(len, lines)) <= PROSE_WIDTH and len(lines) > 2
-    text = "\n".join(lines)
-    assert "[a link text](docs/some%20page.md)" in text and "`a code (span) kept`" in text
