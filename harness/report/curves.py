@@ -24,6 +24,7 @@ from matplotlib.transforms import offset_copy
 
 from harness.errors import BadInput
 from harness.report.claim_training import RECALLED
+from harness.report.evidence import seeds_per_configuration
 from harness.report.labels import (
     ARCH_ORDER,
     METRIC_LABELS,
@@ -67,16 +68,11 @@ def clip_text(within: tuple[float | None, float | None]) -> str:
     return f"to [{lo:g}, {hi:g}]" if hi is not None else f"at {lo:g}"
 
 
-# what tells two configurations of one figure apart (the seeds of each are counted)
-CONFIGURATION = ("study", "model", "task_label", "mixer_kind", "pairs", "d_model", "seq_len")
-
-
 def caption(pts: pd.DataFrame, clip: str = "", drawn: str | None = "band") -> str:
     """Seeds, what the interval is (`drawn`: "band", "bars", or None where none is drawn;
     `clip`: where the t-interval was cut, clip_text), and the scale: parameters,
     steps, device."""
-    per = pts.groupby([c for c in CONFIGURATION if c in pts], dropna=False)["seed"].nunique()
-    low, high = int(per.min()), int(per.max())
+    low, high = seeds_per_configuration(pts)
     parts = [f"{low}{f'-{high}' if high > low else ''} seed{'s' if high != 1 else ''} per "
              "configuration"]
     if drawn:

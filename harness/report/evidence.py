@@ -81,6 +81,22 @@ def device_word(rows: pd.DataFrame) -> str:
     return ", ".join(words)
 
 
+# what tells two configurations of a verdict or figure apart (the seeds of each are counted)
+CONFIGURATION = ("study", "model", "task_label", "mixer_kind", "pairs", "d_model", "seq_len")
+
+
+def seeds_per_configuration(rows: pd.DataFrame) -> tuple[int, int]:
+    """The fewest and the most seeds any configuration of `rows` has."""
+    per = rows.groupby([c for c in CONFIGURATION if c in rows], dropna=False)["seed"].nunique()
+    return int(per.min()), int(per.max())
+
+
+def _seeds(rows: pd.DataFrame) -> int | str:
+    """Seeds per configuration: a count, or "lo..hi" where configurations differ."""
+    low, high = seeds_per_configuration(rows)
+    return low if low == high else f"{low}..{high}"
+
+
 def scale_facts(rows: pd.DataFrame, eval_size: object = "") -> dict:
     """Parameters, training steps and tokens, seeds, evaluation size and device of the rows
     a verdict rests on (ranges as "lo..hi"; "" where the rows do not say)."""
@@ -101,7 +117,7 @@ def scale_facts(rows: pd.DataFrame, eval_size: object = "") -> dict:
     devices = sorted({f"{r.get('device', '?')} ({r.get('device_name', '?')})"
                       for _, r in rows.iterrows()})
     return {"params": span("n_params"), "steps": span("steps"), "tokens": tokens,
-            "seeds": int(rows["seed"].nunique()) if "seed" in rows else "",
+            "seeds": _seeds(rows) if "seed" in rows and len(rows) else "",
             "eval_size": eval_size, "device": ", ".join(devices)}
 
 

@@ -93,8 +93,8 @@ def scope_of(facts: dict, scale: str = "") -> str:
     if facts.get("steps"):
         parts.append(f"{_short(facts['steps'])} steps")
     if facts.get("seeds"):
-        n = facts["seeds"]
-        parts.append(f"{n} seed{'s' if str(n) != '1' else ''}")
+        n = _short(facts["seeds"])  # "1..2" -> "1-2" where configurations differ
+        parts.append(f"{n} seed{'s' if n != '1' else ''}")
     device = str(facts.get("device") or "")
     if device:
         parts.append(device.replace("cpu (", "CPU (").replace("cuda (", "GPU ("))

@@ -184,6 +184,12 @@ def test_figure_bands_are_named_for_what_they_are():
                          "device": ["cpu"] * 4, "device_name": ["X"] * 4})
     assert caption(mqar).startswith("1-2 seeds per configuration")
     assert caption(mqar[mqar["seed"] == 0]).startswith("1 seed per configuration")
+    from harness.report.evidence import scale_facts
+    from harness.report.rulebook import scope_of
+
+    assert scale_facts(mqar)["seeds"] == "1..2" and scale_facts(few)["seeds"] == 2
+    assert scope_of(scale_facts(mqar)) == "1-2 seeds, CPU (X)"
+    assert scope_of({"seeds": 1}) == "1 seed" and scope_of({"seeds": 5}) == "5 seeds"
     many = pd.concat([few.assign(seed=few["seed"] + k) for k in range(0, 6, 2)])
     assert band(many) is t_interval and "95% t-interval" in caption(many)
     lo, hi = t_interval([1.0, 2.0, 3.0, 4.0, 5.0])
