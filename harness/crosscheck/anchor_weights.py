@@ -231,7 +231,8 @@ def check(work: Path, ckpt: Path | None = None,
     dev = batches(src, [[ids[p] for p in t] for t in trg_p], special_ids(tok), 64)
     result["dev_ppl"] = perplexity(model, dev, torch.device("cpu"))  # as our rows' dev_ppl
     echo(f"dev perplexity (no smoothing, EOS included): {result['dev_ppl']:.2f}")
-    if (own := work / "hyps.dev").exists():  # the anchor's beam search, rescored
+    own = work / "hyps.dev"  # the anchor's beam search of its last checkpoint, rescored
+    if own.exists() and sittings and ckpt == sittings[-1].resolve():
         result["joeynmt_own_beam"] = score(from_pieces(tok, read_lines(own)), refs)
     for name, source in (("greedy", src), ("greedy_no_src_eos", [s[:-1] for s in src])):
         start = time.perf_counter()

@@ -173,9 +173,10 @@ def same_data(toolkit: pd.DataFrame | None, rows: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     ours = set(_data(rows.dropna(subset=list(SAME_DATA.values())), list(SAME_DATA.values())))
     out = toolkit[_data(toolkit, list(SAME_DATA)).isin(ours) & toolkit["status"].eq("ok")]
-    if "train_budget_s" in out:  # one row per config: its longest run (not a smoke test's)
-        out = out.sort_values("train_budget_s", kind="stable").drop_duplicates("model",
-                                                                            keep="last")
+    if "train_budget_s" in out:  # one row per config and seed: its longest run (not a
+        # smoke test's)
+        out = out.sort_values("train_budget_s", kind="stable").drop_duplicates(
+            [c for c in ("model", "seed") if c in out], keep="last")
     return out.assign(model=out["model"] + " (" + out["toolkit"].astype(str) + " "
                       + out["toolkit_version"].astype(str) + ")")
 

@@ -209,6 +209,10 @@ def test_joeynmt_trains_and_its_row_is_scored_by_our_scorer(tmp_path: Path) -> N
     assert check["logprob_max_abs_diff"] < 1e-4 and check["dev_sentences"] == len(CORPUS.dev)
     assert check["joeynmt_own_beam"]["bleu"] == pytest.approx(stored["dev_bleu"])
     assert check["beam4_our_rule"]["bleu"] == max(check["beam4_bleu_by_alpha"].values())
+    # an earlier checkpoint is read alike, but the toolkit's own hypotheses (of its last) not
+    earlier = next(p for p in work.glob("model-*/*.ckpt") if p.resolve() != ckpt.resolve())
+    check = json.loads(anchor_weights.check(work, earlier, echo=lines.append).read_text())
+    assert "joeynmt_own_beam" not in check and check["step"] < stored["updates"]
 
 
 RECIPE = {"peak_lr": 8e-4, "warmup_steps": 1500, "dropout": 0.06, "label_smoothing": 0.2,

@@ -497,14 +497,16 @@ def test_table2_adds_the_toolkits_rows_trained_on_the_same_data_only(tmp_path) -
                                                ("ok", 31.0, "1234567890", 2000),
                                                ("error", 32.0, "1234567890", 4000))]
     theirs.append(theirs[0] | {"point_id": "smoke", "test_bleu": 0.5, "train_budget_s": 600})
-    theirs[0]["train_budget_s"] = 3900  # the longest run of a config is its row
+    theirs[0]["train_budget_s"] = 3900  # the longest run of a config and seed is its row
+    theirs.append(theirs[0] | {"point_id": "seed-1", "seed": 1, "test_bleu": 22.5})
     for name, frame in (("ours", ours), ("anchor", theirs)):  # as read back from results.csv
         pd.DataFrame(frame).to_csv(tmp_path / f"{name}.csv", index=False)
     ours_read, toolkit = (read_results(tmp_path / f"{n}.csv") for n in ("ours", "anchor"))
     table = table2(ours_read, toolkit).set_index("model")
     assert list(table.index) == ["retrieval", "transformer",
                                  "joeynmt-transformer (joeynmt 2.3.0)"]
-    assert table.loc["joeynmt-transformer (joeynmt 2.3.0)", "test_bleu"] == 21.5
+    assert table.loc["joeynmt-transformer (joeynmt 2.3.0)", "test_bleu"] == 22.0
+    assert table.loc["joeynmt-transformer (joeynmt 2.3.0)", "seeds"] == 2
     assert table.loc["transformer", "seeds"] == 3
     assert table2(ours_read).equals(table2(ours_read, pd.DataFrame()))
 
