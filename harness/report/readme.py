@@ -18,7 +18,7 @@ from harness.errors import BadInput
 from harness.files import write_atomic
 from harness.report import rulebook, tables
 from harness.report.claims import counts, ledger
-from harness.report.evidence import NO_ONEDNN
+from harness.report.evidence import NO_ONEDNN, seeds_per_configuration
 from harness.report.expected_time import (
     MAKE_RUN,
     MAKE_RUN_BUDGET_S,
@@ -408,11 +408,12 @@ def rematch_mqar(out: Path) -> str:
     if suite is None:  # not measured: one line naming the quick suite to run
         raise BadInput(f"not measured: run `tvr run {RECALL_SUITES[-1]}`")
     pts = mqar_frame(out, suite)
-    seeds = int(pts.groupby(["mixer_kind", "pairs", "d_model"])["seed"].nunique().min())
+    low, high = seeds_per_configuration(pts)
+    seeds = f"{low}{f'-{high}' if high > low else ''} seed{'s' if high > 1 else ''}"
     small = (f" Too short to judge (the ledger shows it, does not judge it); the claim's "
              f"suite: {RECALL_RUN}." if suite == RECALL_SUITES[-1] else "")
     return (f"![MQAR against state size](results/{suite}/mqar-state.png)\n\n"
-            f"`tvr run {suite}` ({len(pts)} training points, at least {seeds} seeds each, "
+            f"`tvr run {suite}` ({len(pts)} training points, {seeds} per setting, "
             f"{pts['wall_s'].sum():.0f} s of point wall time on {_machine(pts)}).{small} "
             + mqar_caption(pts) + "\n\n" + markdown_table(mqar_table(pts), ".3g") + "\n")
 
