@@ -7,7 +7,6 @@ by the runners in its results (SECTIONS). Tables are also written per suite as .
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from harness.report.rematch import STUDY as STUDY_MQAR
 from harness.report.studies import TABLE_RUNNERS, study_tables
 from harness.report.superseded import ARCHIVE, archived
 from harness.report.table1 import is_table1, table1
+from harness.report.toolkit_gap import crosschecks
 from harness.report.translation import (
     ANCHOR,
     is_search,
@@ -274,9 +274,10 @@ def _crosscheck(out_dir: Path, suite: str) -> list[str]:
     (harness.crosscheck.anchor_weights writes crosscheck/<run>.json), where measured; a file
     that cannot be read is one line, never a lost report."""
     facts, rows = [], []
-    for path in sorted((out_dir / suite / "crosscheck").glob("*.json")):
+    for path, got in crosschecks(out_dir / suite):
         try:
-            got = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(got, Exception):
+                raise got
             rows += [{"run": path.stem, "decoding": name,
                       **{k: got[name].get(k) for k in CROSSCHECK_COLUMNS}}
                      for name in CROSSCHECK_ROWS if isinstance(got.get(name), dict)]
@@ -286,7 +287,7 @@ def _crosscheck(out_dir: Path, suite: str) -> list[str]:
                 f"toolkit's own forward on {got['check_positions']} target positions"
                 + (f"; dev perplexity {float(got['dev_ppl']):.2f} as our rows' `dev_ppl`"
                    if got.get("dev_ppl") is not None else ""))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             facts.append(f"- {path.name} could not be read ({type(exc).__name__}: {exc}); "
                          "rerun `python -m harness.crosscheck.anchor_weights` on its run.")
     if not facts:

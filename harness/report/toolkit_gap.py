@@ -92,19 +92,34 @@ def text(out: Path) -> str:
             + _their_rule(out, g["seeds_theirs"]) + "\n")
 
 
-def _their_rule(out: Path, seeds: int) -> str:
-    """The toolkit's model under our rule, from the cross-checks of its weights in our
-    Transformer (harness.crosscheck.anchor_weights: crosscheck/<run>.json) of those of its
-    `seeds` runs that have one with the alpha grid; else what measures it."""
+def crosschecks(folder: Path, prefix: str = "") -> list[tuple[Path, dict | Exception]]:
+    """The cross-checks of the toolkit's weights in our Transformer
+    (harness.crosscheck.anchor_weights writes <folder>/crosscheck/<run>.json), one per file,
+    each parsed or the error that stopped it (a file that cannot be read is the reader's
+    line, never a lost report)."""
     import json
 
-    checks = []
-    for path in sorted((out / ANCHOR / "crosscheck").glob(f"{THEIRS}-*.json")):
+    got: list[tuple[Path, dict | Exception]] = []
+    for path in sorted((folder / "crosscheck").glob(f"{prefix}*.json")):
         try:
-            got = json.loads(path.read_text(encoding="utf-8"))
+            parsed = json.loads(path.read_text(encoding="utf-8"))
+            got.append((path, parsed if isinstance(parsed, dict)
+                        else ValueError(f"a JSON {type(parsed).__name__}, not an object")))
+        except (OSError, ValueError) as exc:
+            got.append((path, exc))
+    return got
+
+
+def _their_rule(out: Path, seeds: int) -> str:
+    """The toolkit's model under our rule, from the cross-checks of its weights in our
+    Transformer (crosschecks) of those of its `seeds` runs that have one with the alpha
+    grid; else what measures it."""
+    checks = []
+    for _, got in crosschecks(out / ANCHOR, f"{THEIRS}-"):
+        try:
             checks.append((got["beam4_our_rule"], got["beam4"]["bleu"],
                            got.get("joeynmt_own_beam", {}).get("bleu")))
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (KeyError, TypeError, AttributeError):
             continue  # an older cross-check without the alpha grid, or unreadable
     if not checks:
         return ("The toolkit at our rule (alpha chosen on dev): `python -m "

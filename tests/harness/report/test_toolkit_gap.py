@@ -72,7 +72,7 @@ def test_dev_bleu_at_an_alpha_reads_the_rows_grid():
 def test_the_toolkit_under_our_rule_is_read_from_its_cross_checks(tmp_path):
     """crosscheck/<run>.json of the searched runs' weights, decoded with our beam search
     under our alpha grid, give the toolkit at our rule (their mean, how many runs); another
-    model's cross-check and one without the grid are not read."""
+    model's cross-check, one without the grid and one cut short are not read."""
     import json
 
     _folder(tmp_path)
@@ -83,6 +83,7 @@ def test_the_toolkit_under_our_rule_is_read_from_its_cross_checks(tmp_path):
     (folder / "joeynmt-rnn-abc.json").write_text(json.dumps(check))
     (folder / f"{toolkit_gap.THEIRS}-old.json").write_text(json.dumps(
         {"beam4": {"bleu": 13.0}}))
+    (folder / f"{toolkit_gap.THEIRS}-cut.json").write_text('{"beam4_our_rule": {"bl')
     assert "not measured on these runs" in toolkit_gap.text(tmp_path)
     (folder / f"{toolkit_gap.THEIRS}-abc.json").write_text(json.dumps(check))
     (folder / f"{toolkit_gap.THEIRS}-def.json").write_text(json.dumps(
