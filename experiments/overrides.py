@@ -13,6 +13,7 @@ ValueError with one line (the CLI makes it bad input; a suite file names its fil
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import math
 import re
 import typing
@@ -225,6 +226,17 @@ class Set:
     def suffix(self) -> str:
         return f"{self.key}-{self.value}"
 
+    def named(self, points: list[Point]) -> Set:
+        """This setting with its value written one way for its type (`0`, `0.0` and `0e0`
+        are one dropout, so one folder: `--set dropout=0`), as the first point that has
+        the key reads it; a value the points cannot read is left for `check` to refuse."""
+        kind = next(filter(None, (_kind(p, self.key) for p in points)), None)
+        try:
+            value = _read(self.key, self.value, kind[1]) if kind else None
+        except ValueError:
+            return self
+        return self if value is None else replace(self, value=_name(value))
+
     def check(self, points: list[Point], suite: str) -> None:
         if not any(_kind(p, self.key) for p in points):
             keys = sorted({k for p in points for k in settable(p)})
@@ -340,6 +352,20 @@ def _read(key: str, text: str, type_: type) -> Any:
         raise ValueError(f"{key}={text}: not {kind}") from None
 
 
+def _name(value: Any) -> str:
+    """A setting's value as a folder names it: true/false, an integer's digits, a number in
+    the shorter of its positional and scientific forms, positional on a tie, both from its
+    shortest round-trip digits (0.05914, 1.2e14, 1e-3, 0)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if not isinstance(value, float) or not math.isfinite(value):
+        return str(value)
+    digits = decimal.Decimal(repr(value)).normalize()
+    scientific = re.sub(r"e\+?(-?)0*(\d)", r"e\1\2", format(digits, "e"))
+    positional = format(digits, "f")
+    return scientific if len(scientific) < len(positional) else positional
+
+
 Override = Only | DType | Compiled | Corpus | Bitext | Set
 
 
@@ -352,6 +378,7 @@ def apply(points: list[Point], overrides: Iterable[Override], suite: str
     name: list[str] = []
     for override in overrides:
         override.check(points, suite)
+        override = override.named(points) if isinstance(override, Set) else override
         changed = (override(p) for p in points)
         points = [p for p in changed if p is not None]
         name += [override.suffix] if override.suffix else []

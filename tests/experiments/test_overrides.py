@@ -61,6 +61,26 @@ def test_set_changes_an_option_a_size_or_a_config_key_where_the_point_has_it():
     assert all(dict(p.config)["n_heads"] == 1 for p in changed)
 
 
+@pytest.mark.parametrize("texts, name", [
+    (("dropout=0", "dropout=0.0", "dropout=0e0"), "dropout-0"),
+    (("budget_flops=1.2e14", "budget_flops=120000000000000", "budget_flops=1.20E+14"),
+     "budget_flops-1.2e14"),
+    (("attn_dropout=0.05914", "attn_dropout=5.914e-2"), "attn_dropout-0.05914"),
+    (("peak_lr=0.001", "peak_lr=1e-3", "peak_lr=0.0010"), "peak_lr-1e-3"),
+    (("source_eos=true", "source_eos=True", "source_eos=1"), "source_eos-true"),
+    (("seed=1", "seed=01"), "seed-1"),
+])
+def test_one_value_written_several_ways_names_one_variant(texts, name):
+    """A setting's value names its folder as its type reads it: `--set dropout=0` and
+    `dropout=0.0` are one measurement, so one variant (resume finds the other's rows);
+    the names already stored (1.2e14, 0.05914, true) keep theirs."""
+    points = experiments.points("translation-quick")
+    for text in texts:
+        chosen, got = o.apply(points, [o.Set.parse(text)], "t")
+        assert got == name, text
+        assert chosen == o.apply(points, [o.Set.parse(texts[0])], "t")[0]
+
+
 def test_set_reaches_a_model_config_key_the_suite_leaves_at_its_default():
     """attn_dropout is a Transformer config key no translation-quick point names: --set
     changes it on the Transformer's points, typed as the config types it, and on no other."""
