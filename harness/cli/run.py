@@ -112,7 +112,8 @@ def _renamed(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
               help="Change one setting of every point that has it (repeatable): a size "
                    "(seq_len, d_model, batch_size, seed), an option (steps=2000, lr=3e-4) or "
                    "a model config key (n_heads=4); the results go to the suite's variant "
-                   "<suite>/variants/KEY-VALUE/.")
+                   "<suite>/variants/KEY-VALUE/, VALUE as the setting's type reads it "
+                   "(dropout=0 and dropout=0.0: one variant).")
 @click.option("--fail-on", type=StatusList(), default="", metavar="STATUSES",
               help="Exit 1 when any point ends with one of these statuses, e.g. error,oom "
                    "(default: a finished sweep exits 0 whatever its points' statuses).")
