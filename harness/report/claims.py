@@ -143,8 +143,10 @@ def ledger(out_dir: Path, claims: list[Claim] | None = None, progress: bool = Fa
     """One row per claim: claim, suite, points, measured, verdict, rule, figure, scale.
     progress: a bar on stderr when the pass is slow (stdout untouched). Within
     frozen_results() (a report), built once per folder and read for every subset."""
+    if claims is not None and not frozen():
+        return _ledger(out_dir, claims, progress)
     everyone = all_claims()
-    if claims is None or (frozen() and {c.key for c in claims} <= {c.key for c in everyone}):
+    if claims is None or {c.key for c in claims} <= {c.key for c in everyone}:
         full = memo(("ledger", Path(out_dir).resolve()),
                     lambda: _ledger(out_dir, everyone, progress))
         keys = [c.key for c in claims] if claims is not None else list(full["key"])
