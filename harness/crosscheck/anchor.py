@@ -397,10 +397,15 @@ def _decode_checkpoints(venv: Path, cfg: dict[str, Any], work: Path, max_tokens:
     return kept, chosen
 
 
+def run_digest(point_id: str) -> str:
+    """The run's short name: 12 hex digits of its point id's SHA-256, in its work folder's
+    name and its output files'."""
+    return hashlib.sha256(point_id.encode()).hexdigest()[:12]
+
+
 def work_folder(out_dir: Path, point_id: str, model: str) -> Path:
     """The run's work folder: its exported data, sittings and checkpoints."""
-    digest = hashlib.sha256(point_id.encode()).hexdigest()[:12]
-    return Path(out_dir) / SUITE / WORK / f"{model}-{digest}"
+    return Path(out_dir) / SUITE / WORK / f"{model}-{run_digest(point_id)}"
 
 
 def run_anchor(config_path: Path, out_dir: Path, corpus: Corpus, tok: Tokenizer,
@@ -424,7 +429,6 @@ def run_anchor(config_path: Path, out_dir: Path, corpus: Corpus, tok: Tokenizer,
         echo(f"anchor: {point_id} is done on {machine} (in {table}); --no-resume reruns it")
         return None
     work = work_folder(out_dir, point_id, model)
-    digest = work.name.rsplit("-", 1)[1]
     if not resume and work.exists():
         import shutil
 
@@ -433,7 +437,7 @@ def run_anchor(config_path: Path, out_dir: Path, corpus: Corpus, tok: Tokenizer,
     state = train(venv, cfg, work, max_tokens, budget_s, echo, threads)
     kept, chosen = _decode_checkpoints(venv, cfg, work, max_tokens, corpus, tok, echo, threads)
     last = checkpoint_stats(_latest(work))
-    stem = f"{model}-s{cfg.get('random_seed', 0)}-{digest}-cpu-{machine}"
+    stem = f"{model}-s{cfg.get('random_seed', 0)}-{run_digest(point_id)}-cpu-{machine}"
     files: dict[str, list[str]] = {}
     values: dict[str, Any] = {}
     for split in ("dev", "test"):
