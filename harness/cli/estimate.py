@@ -76,9 +76,10 @@ def _estimate(out: Path, name: str, points: list[Point], device: torch.device, r
     expected time."""
     import torch
 
+    from harness.machines import this_machine
     from harness.measure.machine import machine_facts
     from harness.report.expected_time import Kind, estimate
-    from harness.results import results_path, this_machine
+    from harness.results import results_path
     from harness.run.sweep import skipped
 
     machine = this_machine()
@@ -95,7 +96,8 @@ def _estimate(out: Path, name: str, points: list[Point], device: torch.device, r
 def dry_run(suite: str, name: str, points: list[Point], o: RunOptions) -> None:
     """Print the ids of the points a sweep would measure, then one line: how many it would
     skip as done and their expected time from the reference rows in <out>. Writes nothing."""
-    from harness.results import results_path, this_machine
+    from harness.machines import this_machine
+    from harness.results import results_path
 
     device = _device(o.device)
     todo, guess = _estimate(Path(o.out), name, points, device, o.resume, rate_now(device))

@@ -99,9 +99,10 @@ def table_cmd(fmt: str, out: str, suite: str | None, crossover: bool, wide: bool
               machine: str | None) -> None:
     """Table 1 of the paper beside what was measured (from `tvr run table1`); with --suite
     a layer sweep's fitted exponents; with --crossover where attention stops being cheaper."""
+    from harness.machines import machine_choice, machine_note
     from harness.report import tables
     from harness.report.table1 import is_table1, table1
-    from harness.results import load_results, machine_choice, machine_note
+    from harness.results import load_results
 
     suite = suite or ("quick" if crossover else "table1")
     _stored(out, suite, "tvr table --suite {}" + (" --crossover" if crossover else ""))
@@ -213,8 +214,8 @@ Examples:
 def plot_cmd(name: str, out: str, suite: str, machine: str | None) -> None:
     """Draw figure NAME (or all that suit SUITE's results) into <out>/<suite>/NAME.png.
     Figures read stored results only; nothing is re-measured or retrained."""
+    from harness.machines import machine_choice
     from harness.report import figures as plots
-    from harness.results import machine_choice
 
     valid = ["all", *plots.FIGURES]
     if name not in valid:
@@ -247,8 +248,9 @@ def report_cmd(out: str, suite: str | None, machine: str | None, docs_: bool) ->
     <out>; with --docs also the generated blocks of the README.md beside <out> and of its
     docs/*.md."""
     from harness.cli.docs import ours, update_documents
+    from harness.machines import machine_choice
     from harness.report import document as report
-    from harness.results import frozen_results, machine_choice
+    from harness.results import frozen_results
 
     _check_machine(out, [suite] if suite else None, machine)
     if docs_ and (suite is not None or machine is not None):
@@ -300,8 +302,8 @@ def claims_cmd(fmt: str, out: str, machine: str | None) -> None:
     """The claims ledger: each claim of the paper, the points that test it, the measured
     numbers with their uncertainty, a verdict and the rule that chose it. Reads stored
     results only; a claim without them names the suite to run."""
+    from harness.machines import machine_choice
     from harness.report.claims import ledger, render
-    from harness.results import machine_choice
 
     _check_machine(out, None, machine)
     with machine_choice(machine):
@@ -353,7 +355,8 @@ def _compare_sides(a: str | None, b: str | None, out: str, suite: str | None):  
     (B) against the reference (A) on the suites both have, or one line saying what to run."""
     import pandas as pd
 
-    from harness.results import load_results, this_machine
+    from harness.machines import this_machine
+    from harness.results import load_results
 
     suites = [suite] if suite else None
     every = load_results(Path(out), suites, machine="all")

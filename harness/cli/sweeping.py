@@ -135,8 +135,8 @@ def expected_seconds(out_dir: Path, name: str, points: list[Point],
                      device: str) -> dict[str, float]:
     """Each point's reference point time, which the sweep's progress bar counts
     (harness.report.expected_time.point_weights); empty where the suite has no reference rows."""
+    from harness.machines import this_machine
     from harness.report.expected_time import point_weights
-    from harness.results import this_machine
 
     return point_weights(out_dir, name, [p.point_id for p in points], device, this_machine())
 
@@ -146,7 +146,8 @@ def sync_reference(out_dir: Path, name: str, uri: str, description: str) -> None
     before the sweep, once (harness.track.sync.sync_reference): a store `make run` builds
     holds them without a `tvr sync`. A store that fails here costs one warning line; the
     sweep then says what it makes of the store."""
-    from harness.results import machine_choice, results_path
+    from harness.machines import machine_choice
+    from harness.results import results_path
     from harness.run.point_locks import sync_lock
     from harness.track.sync import sync_reference as sync
 

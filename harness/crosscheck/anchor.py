@@ -51,15 +51,9 @@ from tokenizers import Tokenizer
 from experiments.spec import TranslateOptions
 from harness.errors import BadInput
 from harness.files import write_atomic, write_lines
+from harness.machines import this_machine
 from harness.measure.machine import machine_facts
-from harness.results import (
-    append_row,
-    append_series,
-    done_points,
-    results_path,
-    series_path,
-    this_machine,
-)
+from harness.results import append_row, append_series, done_points, results_path, series_path
 from harness.train.translation.bitext import Corpus, split_digest
 from harness.train.translation.bpe import UNK
 from harness.train.translation.scoring import score

@@ -41,9 +41,9 @@ import torch
 from filelock import FileLock
 
 from harness.files import write_atomic
+from harness.machines import this_host
 from harness.measure import kernels
 from harness.measure.compare import interleaved, timer_ms
-from harness.results import this_host
 from models.blocks import attention
 
 # (tokens, d_in, d_out): a projection and the FFN's two maps at d = 512 over 512 tokens, the

@@ -27,6 +27,7 @@ from experiments.spec import Point, TranslateOptions
 from harness import signals
 from harness.errors import BadInput
 from harness.files import write_lines
+from harness.machines import this_machine
 from harness.measure.machine import BUSY_SHARE, environment_report, usable_cpus
 from harness.results import (
     SERIES_FILE,
@@ -36,7 +37,6 @@ from harness.results import (
     read_results,
     read_series,
     results_path,
-    this_machine,
     write_config,
 )
 from harness.run.executor import LocalExecutor, RayExecutor

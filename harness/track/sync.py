@@ -14,7 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from harness.results import RESULTS_FILE, SERIES_FILE, read_results, read_series, this_machine
+from harness.machines import this_machine
+from harness.results import RESULTS_FILE, SERIES_FILE, read_results, read_series
 from harness.track.names import reference_name
 from harness.track.sqlitefile import move_aside  # noqa: F401 -- `tvr doctor`'s
 from harness.track.store import mask

@@ -23,7 +23,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from harness.console import say
-from harness.results import read_config, results_path, this_machine
+from harness.machines import this_machine
+from harness.results import read_config, results_path
 from harness.schema import config_key_of
 from harness.track.client import (
     alive,

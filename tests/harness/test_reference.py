@@ -12,7 +12,8 @@ from click.testing import CliRunner
 
 import experiments
 from harness.cli import cli
-from harness.results import MACHINE_ENV, read_results, results_path
+from harness.machines import MACHINE_ENV
+from harness.results import read_results, results_path
 
 REFERENCE = Path(__file__).resolve().parents[2] / "results"
 

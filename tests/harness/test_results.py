@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness import results
+from harness import machines, results
 from harness.errors import BadInput
 from harness.files import write_atomic
 from harness.results import (
@@ -148,25 +148,25 @@ def test_two_machines_rows_live_side_by_side(tmp_path: Path) -> None:
         ("mine", 4.0), ("reference", 1.0), ("reference", 2.0)]
     assert done_points(path, "cpu", "mine") == {"a"}
     assert done_points(path, "cpu", "reference") == {"a", "b"}
-    assert set(results.one_machine(frame, "mine")["machine"]) == {"mine"}
-    assert set(results.one_machine(frame, "new")["machine"]) == {"reference"}
+    assert set(machines.one_machine(frame, "mine")["machine"]) == {"mine"}
+    assert set(machines.one_machine(frame, "new")["machine"]) == {"reference"}
     assert len(load_results(tmp_path, machine="all")) == 3
 
 
 def test_this_machine_is_named_by_env_or_a_kept_tag(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(results.MACHINE_ENV, "lab-gpu-3")
-    assert results.this_machine() == "lab-gpu-3"
-    monkeypatch.delenv(results.MACHINE_ENV)
-    monkeypatch.setattr(results, "_MACHINE_FILE", tmp_path / "machine-id")
-    monkeypatch.setattr(results, "_machine_tag", None)
-    first = results.this_machine()
-    assert first == results.this_machine()  # one name per process
-    monkeypatch.setattr(results, "_machine_tag", None)
-    assert results.this_machine() == first  # and the tag is kept for the next one
+    monkeypatch.setenv(machines.MACHINE_ENV, "lab-gpu-3")
+    assert machines.this_machine() == "lab-gpu-3"
+    monkeypatch.delenv(machines.MACHINE_ENV)
+    monkeypatch.setattr(machines, "_MACHINE_FILE", tmp_path / "machine-id")
+    monkeypatch.setattr(machines, "_machine_tag", None)
+    first = machines.this_machine()
+    assert first == machines.this_machine()  # one name per process
+    monkeypatch.setattr(machines, "_machine_tag", None)
+    assert machines.this_machine() == first  # and the tag is kept for the next one
     (tmp_path / "machine-id").unlink()
-    monkeypatch.setattr(results, "_machine_tag", None)
-    assert results.this_machine() != first  # a new home is a new machine
+    monkeypatch.setattr(machines, "_machine_tag", None)
+    assert machines.this_machine() != first  # a new home is a new machine
 
 
 def test_first_runs_started_together_agree_on_one_tag(tmp_path: Path) -> None:
@@ -182,7 +182,7 @@ def test_first_runs_started_together_agree_on_one_tag(tmp_path: Path) -> None:
             try:
                 os.close(start_write)
                 os.read(start_read, 1)
-                os.write(write, results._kept_tag(path).encode())
+                os.write(write, machines._kept_tag(path).encode())
                 code = 0
             finally:
                 os._exit(code)

@@ -17,7 +17,8 @@ from experiments.spec import Point, short_id
 from harness.cli import cli
 from harness.cli.migrate import migrate
 from harness.errors import BadInput
-from harness.results import config_path, read_config, read_results, results_path, this_machine
+from harness.machines import this_machine
+from harness.results import config_path, read_config, read_results, results_path
 from harness.run import sweep
 from harness.schema import config_key_of
 from harness.variants import CONFIG_FILE

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 import experiments
 from harness.cli import cli
+from harness.machines import MACHINE_ENV
 from harness.report import readme
 from harness.report.expected_time import (
     MAKE_RUN,
@@ -26,7 +27,7 @@ from harness.report.expected_time import (
     point_seconds,
     point_weights,
 )
-from harness.results import MACHINE_ENV, append_row, results_path
+from harness.results import append_row, results_path
 from harness.run.progress import progress_bar
 
 ROOT = Path(__file__).resolve().parents[3]

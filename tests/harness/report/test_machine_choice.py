@@ -9,7 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import cli
-from harness.results import MACHINE_ENV, append_row
+from harness.machines import MACHINE_ENV
+from harness.results import append_row
 
 REFERENCE = Path(__file__).resolve().parents[3] / "results"
 COMMITTED = pd.read_csv(REFERENCE / "quick" / "results.csv", dtype=str, keep_default_na=False)

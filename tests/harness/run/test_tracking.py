@@ -14,7 +14,8 @@ from mlflow.exceptions import MlflowException
 
 import experiments
 from experiments.spec import Point
-from harness.results import read_config, read_results, this_machine
+from harness.machines import this_machine
+from harness.results import read_config, read_results
 from harness.run import point, sweep
 from harness.runner import Result
 from harness.track.tracker import Tracker

@@ -13,7 +13,8 @@ import pytest
 from mlflow import MlflowClient
 
 from harness.cli.tracking import build_store
-from harness.results import read_results, this_machine
+from harness.machines import this_machine
+from harness.results import read_results
 from harness.track.values import REFERENCE_TAG
 
 REFERENCE = Path(__file__).resolve().parents[3] / "results"

@@ -16,7 +16,8 @@ from mlflow import MlflowClient
 
 import experiments
 from harness.cli import cli
-from harness.results import MACHINE_ENV, read_results
+from harness.machines import MACHINE_ENV
+from harness.results import read_results
 from harness.run import point, sweep
 from harness.runner import Result
 from harness.track.values import REFERENCE_TAG

@@ -259,7 +259,8 @@ def test_a_row_of_another_split_is_not_done_and_its_point_runs_again(tiny_run, t
     import shutil
 
     from experiments import SUITES
-    from harness.results import finished_rows, this_machine
+    from harness.machines import this_machine
+    from harness.results import finished_rows
     from harness.run.sweep import of_another_split
 
     shutil.copytree(tiny_run / "translation-tiny", tmp_path / "translation-tiny")
