@@ -116,11 +116,13 @@ def _their_rule(out: Path, seeds: int) -> str:
     grid; else what measures it."""
     checks = []
     for _, got in crosschecks(out / ANCHOR, f"{THEIRS}-"):
+        if isinstance(got, Exception):
+            continue  # unreadable: REPORT's cross-check section names the file
         try:
             checks.append((got["beam4_our_rule"], got["beam4"]["bleu"],
                            got.get("joeynmt_own_beam", {}).get("bleu")))
         except (KeyError, TypeError, AttributeError):
-            continue  # an older cross-check without the alpha grid, or unreadable
+            continue  # an older cross-check without the alpha grid
     if not checks:
         return ("The toolkit at our rule (alpha chosen on dev): `python -m "
                 "harness.crosscheck.anchor_weights <its work folder>` decodes its weights "
