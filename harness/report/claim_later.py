@@ -251,21 +251,8 @@ def attention_recalls_more(stored: Stored) -> Evidence:
             f"{INCONCLUSIVE} where attention has learned recall at no setting (the models are "
             "then still on the way and their order says nothing about capacity)")
     learned = mean[mean >= RECALLED]
-    figure = f"{suite}/mqar-state.png"
     if learned.empty:
-        p, d = mean.idxmax()
-        lr = df.loc[(df["mixer_kind"] == "self-attention") & (df["pairs"] == p)
-                    & (df["d_model"] == d), "lr"].iloc[0] if "lr" in df else None
-        why = (f"attention has not learned recall at any setting: its best mean accuracy "
-               f"{fmt(float(mean.max()))} at {p} pairs, d = {d}"
-               + (f" (lr {lr:g})" if lr is not None else "")
-               + f", {int(attn['seed'].nunique().loc[(p, d)])} seeds, below {RECALLED}. "
-               f"{_by_pairs(df)}. No-recall floor: {_floors(df['pairs'])}. To pass: "
-               + ("a suite trained long enough for attention to learn recall, "
-                  f"{RECALL_RUN}" if suite == "rematch-quick" else
-                  f"longer training in `tvr run {suite}`"))
-        return Evidence(f"{suite}, study {STUDY}", why, INCONCLUSIVE, rule, _scale(df),
-                        figure=figure, scope=_recall_scope(df))
+        return _not_learned(df, mean, rule)
     judged = [(int(learned.loc[:, d].index.max()), int(d))
               for d in sorted(learned.index.get_level_values("d_model").unique())]
     comps, arms, texts, gates = [], {}, [], {"baselines": [], "range": []}
@@ -309,7 +296,26 @@ def attention_recalls_more(stored: Stored) -> Evidence:
         "model against attention" + ("; rematch-quick is too short to judge"
                                      if suite == "rematch-quick" else ""),
         _scale(df), tuple(checks), tuple(t for _, c in comps for t in c.tests),
-        figure=figure, scope=_recall_scope(df))
+        figure=f"{suite}/mqar-state.png", scope=_recall_scope(df))
+
+
+def _not_learned(df: pd.DataFrame, mean: pd.Series, rule: str) -> Evidence:
+    """Inconclusive: attention's best mean accuracy over its settings (`mean`, by pairs and
+    width) is below RECALLED, so no setting can be judged; what was reached and what to run."""
+    suite = str(df["suite"].iloc[0])
+    attn = df[df["mixer_kind"] == "self-attention"]
+    p, d = mean.idxmax()
+    at = attn[(attn["pairs"] == p) & (attn["d_model"] == d)]
+    lr = f" (lr {at['lr'].iloc[0]:g})" if "lr" in at else ""
+    why = (f"attention has not learned recall at any setting: its best mean accuracy "
+           f"{fmt(float(mean.max()))} at {p} pairs, d = {d}{lr}, {at['seed'].nunique()} "
+           f"seeds, below {RECALLED}. {_by_pairs(df)}. No-recall floor: "
+           f"{_floors(df['pairs'])}. To pass: "
+           + ("a suite trained long enough for attention to learn recall, "
+              f"{RECALL_RUN}" if suite == "rematch-quick" else
+              f"longer training in `tvr run {suite}`"))
+    return Evidence(f"{suite}, study {STUDY}", why, INCONCLUSIVE, rule, _scale(df),
+                    figure=f"{suite}/mqar-state.png", scope=_recall_scope(df))
 
 
 def _floors(pairs) -> str:
