@@ -102,7 +102,8 @@ def scope_of(facts: dict, scale: str = "") -> str:
 
 
 def _short(span: object) -> str:
-    """"1437696" -> "1.4M", "300..1000" -> "300-1k": a number or a lo..hi span, short."""
+    """"1437696" -> "1.4M", "300..1000" -> "300-1k", "103900..104200" -> "104k": a number or
+    a lo..hi span, short (a span whose ends read alike is one number)."""
     def one(text: str) -> str:
         try:
             v = float(text)
@@ -112,7 +113,8 @@ def _short(span: object) -> str:
             if abs(v) >= div:
                 return f"{v / div:.3g}{suffix}"
         return f"{v:.3g}"
-    return "-".join(one(p) for p in str(span).split(".."))
+    ends = [one(p) for p in str(span).split("..")]
+    return ends[0] if len(set(ends)) == 1 else "-".join(ends)  # 104k..104k: one size
 
 
 def table() -> str:

@@ -45,6 +45,8 @@ def test_labels_name_the_scope_of_judged_empirical_verdicts_only():
     assert rulebook.label("not measured: run `tvr run x`", scope).startswith("not measured")
     facts = {"params": "54600..170000", "steps": "150", "seeds": 5, "device": "cpu (EPYC)"}
     assert rulebook.scope_of(facts) == "54.6k-170k parameters, 150 steps, 5 seeds, CPU (EPYC)"
+    alike = facts | {"params": "103900..104200", "seeds": "1..2"}  # ends that read alike
+    assert rulebook.scope_of(alike) == "104k parameters, 150 steps, 1-2 seeds, CPU (EPYC)"
 
 
 def test_docs_rulebook_shows_the_table_the_code_holds():
