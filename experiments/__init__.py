@@ -39,6 +39,7 @@ SUITES: dict[str, Callable[[], list[Point]]] = {
     "positional": convergence.positional,
     "norm-warmup": convergence.norm_warmup,
     "gradient-distance": convergence.gradient_distance,
+    "residual": convergence.residual,
     "convergence-quick": convergence.convergence_quick,
     "convergence-smoke": convergence.convergence_smoke,
     "translation-quick": translation.translation_quick,

@@ -159,6 +159,16 @@ def norm_warmup_points(suite: str, seeds: range, depths: tuple[int, ...], warmup
     return pts
 
 
+def residual_points(suite: str, seeds: range, depths: tuple[int, ...], n: int) -> list[Point]:
+    """With and without the residual branch around every sub-layer (the model's `residual`),
+    Post-LN and Pre-LN, at each depth: at initialisation, the token diversity the stack
+    keeps of its input and the gradient it passes back to it (runner layer-grads, corpus)."""
+    return [train_point(suite, "residual", "transformer-lm", "corpus", n, s,
+                        runner="layer-grads", n_layers=depth, norm=norm, residual=kept)
+            for depth in depths for norm in ("post", "pre") for kept in (True, False)
+            for s in seeds]
+
+
 def gradient_distance_points(suite: str, seeds: range, n: int, steps: int) -> list[Point]:
     """||dL_t/dx_{t-k}|| vs k, parameter-matched models, at init and after corpus training."""
     return [train_point(suite, "gradient-distance", a, "corpus", n, s, steps, match=True,
@@ -221,6 +231,17 @@ def gradient_distance() -> list[Point]:
 
 
 QUICK_SEEDS = range(5)  # every quick study: seeds 0-4, so comparisons pair over the same seeds
+RESIDUAL_DEPTHS = (2, 6, 12, 24)
+
+
+def residual() -> list[Point]:
+    """Residual connections through depth: Transformer LMs of 2, 6, 12 and 24 layers
+    (d_model 64, 4 heads, d_ff 256), Post-LN and Pre-LN, with and without the residual
+    branch around each sub-layer, probed at initialisation on one batch of the corpus
+    (n = 16): how much of the input's token diversity the last layer keeps, and the
+    gradient norm reaching the input over the one leaving the last layer; 5 seeds, 80
+    points of one forward and backward pass each (seconds in all)."""
+    return residual_points("residual", QUICK_SEEDS, RESIDUAL_DEPTHS, 16)
 
 
 def convergence_quick() -> list[Point]:

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.checks import check_choice
+from models.checks import check_choice, check_flag
 
 # "auto": sdpa here; the harness may set a layer's "auto" to whichever of the two it measured
 # faster on the machine at hand
@@ -256,6 +256,8 @@ class _ResidualLayer(nn.Module):
 
     norm="post": x = LN(x + Dropout(F(x)))   (the paper)
     norm="pre":  x = x + Dropout(F(LN(x)))   (needs a final LN after the stack)
+    residual=False drops the `x +` (LN(Dropout(F(x))), Dropout(F(LN(x)))): the ablation
+    that asks what the residual branch preserves through depth.
     Attribute names follow nn.TransformerEncoderLayer / DecoderLayer (self_attn,
     multihead_attn, norm1.., dropout1..) so weights map one to one.
     """
@@ -275,10 +277,13 @@ class _ResidualLayer(nn.Module):
         d_k: int | None = None,  # query/key size per head; None means d / h
         attn_dropout: float | None = None,  # on attention weights and the FFN hidden; None:
         # `dropout`, as in the paper and nn.TransformerEncoderLayer (fairseq keeps it at 0)
+        residual: bool = True,  # x + F(x) around each sub-layer, as the paper; False: F(x)
     ) -> None:
         super().__init__()
         check_choice("norm", norm, NORMS)
+        check_flag("residual", residual)
         self.pre = norm == "pre"
+        self.residual = residual
         inner = dropout if attn_dropout is None else attn_dropout
         for name in self.attentions:  # before the FFN: a seeded init draws in this order
             self.add_module(name, MultiHeadAttention(
@@ -297,8 +302,10 @@ class _ResidualLayer(nn.Module):
         """Sub-layer i (from 1) around f, with norm{i} and dropout{i} placed as `norm` says."""
         norm, drop = getattr(self, f"norm{i}"), getattr(self, f"dropout{i}")
         if self.pre:
-            return x + drop(f(norm(x)))
-        return norm(x + drop(f(x)))
+            y = drop(f(norm(x)))
+            return x + y if self.residual else y
+        y = drop(f(x))
+        return norm(x + y if self.residual else y)
 
 
 class EncoderLayer(_ResidualLayer):

@@ -361,6 +361,10 @@ _BUILTIN_METRICS = (
     *_metrics("", "", ("grad_norm_first", "gradient norm of the first layer at initialisation"),
               ("grad_norm_last", "gradient norm of the last layer at initialisation"),
               ("grad_norm_last_over_first", "last layer's gradient norm over the first's"),
+              ("signal_last_over_input", "token diversity of the last layer's output over the "
+                                         "stack input's, at initialisation (0: collapsed)"),
+              ("grad_input_over_output", "gradient norm reaching the stack's input over the "
+                                         "one leaving its last layer, at initialisation"),
               ("grad_decay_init", "log10 of the gradient at the farthest position over the one "
                                   "at distance 1, at initialisation"),
               ("grad_decay_trained", "the same after training")),

@@ -40,6 +40,7 @@ class TransformerConfig:
     # in the paper (fairseq's recipes set it apart, often to 0)
     max_len: int = 1024  # positions tabulated up front; sinusoids extend past it on demand
     norm: str = "post"  # the paper's LN(x + Sublayer(x))
+    residual: bool = True  # the `x +` around every sub-layer; False: the ablation without it
     pos_encoding: str = "sinusoidal"  # the paper's choice; "learned" performed the same there
     attn_scale: bool = True  # divide by sqrt(d_k)
     attn_backend: str = "sdpa"  # same numbers as "math" (tested), and the fast kernel
@@ -61,6 +62,7 @@ class TransformerConfig:
         check_choice("pos_encoding", self.pos_encoding, POS_ENCODINGS)
         check_choice("attn_backend", self.attn_backend, ATTN_BACKENDS)
         check_flag("attn_scale", self.attn_scale)
+        check_flag("residual", self.residual)
         check_flag("tie_weights", self.tie_weights)
         check_choice("init", self.init, INITS)
 
@@ -70,7 +72,8 @@ def _layers(layer: type[nn.Module], c: TransformerConfig, **kwargs: bool) -> nn.
     return nn.ModuleList(
         layer(c.d_model, c.n_heads, c.d_ff, dropout=c.dropout, norm=c.norm,
               attn_scale=c.attn_scale, attn_backend=c.attn_backend, d_k=c.d_k or None,
-              attn_dropout=None if c.attn_dropout == -1.0 else c.attn_dropout, **kwargs)
+              attn_dropout=None if c.attn_dropout == -1.0 else c.attn_dropout,
+              residual=c.residual, **kwargs)
         for _ in range(c.n_layers)
     )
 

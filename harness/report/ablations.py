@@ -331,6 +331,47 @@ def layer_grad_norms(out_dir: Path, suite: str) -> plt.Figure:
                   pts, clip_text(NONNEGATIVE))
 
 
+RESIDUAL_ARMS = {"True": "with residual branch", "False": "without"}
+RESIDUAL_COLORS = {"with residual branch": "#2ca02c", "without": "#7f7f7f"}
+
+
+def residual_depth(out_dir: Path, suite: str) -> plt.Figure:
+    """Against depth, at initialisation, Post-LN and Pre-LN apart, with and without the
+    residual branch: the token diversity the last layer keeps of the input (log scale; 0
+    is every position the same vector) and the gradient norm reaching the input over the
+    one leaving the last layer (log10; the dotted lines bound "passed back", 10x)."""
+    pts = rows(out_dir, suite, "residual", "layer-grads")
+    pts["LN"] = pts["norm"].map(NORMS)
+    pts["arm"] = pts["residual"].astype(str).map(RESIDUAL_ARMS)
+    pts["log10 gradient passed back"] = np.log10(pts["grad_input_over_output"].astype(float))
+    panels = (("signal_last_over_input", "signal kept by the last layer\n(log scale)"),
+              ("log10 gradient passed back", "log10 ||grad at input|| /\n||grad at last layer||"))
+    order = [ln for ln in NORM_COLORS if ln in set(pts["LN"])]
+    fig, axes = plt.subplots(2, len(order), figsize=(4.2 * len(order), 6.4), squeeze=False,
+                             sharex=True)
+    for col, ln in enumerate(order):
+        mine = pts[pts["LN"] == ln]
+        for row, (metric, label) in enumerate(panels):
+            ax = axes[row][col]
+            sns.lineplot(data=mine, x="n_layers", y=metric, hue="arm", marker="o",
+                         hue_order=list(RESIDUAL_COLORS), palette=RESIDUAL_COLORS,
+                         errorbar=band(mine), seed=SEED, ax=ax, legend=row == col == 0)
+            if row == 0:
+                ax.set(yscale="log", title=ln)
+            else:
+                for bound in (-1, 1):
+                    ax.axhline(bound, color="grey", ls=":", lw=1)
+                ax.text(0.02, 0.9, "dotted: 10x either way", transform=ax.transAxes,
+                        fontsize=7, color="0.3")
+            ax.set(xscale="log", xlabel="layers (log scale)", ylabel=label if col == 0 else "")
+            depths = sorted(int(d) for d in pts["n_layers"].unique())
+            ax.set_xticks(depths, [str(d) for d in depths])
+            ax.minorticks_off() if row else None
+    axes[0][0].legend(title=None, fontsize=8)
+    fig.tight_layout()
+    return titled(fig, "Residual branches through depth, at initialisation", pts)
+
+
 def grad_distance(out_dir: Path, suite: str) -> plt.Figure:
     """log10 ||dL_t/dx_{t-k}|| vs k per architecture, at init and after training (exponential
     decay is a straight line)."""

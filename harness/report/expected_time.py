@@ -44,7 +44,7 @@ REPEATS = 5  # rates the caller measures now where it has fewer: their median co
 
 # The suites of the Makefile's `run` target, in its order (a test checks them against it):
 # `tvr estimate` with no suite estimates them, the README's run-times block sums them
-MAKE_RUN = ("quick", "table1", "convergence-quick", "identities", "threads",
+MAKE_RUN = ("quick", "table1", "convergence-quick", "residual", "identities", "threads",
             "translation-quick")
 # Quick suites left out of `make run` to keep it within MAKE_RUN_BUDGET_S of reference
 # point time; the README's run-times block names each with its measured time

@@ -132,6 +132,16 @@ STUDIES: tuple[Study, ...] = (
         readme=(Cells("grad-distance", ("architecture",), {
             "log10 ratio at init": _spread("grad_decay_init"),
             "log10 ratio trained": _spread("grad_decay_trained")}),)),
+    Study("residual", tables=(
+        StudyTable("layer-grads", "Residual branches through depth at initialisation",
+                   ("n_layers", "norm", "residual"),
+                   ("signal_last_over_input", "grad_input_over_output",
+                    "grad_norm_last_over_first")),),
+        figures={"residual-depth": (ablations.residual_depth, "layer-grads")},
+        readme=(Cells("layer-grads", ("n_layers", "norm", "residual"), {
+            "signal kept": _spread("signal_last_over_input"),
+            "gradient at input / at last layer": _spread("grad_input_over_output")}),),
+        suite="residual"),
     # their tables are the suite's own (REPORT.md's rematch and translation sections)
     Study(rematch.STUDY, figures={"mqar-state": (rematch.mqar_state, "train")}),
     Study("table2", figures={"bleu-vs-cost": (translation_curves.bleu_curves, "translate")}),

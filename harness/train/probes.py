@@ -5,7 +5,9 @@
   saturation (low entropy, vanishing Jacobian). Measured on the first attention layer of an
   initialised model and, as a reference, on i.i.d. N(0, 1) vectors.
 - "layer-grads": the gradient norm of each layer's parameters at initialisation (Xiong et al.
-  2020: Post-LN's grows toward the output, Pre-LN's does not).
+  2020: Post-LN's grows toward the output, Pre-LN's does not), the token diversity each
+  layer's output keeps of the stack's input and the gradient the stack passes back to it
+  (what residual branches preserve through depth).
 - "grad-distance": ||dL_t / dx_{t-k}|| against k, the gradient of the loss at the last
   position with respect to the embedding output k positions earlier, at initialisation and
   after training (the vanishing-gradient claim about recurrence).
@@ -18,6 +20,7 @@ blocks can be probed.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -114,35 +117,76 @@ def run_attn_init(point: Point, ctx: Context) -> Result:
 # ---------------------------------------------------------------- per-layer gradients
 
 
-def layer_grad_norms(model: nn.Module, batch: Batch) -> list[float]:
-    """||grad|| of each Transformer layer's parameters for the task loss on one batch,
-    layers in forward order (input side first)."""
+@dataclass(frozen=True)
+class DepthProbe:
+    """What one backward pass at initialisation shows of a stack of Transformer layers."""
+
+    grad_norms: list[float]  # ||grad|| of each layer's parameters, input side first
+    signal: list[float]  # each layer's output token diversity over the stack input's
+    grad_in_over_out: float  # ||dL/d(stack input)|| over ||dL/d(last layer's output)||
+
+
+def diversity(x: torch.Tensor) -> float:
+    """How far a sequence's positions are from all being one vector: ||x - its mean over
+    positions|| / ||x|| over the batch (B, n, d); 0 where every position is the same (the
+    rank collapse of a deep stack without residual branches, Dong et al. 2021)."""
+    x = x.detach().double()
+    return float((x - x.mean(dim=1, keepdim=True)).norm() / x.norm())
+
+
+def depth_probe(model: nn.Module, batch: Batch) -> DepthProbe:
+    """The task loss on one batch, backward: each Transformer layer's parameter gradient
+    norm, the token diversity of each layer's output relative to the first layer's input
+    (the signal the stack keeps), and the gradient reaching that input relative to the one
+    leaving the last layer (what the stack passes back). Layers in forward order."""
     layers = [m for m in model.modules() if isinstance(m, (EncoderLayer, DecoderLayer))]
     if not layers:
         raise ValueError(f"{type(model).__name__} has no Transformer layers to probe")
-    model.zero_grad(set_to_none=True)
-    masked_loss(batch.logits(model), batch).backward()
+    seen: list[torch.Tensor] = []  # the first layer's input, then each layer's output
+
+    def keep(x: torch.Tensor) -> None:
+        if x.requires_grad:
+            x.retain_grad()  # a non-leaf: autograd drops its grad unless asked
+        seen.append(x)
+
+    hooks = [layers[0].register_forward_pre_hook(lambda _m, args: keep(args[0])),
+             *(layer.register_forward_hook(lambda _m, _a, out: keep(out)) for layer in layers)]
+    try:
+        model.zero_grad(set_to_none=True)
+        masked_loss(batch.logits(model), batch).backward()
+    finally:
+        for hook in hooks:
+            hook.remove()
     norms = []
     for layer in layers:
         sq = sum(float(p.grad.double().pow(2).sum()) for p in layer.parameters()
                  if p.grad is not None)
         norms.append(math.sqrt(sq))
     model.zero_grad(set_to_none=True)
-    return norms
+    first, outputs = seen[0], seen[1:len(layers) + 1]
+    grads = [first.grad, outputs[-1].grad]
+    passed = float(grads[0].double().norm() / grads[1].double().norm()) \
+        if all(g is not None for g in grads) else math.nan
+    return DepthProbe(norms, [diversity(o) / diversity(first) for o in outputs], passed)
 
 
 def run_layer_grads(point: Point, ctx: Context) -> Result:
-    """Gradient norm of every layer at initialisation; series "layer_grad_norm" with
-    step = layer number (1 = nearest the input)."""
+    """At initialisation (depth_probe): the gradient norm of every layer, series
+    "layer_grad_norm", and the signal each keeps, series "layer_signal" (step = layer
+    number, 1 = nearest the input)."""
     device = ctx.device
     spec = train_spec(point, str(device))
     model = build_model(point, spec, device).train()
     batch = spec.task.train_batch(0, point.batch_size).to(device)
     with tiny_threads(model, device):
-        norms = layer_grad_norms(model, batch)
+        probe = depth_probe(model, batch)
+    norms = probe.grad_norms
     return Result({"n_layers_probed": len(norms), "grad_norm_first": norms[0],
-                   "grad_norm_last": norms[-1], "grad_norm_last_over_first": norms[-1] / norms[0]},
-                  {"layer_grad_norm": list(enumerate(norms, start=1))})
+                   "grad_norm_last": norms[-1], "grad_norm_last_over_first": norms[-1] / norms[0],
+                   "signal_last_over_input": probe.signal[-1],
+                   "grad_input_over_output": probe.grad_in_over_out},
+                  {"layer_grad_norm": list(enumerate(norms, start=1)),
+                   "layer_signal": list(enumerate(probe.signal, start=1))})
 
 
 # ---------------------------------------------------------------- gradient vs distance

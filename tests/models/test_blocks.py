@@ -303,6 +303,38 @@ def test_decoder_layer_matches_nn_transformer_decoder_layer(
     assert_parity_with_grads(out, expected, [(y, y_ref), (mem, mem_ref)], ours, ref, DECODER_NAMES)
 
 
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_encoder_layer_without_residual_is_the_same_sublayers_unsummed(norm: str) -> None:
+    """residual=False: nn.TransformerEncoderLayer's own sub-layer blocks (its _sa_block and
+    _ff_block, weights copied) composed without the `x +`: LN(F(x)) post, F(LN(x)) pre."""
+    ours = EncoderLayer(D, HEADS, D_FF, dropout=0.0, norm=norm, residual=False).double()
+    ref = nn.TransformerEncoderLayer(D, HEADS, D_FF, dropout=0.0, activation="relu",
+                                     batch_first=True, norm_first=norm == "pre").double()
+    perturb_(ours)
+    copy_params_(ours, ref, ENCODER_NAMES)
+    x = rand(B, N, D, grad=True)
+    x_ref = twin(x)
+    out = ours(x)
+    if norm == "pre":
+        h = ref._sa_block(ref.norm1(x_ref), None, None)
+        expected = ref._ff_block(ref.norm2(h))
+    else:
+        h = ref.norm1(ref._sa_block(x_ref, None, None))
+        expected = ref.norm2(ref._ff_block(h))
+    assert_parity_with_grads(out, expected, [(x, x_ref)], ours, ref, ENCODER_NAMES)
+    with_residual = EncoderLayer(D, HEADS, D_FF, dropout=0.0, norm=norm).double()
+    with_residual.load_state_dict(ours.state_dict())
+    assert not torch.allclose(with_residual(x), out)  # the knob changes the layer
+
+
+def test_a_transformer_without_residuals_is_built_from_its_config() -> None:
+    model = models.build("transformer-lm", preset="tiny", residual=False)
+    assert all(not layer.residual for layer in model.layers)
+    assert all(layer.residual for layer in models.build("transformer-lm", preset="tiny").layers)
+    with pytest.raises(ValueError, match="residual"):
+        models.build("transformer-lm", preset="tiny", residual="no")
+
+
 @pytest.mark.parametrize("layer", [EncoderLayer, DecoderLayer])
 def test_layers_reject_unknown_norm(layer: type) -> None:
     with pytest.raises(ValueError, match=r"'mid'.*'post', 'pre'"):

@@ -7,7 +7,7 @@ import pytest
 from harness.report import claim_depth as depth
 from harness.report import claim_positions as pos
 from harness.report import claim_training as rules
-from harness.report.evidence import Stored, gated
+from harness.report.evidence import Missing, Stored, gated
 from harness.report.verdicts import CONTRADICTS, IDENTITY, INCONCLUSIVE, QUALIFIED, SUPPORTS
 from tests.harness.report.claim_frames import (
     attn_init_rows,
@@ -353,9 +353,50 @@ def test_exploding_gradients_applies_its_kinds_gates(tmp_path):
     assert [g.name for g in bare.gates if not g.passed] == ["baselines"]
 
 
-def test_residual_connections_say_they_are_not_measured(tmp_path):
-    evidence = depth.residual_connections(Stored(tmp_path))
-    assert evidence.verdict == "not measured" and "residual" in evidence.measured
+def _residual_rows(signal, passed, seeds: int = 5) -> list[dict]:
+    """suite residual's probe rows at depths 2 and 12, Post-LN and Pre-LN, with and without
+    the branch: signal(norm, depth, kept) the signal the last layer keeps and passed(...) the
+    gradient at the input over the last layer's, each seed a little apart."""
+    return [train_row("residual", s, "layer-grads", n_layers=d, norm=n, residual=kept,
+                      steps=0, signal_last_over_input=signal(n, d, kept) * (1 + 0.01 * s),
+                      grad_input_over_output=passed(n, d, kept) * (1 + 0.01 * s))
+            for d in (2, 12) for n in ("post", "pre") for kept in (True, False)
+            for s in range(seeds)]
+
+
+def _residual(tmp_path, signal, passed, seeds: int = 5):
+    write_suite(tmp_path, depth.RESIDUAL_SUITE, _residual_rows(signal, passed, seeds))
+    return gated(depth.residual_connections(Stored(tmp_path)))
+
+
+KEEPS = lambda n, d, kept: 0.6 if kept else 0.01 / d  # noqa: E731 -- the branch keeps signal
+
+
+@pytest.mark.parametrize("signal, passed, verdict", [
+    (KEEPS, lambda n, d, kept: 1.5 if kept else 1e-3, SUPPORTS),  # the gradient lost without
+    (KEEPS, lambda n, d, kept: 1.5 if kept else 0.8, QUALIFIED),  # kept either way
+    (lambda n, d, kept: 0.01 if kept else 0.5, lambda n, d, kept: 1.0, CONTRADICTS),
+    (KEEPS, lambda n, d, kept: 0.05 if kept else 1.0, CONTRADICTS)])  # lost with the branch
+def test_residual_connections_judge_signal_and_gradient_at_the_deepest_depth(
+        tmp_path, signal, passed, verdict):
+    evidence = _residual(tmp_path, signal, passed)
+    assert evidence.verdict == verdict, (evidence.measured, evidence.gates)
+    assert "judged at depth 12" in evidence.points
+    assert "Post-LN" in evidence.measured and "Pre-LN" in evidence.measured
+    if verdict == QUALIFIED:
+        assert "the gradient half is not tested here" in evidence.measured
+    assert evidence.scope.startswith("depths 2, 12, d = 64, n = 8 at initialisation, 5 seeds")
+
+
+def test_residual_connections_need_five_seeds_and_both_arms(tmp_path):
+    few = _residual(tmp_path, KEEPS, lambda n, d, kept: 1.5 if kept else 1e-3, seeds=3)
+    assert few.verdict == INCONCLUSIVE and [g.name for g in few.gates if not g.passed] == \
+        ["seeds"]
+    rows = [r for r in _residual_rows(KEEPS, lambda n, d, kept: 1.0)
+            if r["residual"] or r["norm"] == "post"]  # Pre-LN without the branch: not run
+    write_suite(tmp_path, depth.RESIDUAL_SUITE, rows)
+    with pytest.raises(Missing, match="Pre-LN at depth 12 needs rows with and without"):
+        depth.residual_connections(Stored(tmp_path))
 
 
 def _identities(tmp_path, attn_err, lstm_err, residual):

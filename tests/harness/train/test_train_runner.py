@@ -18,11 +18,12 @@ from harness.run import sweep
 from harness.run.runner_table import RUNNERS
 from harness.runner import Context
 from harness.train.batch import Batch
-from harness.train.loop import param_count
+from harness.train.loop import masked_loss, param_count
 from harness.train.probes import (
     attention_stats,
+    depth_probe,
     distance_grad_norms,
-    layer_grad_norms,
+    diversity,
     run_attn_init,
     run_grad_distance,
 )
@@ -192,10 +193,42 @@ def test_post_ln_gradients_grow_toward_output_more_than_pre_ln() -> None:
             torch.manual_seed(seed)
             model = models.build("transformer-lm", vocab_size=task.vocab_size, d_model=32,
                                  n_layers=6, n_heads=2, d_ff=64, dropout=0.0, norm=norm)
-            norms = layer_grad_norms(model, batch)
+            norms = depth_probe(model, batch).grad_norms
             assert len(norms) == 6 and all(n > 0 for n in norms)
             ratios[norm] = norms[-1] / norms[0]
         assert ratios["post"] > ratios["pre"], (seed, ratios)
+
+
+def test_depth_probe_reads_the_signal_and_gradient_the_stack_passes() -> None:
+    """depth_probe against a direct computation: the first layer's input and each layer's
+    output by running the layers by hand, the gradients by torch.autograd.grad; without
+    residual branches a depth-12 stack collapses its positions to one vector at
+    initialisation (Dong et al. 2021), with them it keeps most of the input's diversity."""
+    task = make_task("copy", 8, 16, "lm", seed=0)
+    batch = task.train_batch(0, 16)
+    kept = {}
+    for residual in (True, False):
+        torch.manual_seed(0)
+        model = models.build("transformer-lm", vocab_size=task.vocab_size, d_model=32,
+                             n_layers=12, n_heads=2, d_ff=64, dropout=0.0, norm="pre",
+                             residual=residual)
+        probe = depth_probe(model, batch)
+        x0 = model.drop(model.pos(model.embed(batch.tokens)))
+        outs, x = [], x0
+        for layer in model.layers:
+            x = layer(x)
+            outs.append(x)
+        loss = masked_loss(model.head(x), batch)
+        g_in, g_out = torch.autograd.grad(loss, [x0, x])
+        assert probe.signal == pytest.approx([diversity(o) / diversity(x0) for o in outs],
+                                             rel=1e-9)
+        assert probe.grad_in_over_out == pytest.approx(float(g_in.norm() / g_out.norm()),
+                                                       rel=1e-5)
+        assert len(probe.grad_norms) == 12 and all(n > 0 for n in probe.grad_norms)
+        kept[residual] = probe.signal[-1]
+    assert kept[False] < 0.05 < 0.3 < kept[True], kept
+    same = torch.ones(2, 5, 3)
+    assert diversity(same) == 0.0 and diversity(torch.randn(2, 5, 3)) > 0.5
 
 
 def test_distance_grads_vanish_in_lstm_not_in_transformer() -> None:
