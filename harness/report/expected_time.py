@@ -173,6 +173,10 @@ def scale(out_dir: Path, reference_rows: pd.DataFrame, device: str, machine: str
         f"GFLOP/s{on} ({how})")
 
 
+# where a suite's measured or expected cost is stated when its rows cannot give one
+SAID = " (its description states what is known of its cost: `tvr suites --long`)"
+
+
 @dataclass(frozen=True)
 class Estimate:
     """The expected time of the points to do, and what it rests on."""
@@ -187,9 +191,10 @@ class Estimate:
             return "nothing to measure"
         if not self.estimated:
             return (f"no expected time: none of the {self.missing} points to do has a "
-                    "finished reference row on this device")
+                    f"finished reference row on this device{SAID}")
         lacking = (f"; {self.missing} point{'s' if self.missing != 1 else ''} to do "
-                   "without a reference row, no estimate for them" if self.missing else "")
+                   f"without a reference row, no estimate for them{SAID}" if self.missing
+                   else "")
         return f"expected time about {duration(self.seconds)} (an estimate: {self.basis}){lacking}"
 
 

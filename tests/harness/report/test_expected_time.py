@@ -119,6 +119,7 @@ def test_a_reference_without_a_peak_is_not_scaled_nor_is_this_machine_measured(t
     assert guess.seconds == 42.0 and "not scaled" in guess.text()
     none = estimate(tmp_path, "s", ["z"], "cpu", "mine", 1, never)
     assert none.estimated == 0 and "no expected time" in none.text()
+    assert none.text().endswith("`tvr suites --long`)")  # where its cost is stated
     assert estimate(tmp_path, "s", [], "cpu", "mine", 1, never).text() == "nothing to measure"
 
 
