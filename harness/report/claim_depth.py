@@ -99,7 +99,7 @@ def residual_connections(stored: Stored) -> Evidence:
     deepest = int(rows["n_layers"].max())
     depths = ", ".join(str(int(d)) for d in sorted(rows["n_layers"].unique()))
     at = rows[rows["n_layers"] == deepest]
-    arms, comps, signal, texts, lost = {}, [], [], [], []
+    arms, comps, texts, lost = {}, [], [], []
     for norm, g in sorted(at.groupby("norm"), key=lambda kv: str(kv[0]) != "post"):
         with_, without = g[g["kept"]], g[~g["kept"]]
         if with_.empty or without.empty:
@@ -109,7 +109,6 @@ def residual_connections(stored: Stored) -> Evidence:
         c = power.versus(without, with_, "signal_last_over_input",
                          f"{_LN[norm]} depth {deepest}: signal kept, with vs without residual")
         comps.append(c)
-        signal.append(c)
         far = {k: float(d["passed"].abs().max()) for k, d in
                (("with", with_), ("without", without))}
         lost += [(norm, k) for k, v in far.items() if v >= PASSED_BACK]
@@ -124,11 +123,11 @@ def residual_connections(stored: Stored) -> Evidence:
             f"{fmt(float(g.loc[~g['kept'], 'signal_last_over_input'].mean()))} without"
             for n, g in sorted(dg.groupby("norm"), key=lambda kv: str(kv[0]) != "post"))
         for d, dg in rows.groupby("n_layers"))
-    wrong = [c for c in signal if c.separated and c.diff < 0]
-    kept_signal = all(c.separated and c.diff > 0 for c in signal)
+    wrong = [c for c in comps if c.separated and c.diff < 0]
+    kept_signal = all(c.separated and c.diff > 0 for c in comps)
     with_lost = [n for n, k in lost if k == "with"]
     without_lost = {n for n, k in lost if k == "without"}
-    gradient_half = not with_lost and len(without_lost) == len(signal)
+    gradient_half = not with_lost and len(without_lost) == len(comps)
     verdict = (CONTRADICTS if wrong or with_lost else
                SUPPORTS if kept_signal and gradient_half else QUALIFIED)
     why = ("" if verdict != QUALIFIED else
@@ -149,8 +148,8 @@ def residual_connections(stored: Stored) -> Evidence:
         "(||x - mean over positions|| / ||x||, the last layer's over the input's; 0: every "
         "position the same vector) with the residual branch than without, separated by both "
         "exact tests over seeds; the gradient half holds if the gradient norm reaching the "
-        f"input is within 10^{PASSED_BACK:g} of the one leaving the last layer with the "
-        "branch and not without it. Supports if both halves hold at both placements; "
+        f"input is within 10^{PASSED_BACK:g} of the one leaving the last layer in every seed "
+        "with the branch and not without it. Supports if both halves hold at both placements; "
         "contradicts if the branch keeps less signal (separated) or loses the gradient; "
         "else qualified, naming the half not shown. Gates: 5 seeds per arm, the tests agree",
         training_scale(rows), (power.seeds(arms, RESIDUAL_SUITE), power.agree(comps)),
@@ -210,11 +209,10 @@ CLAIMS = [
     Claim("exploding-gradients", "Recurrent networks suffer from exploding gradients over "
           "long paths", SUITE, f"{SUITE}/grad-distance.png", exploding_gradients,
           kind=TRAINED_QUALITY),
-    # measured at initialisation (runner layer-grads: no training step): a probe
+    # the two below: measured at initialisation (runner layer-grads: no training step), probes
     Claim("residual", "Residual connections preserve signal and gradients through depth",
           RESIDUAL_SUITE, f"{RESIDUAL_SUITE}/residual-depth.png", residual_connections,
           kind=PROBE),
-    # measured at initialization (runner layer-grads: no training step): a probe
     Claim("post-ln-depth", "At initialization, Post-LN's gradient scale depends on depth "
           "(larger near the output in deeper stacks)", SUITE,
           f"{SUITE}/layer-grad-norms.png", post_ln_depth, kind=PROBE),
