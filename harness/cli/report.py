@@ -279,7 +279,7 @@ def _search_documents(out: Path, suite: str | None) -> list[Path]:
     import experiments
     from harness.files import write_atomic
     from harness.results import results_path
-    from harness.run.tune import document
+    from harness.run.search_doc import document
 
     written = []
     for name, search in experiments.SEARCHES.items():

@@ -316,8 +316,9 @@ def tune_cmd(search: str, out: str, only: tuple[str, ...], trials: int | None, d
                                      storage, heartbeat)
                 click.echo(f"{search} {base.subject}: {tune.counts(st)}")
     from harness.files import write_atomic
+    from harness.run.search_doc import document
 
-    doc = tune.document(s, out_dir)
+    doc = document(s, out_dir)
     click.echo(doc.split("## Best finished trial per model", 1)[1].strip())
     if summary_only:
         return

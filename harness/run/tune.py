@@ -63,7 +63,6 @@ from experiments.spec import Dimension, Point, Search
 from harness.console import say
 from harness.errors import BadInput
 from harness.results import config_keys, read_results, read_series, results_path, series_path
-from harness.run import rungs
 from harness.run.pruner import RungPruner
 from harness.run.sweep import run_suite
 from harness.schema import config_key_of
@@ -389,7 +388,7 @@ def _tell_rows(st: optuna.Study, out_dir: Path, name: str, model: str,
     known = {t.user_attrs.get("point_id") for t in st.get_trials(deepcopy=False)}
     dists = distributions(space)
     told = 0
-    for row, curve in _rows(out_dir, name, model):
+    for row, curve in trial_rows(out_dir, name, model):
         outcome = _outcome_of(row)
         reports = _reports(curve, unit, last, _warmup(row))
         if {row["point_id"], config_key_of(row)} & known \
@@ -411,7 +410,7 @@ def _tell_rows(st: optuna.Study, out_dir: Path, name: str, model: str,
         say(f"{name} {model}: {told} trials told to the study from the rows")
 
 
-def _rows(out_dir: Path, name: str, model: str) -> Iterator[tuple[pd.Series, Curve]]:
+def trial_rows(out_dir: Path, name: str, model: str) -> Iterator[tuple[pd.Series, Curve]]:
     """Each point's last row of `model` in the search, with its stored curve."""
     rows = read_results(results_path(out_dir, name))
     if rows.empty or "model" not in rows:
@@ -430,7 +429,7 @@ def _older_rule(out_dir: Path, name: str, model: str, space: Mapping[str, Dimens
     report today's rule would have made (none of PRUNE_ON, or none past its warm-up), so
     today's pruner could not have stopped it. A recipe outside today's space is left out."""
     out: dict[str, dict[str, Any]] = {}
-    for row, curve in _rows(out_dir, name, model):
+    for row, curve in trial_rows(out_dir, name, model):
         if _outcome_of(row).get("state") != optuna.trial.TrialState.PRUNED \
                 or _reports(curve, unit, last, _warmup(row)):
             continue
@@ -550,98 +549,6 @@ def _outcome_of(row: pd.Series) -> dict[str, Any]:
     if str(row.get("stopped_by", "")) == "pruned":
         return {"state": optuna.trial.TrialState.PRUNED}
     return failed if pd.isna(value) else {"values": float(value)}
-
-
-def summary(search: Search, out_dir: Path) -> pd.DataFrame:
-    """One row per model: trials by state, the best recipe and its dev BLEU, and which of
-    its values sit at an edge of the searched range (a range that may not hold the best)."""
-    rows = read_results(results_path(out_dir, search.name))
-    out = []
-    for base in search.base:
-        space = search.space[base.subject]
-        row = best_row(rows, base.subject)
-        mine = rows[rows["model"] == base.subject] if not rows.empty else rows
-        line: dict[str, Any] = {"model": base.subject, "trials": len(mine)}
-        if "stopped_by" in mine:
-            line["pruned"] = int((mine["stopped_by"] == "pruned").sum())
-        if row is not None:
-            recipe = recipe_of(row, space)
-            line |= {"trial": trial_number(rows, base.subject, row["point_id"]),
-                     KEY: float(row[KEY]), **_retrieval(row), **recipe,
-                     "at_edge": ", ".join(k for k, v in recipe.items() if _at_edge(space[k], v))}
-        out.append(line)
-    return pd.DataFrame(out)
-
-
-def _retrieval(row: pd.Series) -> dict[str, float]:
-    """The retrieval baseline's dev BLEU on the trial's curve verses (its `target_bleu`,
-    where the suite targets retrieval): the bar a recipe's best must clear."""
-    value = pd.to_numeric(row.get("target_bleu"), errors="coerce")
-    if row.get("target_from") != "retrieval" or pd.isna(value):
-        return {}
-    return {"retrieval_dev_bleu": float(value)}
-
-
-def document(search: Search, out_dir: Path) -> str:
-    """<out>/NAME/search.md: the space searched per model, the trials, the best recipes."""
-    table = summary(search, out_dir)
-    lines = [f"# Tuning search `{search.name}`", "",
-             f"Optuna {optuna.__version__}: TPE sampler ({search.startup} random "
-             f"trials first), successive-halving pruner (eta {search.eta}, rungs at 1/"
-             f"{search.eta ** (search.rungs - 1)} of each trial's FLOP budget and up), "
-             f"{search.trials} finished trials per model asked for; the objective is the best "
-             "greedy dev BLEU on the trial's curve, the rungs compare the best dev "
-             "perplexity; `retrieval_dev_bleu` is the retrieval baseline's on the same dev "
-             "verses. Written by "
-             f"`tvr tune {search.name}` from the trials' rows in results.csv.", "",
-             "## Space", "", "| model | key | range |", "|---|---|---|"]
-    for model, space in search.space.items():
-        for key, dim in space.items():
-            lines.append(f"| {model} | {key} | {dim[0]} {', '.join(map(str, dim[1:]))} |")
-    lines += ["", "## Best finished trial per model", "",
-              table.astype(object).where(table.notna(), None).to_markdown(  # blank: no trial
-                  index=False, floatfmt=".4g", missingval="") if not table.empty else
-              "(no trials yet)", ""]
-    ranked = signal_table(search, out_dir)
-    lines += ["## The pruning signal against the objective", "",
-              "For the trials that ran to their end (not pruned), the Spearman rank "
-              "correlation (`rho`, with its p-value) between a signal at a rung and the "
-              "trial's objective, its best greedy dev BLEU: `dev_ppl`, -ln of the best dev "
-              "perplexity so far (what the rungs compare), and `dev_bleu_greedy`, the best "
-              "greedy dev BLEU so far (what an earlier rule compared), each read at the "
-              "trial's first evaluation at or past the rung, warm-up or not; `trials`: those "
-              "with both signals there (one run before the curves measured perplexity has "
-              "none), `pooled` every model's together. A pruned trial has no objective, so "
-              "the trials the rungs stopped are not in it.", "",
-              ranked.astype(object).where(ranked.notna(), None).to_markdown(
-                  index=False, floatfmt=("", "", "", ".2f", ".2g", ".2f", ".2g"),
-                  missingval="") if not ranked.empty else
-              "(no trial has run to its end yet)", ""]
-    return "\n".join(lines)
-
-
-def signal_table(search: Search, out_dir: Path) -> pd.DataFrame:
-    """How well each pruning signal at each rung below the budget (1/9, 1/3 of it) ranks
-    the search's finished trials as their objective does (harness.run.rungs)."""
-    units = {b.subject: rung_unit(b, search) for b in search.base}
-    steps = {f"1/{search.eta ** (search.rungs - 1 - k)}": STEPS_PER_RUNG * search.eta ** k
-             for k in range(search.rungs - 1)}
-    return rungs.ranks(((b.subject, row, curve) for b in search.base
-                        for row, curve in _rows(out_dir, search.name, b.subject)), units, steps)
-
-
-def _at_edge(dim: Dimension, value: Any) -> bool:
-    """Within 5% of the range's width (log width for "log") of an end; a choice: the first
-    or last of an ordered numeric set (a yes/no choice has no edge)."""
-    kind, *args = dim
-    if kind == "choice":
-        values = list(args[0])
-        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-        return numeric and value in (min(values), max(values))
-    lo, hi = args
-    if kind in ("log", "int-log"):
-        lo, hi, value = math.log(lo), math.log(hi), math.log(value)
-    return min(value - lo, hi - value) <= 0.05 * (hi - lo)
 
 
 def bases(search: Search, only: tuple[str, ...]) -> list[Point]:

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 import experiments
 from harness.cli import cli
 from harness.results import read_results, read_series, results_path
-from harness.run import tune
+from harness.run import search_doc, tune
 from harness.train.translation import recipe
 from harness.train.translation.data import TrainStream, make_batch
 from harness.train.translation.train import Plan, train
@@ -211,17 +211,18 @@ def test_pruned_trials_do_not_compete_and_edges_are_flagged():
                          "model": "transformer", "status": "ok",
                          recipe.KEY: [9.0, 5.0, 4.0], "stopped_by": ["pruned", "budget", "steps"]})
     assert recipe.best_row(rows, "transformer")["point_id"] == "b"
-    assert tune._at_edge(("log", 1e-4, 1e-2), 1e-2) and not tune._at_edge(("log", 1e-4, 1e-2), 1e-3)
-    assert tune._at_edge(("choice", (1024, 2048, 4096)), 4096)
-    assert not tune._at_edge(("choice", ("pre", "post")), "pre")  # unordered: no edge
-    assert not tune._at_edge(("choice", (False, True)), True)  # yes or no: no edge
+    edge = search_doc._at_edge
+    assert edge(("log", 1e-4, 1e-2), 1e-2) and not edge(("log", 1e-4, 1e-2), 1e-3)
+    assert search_doc._at_edge(("choice", (1024, 2048, 4096)), 4096)
+    assert not search_doc._at_edge(("choice", ("pre", "post")), "pre")  # unordered: no edge
+    assert not search_doc._at_edge(("choice", (False, True)), True)  # yes or no: no edge
 
 
 def test_the_summary_gives_the_retrieval_bar_only_where_the_target_is_retrieval():
     row = pd.Series({"target_from": "retrieval", "target_bleu": 5.4})
-    assert tune._retrieval(row) == {"retrieval_dev_bleu": 5.4}
-    assert tune._retrieval(pd.Series({"target_bleu": 0.01})) == {}  # a fixed target
-    assert tune._retrieval(pd.Series({"target_from": "retrieval", "target_bleu": None})) == {}
+    assert search_doc._retrieval(row) == {"retrieval_dev_bleu": 5.4}
+    assert search_doc._retrieval(pd.Series({"target_bleu": 0.01})) == {}  # a fixed target
+    assert search_doc._retrieval(pd.Series({"target_from": "retrieval", "target_bleu": None})) == {}
 
 
 class _Tiny(torch.nn.Module):

@@ -15,7 +15,7 @@ import pytest
 from scipy import stats
 
 import experiments
-from harness.run import rungs, tune
+from harness.run import rungs, search_doc, tune
 
 ROOT = Path(__file__).resolve().parents[3]
 CPU = "translation-cpu-tune"
@@ -116,7 +116,7 @@ def test_the_committed_trials_table_is_scipys_spearman_of_the_rows_and_curves():
             want.append({"model": row["model"], "rung": rung, "ppl": -math.log(ppl.min()),
                          "bleu": bleu.max(), "final": row["best_dev_bleu_greedy"]})
     want = pd.DataFrame(want)
-    table = tune.signal_table(s, out).set_index(["model", "rung"])
+    table = search_doc.signal_table(s, out).set_index(["model", "rung"])
     groups = [*want.groupby(["model", "rung"]),
               *((("pooled", r), g) for r, g in want.groupby("rung"))]
     assert len(table) == len(groups) == 2 * (len(s.base) + 1)
@@ -126,6 +126,6 @@ def test_the_committed_trials_table_is_scipys_spearman_of_the_rows_and_curves():
             expected = stats.spearmanr(group[signal], group["final"]).statistic
             assert table.loc[key, column] == pytest.approx(expected, abs=1e-12), (key, signal)
     assert table.loc[("pooled", "1/9"), "trials"] >= 30  # every model's finished trials
-    doc = tune.document(s, out)
+    doc = search_doc.document(s, out)
     assert "## The pruning signal against the objective" in doc
     assert "| pooled         | 1/9    |" in doc
