@@ -307,13 +307,17 @@ def _not_learned(df: pd.DataFrame, mean: pd.Series, rule: str) -> Evidence:
     p, d = mean.idxmax()
     at = attn[(attn["pairs"] == p) & (attn["d_model"] == d)]
     lr = f" (lr {at['lr'].iloc[0]:g})" if "lr" in at else ""
+    some = int((at["final_accuracy"] >= RECALLED).sum())  # seeds that learned it there
+    split = (f" ({some} of them at {RECALLED} or more: whether attention learns recall at "
+             "this size depends on the seed)" if some else "")
     why = (f"attention has not learned recall at any setting: its best mean accuracy "
            f"{fmt(float(mean.max()))} at {p} pairs, d = {d}{lr}, {at['seed'].nunique()} "
-           f"seeds, below {RECALLED}. {_by_pairs(df)}. No-recall floor: "
+           f"seeds{split}, below {RECALLED}. {_by_pairs(df)}. No-recall floor: "
            f"{_floors(df['pairs'])}. To pass: "
            + ("a suite trained long enough for attention to learn recall, "
               f"{RECALL_RUN}" if suite == "rematch-quick" else
-              f"longer training in `tvr run {suite}`"))
+              f"the planned runs of `tvr run {suite}` where it has some (the finished gate), "
+              "else longer training or another learning rate"))
     return Evidence(f"{suite}, study {STUDY}", why, INCONCLUSIVE, rule, _scale(df),
                     figure=f"{suite}/mqar-state.png", scope=_recall_scope(df))
 

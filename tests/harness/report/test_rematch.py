@@ -167,6 +167,21 @@ def test_recall_waits_for_attention_to_learn_and_says_how_far_it_got(tmp_path):
     assert evidence.measured.startswith("attention has not learned recall at any setting: its "
                                         "best mean accuracy 0.9 at 2 pairs, d = 32 (lr 0.003)")
     assert "not run" not in evidence.measured and "tvr run mqar-cpu" in evidence.measured
+    assert "depends on the seed" not in evidence.measured  # no seed learned it
+
+
+def test_recall_says_when_learning_it_depends_on_the_seed(tmp_path):
+    """Two seeds of three at 99.5%, the third at the floor: the mean is below 99%, and the
+    reason says how many seeds learned recall there."""
+    rows = mqar_rows({"self-attention": (0.995, 0.6, 0.4)} | RECURRENT_LOW, spread=0.0)
+    for row in rows:
+        if row["mixer_kind"] == "self-attention" and row["seq_len"] == 2 and row["seed"] == 2:
+            row["final_accuracy"] = 0.75
+    evidence = _recall(tmp_path, rows)
+    assert evidence.verdict == rules.INCONCLUSIVE
+    assert "at 2 pairs, d = 32 (lr 0.003), 3 seeds (2 of them at 0.99 or more: whether " \
+           "attention learns recall at this size depends on the seed), below 0.99" in \
+        evidence.measured
 
 
 def test_each_mixer_at_its_best_learning_rate_per_setting_and_each_width_judged(tmp_path):
