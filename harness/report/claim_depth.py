@@ -4,6 +4,8 @@ residual connections preserve through depth (suite `residual`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -16,7 +18,7 @@ from harness.report.claim_training import (
     training_scale,
 )
 from harness.report.evidence import Claim, Evidence, Missing, Stored, scale_facts
-from harness.report.gates import Gate, agree_gate, below_tests, range_gate
+from harness.report.gates import Comparison, Gate, agree_gate, below_tests, range_gate
 from harness.report.rulebook import PROBE, TRAINED_QUALITY
 from harness.report.stats import fmt, spread, t_interval
 from harness.report.verdicts import CONTRADICTS, QUALIFIED, SUPPORTS
@@ -89,6 +91,46 @@ def _mean_ci(values: pd.Series) -> str:
     return f"{fmt(float(values.mean()))} [{fmt(lo)}, {fmt(hi)}]"
 
 
+@dataclass(frozen=True)
+class _Placement:
+    """One norm placement at the deepest depth: its arms, the signal comparison, which arms
+    lost the gradient (|log10| at or over PASSED_BACK in some seed) and its sentence."""
+    arms: dict[str, pd.DataFrame]
+    signal: Comparison
+    lost: tuple[str, ...]  # "with", "without"
+    text: str
+
+
+def _placement(norm: str, g: pd.DataFrame, depth: int) -> _Placement:
+    ln = _LN[norm]
+    with_, without = g[g["kept"]], g[~g["kept"]]
+    if with_.empty or without.empty:
+        raise Missing(RESIDUAL_SUITE, f"{ln} at depth {depth} needs rows with and without "
+                      "the residual branch")
+    c = power.versus(without, with_, "signal_last_over_input",
+                     f"{ln} depth {depth}: signal kept, with vs without residual")
+    lost = tuple(k for k, d in (("with", with_), ("without", without))
+                 if float(d["passed"].abs().max()) >= PASSED_BACK)
+    text = (f"{ln}: signal kept {_mean_ci(with_['signal_last_over_input'])} with the "
+            f"residual branch, {_mean_ci(without['signal_last_over_input'])} without "
+            f"({c.text()}); log10 gradient norm at the input over the last layer's "
+            f"{_mean_ci(with_['passed'])} with, {_mean_ci(without['passed'])} without")
+    return _Placement({f"{ln} with": with_, f"{ln} without": without}, c, lost, text)
+
+
+def _by_norm(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """Post-LN first, then Pre-LN."""
+    return sorted(((str(n), g) for n, g in frame.groupby("norm")), key=lambda kv: kv[0] != "post")
+
+
+def _signal_by_depth(rows: pd.DataFrame) -> str:
+    def mean(g: pd.DataFrame) -> str:
+        return fmt(float(g["signal_last_over_input"].mean()))
+    return "; ".join(f"depth {int(d)}: " + ", ".join(
+        f"{_LN[n]} {mean(g[g['kept']])} with, {mean(g[~g['kept']])} without"
+        for n, g in _by_norm(dg)) for d, dg in rows.groupby("n_layers"))
+
+
 def residual_connections(stored: Stored) -> Evidence:
     """At the deepest depth measured, for Post-LN and Pre-LN apart: the signal half (token
     diversity the last layer keeps of the input, with against without the residual branch)
@@ -98,37 +140,12 @@ def residual_connections(stored: Stored) -> Evidence:
                        passed=np.log10(rows["grad_input_over_output"].astype(float)))
     deepest = int(rows["n_layers"].max())
     depths = ", ".join(str(int(d)) for d in sorted(rows["n_layers"].unique()))
-    at = rows[rows["n_layers"] == deepest]
-    arms, comps, texts, lost = {}, [], [], []
-    for norm, g in sorted(at.groupby("norm"), key=lambda kv: str(kv[0]) != "post"):
-        with_, without = g[g["kept"]], g[~g["kept"]]
-        if with_.empty or without.empty:
-            raise Missing(RESIDUAL_SUITE, f"{_LN[norm]} at depth {deepest} needs rows with "
-                          "and without the residual branch")
-        arms |= {f"{_LN[norm]} with": with_, f"{_LN[norm]} without": without}
-        c = power.versus(without, with_, "signal_last_over_input",
-                         f"{_LN[norm]} depth {deepest}: signal kept, with vs without residual")
-        comps.append(c)
-        far = {k: float(d["passed"].abs().max()) for k, d in
-               (("with", with_), ("without", without))}
-        lost += [(norm, k) for k, v in far.items() if v >= PASSED_BACK]
-        texts.append(
-            f"{_LN[norm]}: signal kept {_mean_ci(with_['signal_last_over_input'])} with the "
-            f"residual branch, {_mean_ci(without['signal_last_over_input'])} without "
-            f"({c.text()}); log10 gradient norm at the input over the last layer's "
-            f"{_mean_ci(with_['passed'])} with, {_mean_ci(without['passed'])} without")
-    trend = "; ".join(
-        f"depth {int(d)}: " + ", ".join(
-            f"{_LN[n]} {fmt(float(g.loc[g['kept'], 'signal_last_over_input'].mean()))} with, "
-            f"{fmt(float(g.loc[~g['kept'], 'signal_last_over_input'].mean()))} without"
-            for n, g in sorted(dg.groupby("norm"), key=lambda kv: str(kv[0]) != "post"))
-        for d, dg in rows.groupby("n_layers"))
-    wrong = [c for c in comps if c.separated and c.diff < 0]
+    placed = [_placement(n, g, deepest) for n, g in _by_norm(rows[rows["n_layers"] == deepest])]
+    comps = [p.signal for p in placed]
     kept_signal = all(c.separated and c.diff > 0 for c in comps)
-    with_lost = [n for n, k in lost if k == "with"]
-    without_lost = {n for n, k in lost if k == "without"}
-    gradient_half = not with_lost and len(without_lost) == len(comps)
-    verdict = (CONTRADICTS if wrong or with_lost else
+    with_lost = any("with" in p.lost for p in placed)
+    gradient_half = not with_lost and all("without" in p.lost for p in placed)
+    verdict = (CONTRADICTS if with_lost or any(c.separated and c.diff < 0 for c in comps) else
                SUPPORTS if kept_signal and gradient_half else QUALIFIED)
     why = ("" if verdict != QUALIFIED else
            ". Qualified: " + "; ".join(x for x in (
@@ -141,22 +158,27 @@ def residual_connections(stored: Stored) -> Evidence:
         f"{RESIDUAL_SUITE}, layer-grads: Transformer LM stacks with and without the residual "
         f"branch around each sub-layer, depths {depths}, judged at depth {deepest}",
         f"Means with their 95% t-intervals over {rows['seed'].nunique()} seeds. "
-        f"{'. '.join(texts)}. Signal kept by depth (means): {trend}{why}",
-        verdict,
-        "at initialisation, at the deepest depth measured, Post-LN and Pre-LN each: the "
-        "signal half holds if the last layer keeps more of the input's token diversity "
-        "(||x - mean over positions|| / ||x||, the last layer's over the input's; 0: every "
-        "position the same vector) with the residual branch than without, separated by both "
-        "exact tests over seeds; the gradient half holds if the gradient norm reaching the "
-        f"input is within 10^{PASSED_BACK:g} of the one leaving the last layer in every seed "
-        "with the branch and not without it. Supports if both halves hold at both placements; "
-        "contradicts if the branch keeps less signal (separated) or loses the gradient; "
-        "else qualified, naming the half not shown. Gates: 5 seeds per arm, the tests agree",
-        training_scale(rows), (power.seeds(arms, RESIDUAL_SUITE), power.agree(comps)),
+        f"{'. '.join(p.text for p in placed)}. Signal kept by depth (means): "
+        f"{_signal_by_depth(rows)}{why}",
+        verdict, RESIDUAL_RULE, training_scale(rows),
+        (power.seeds({a: g for p in placed for a, g in p.arms.items()}, RESIDUAL_SUITE),
+         power.agree(comps)),
         tuple(t for c in comps for t in c.tests), scale_facts(rows),
         figure=f"{RESIDUAL_SUITE}/residual-depth.png",
         scope=probe_scope(rows, f"depths {depths}, d = {int(rows['d_model'].iloc[0])}, "
                                 f"n = {int(rows['seq_len'].iloc[0])}"))
+
+
+RESIDUAL_RULE = (
+    "at initialisation, at the deepest depth measured, Post-LN and Pre-LN each: the signal "
+    "half holds if the last layer keeps more of the input's token diversity (||x - mean over "
+    "positions|| / ||x||, the last layer's over the input's; 0: every position the same "
+    "vector) with the residual branch than without, separated by both exact tests over "
+    "seeds; the gradient half holds if the gradient norm reaching the input is within "
+    f"10^{PASSED_BACK:g} of the one leaving the last layer in every seed with the branch and "
+    "not without it. Supports if both halves hold at both placements; contradicts if the "
+    "branch keeps less signal (separated) or loses the gradient; else qualified, naming the "
+    "half not shown. Gates: 5 seeds per arm, the tests agree")
 
 
 def post_ln_depth(stored: Stored) -> Evidence:
