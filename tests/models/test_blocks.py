@@ -261,6 +261,19 @@ ENCODER_NAMES = layer_names(("self_attn",), 2)
 DECODER_NAMES = layer_names(("self_attn", "multihead_attn"), 3)
 
 
+def encoder_twins(norm: str, **ours_kwargs: object
+                   ) -> tuple[EncoderLayer, nn.TransformerEncoderLayer, torch.Tensor, torch.Tensor]:
+    """Our encoder layer (perturbed) and nn.TransformerEncoderLayer with its weights, in
+    float64, and an input with its twin for each."""
+    ours = EncoderLayer(D, HEADS, D_FF, dropout=0.0, norm=norm, **ours_kwargs).double()
+    ref = nn.TransformerEncoderLayer(D, HEADS, D_FF, dropout=0.0, activation="relu",
+                                     batch_first=True, norm_first=norm == "pre").double()
+    perturb_(ours)
+    copy_params_(ours, ref, ENCODER_NAMES)
+    x = rand(B, N, D, grad=True)
+    return ours, ref, x, twin(x)
+
+
 @pytest.mark.parametrize("backend", ["math", "sdpa"])
 @pytest.mark.parametrize("masks", ["none", "padding", "causal"])
 @pytest.mark.parametrize("norm", ["post", "pre"])
@@ -268,14 +281,7 @@ def test_encoder_layer_matches_nn_transformer_encoder_layer(
     norm: str, masks: str, backend: str
 ) -> None:
     causal = masks == "causal"
-    ours = EncoderLayer(D, HEADS, D_FF, dropout=0.0, norm=norm, attn_backend=backend,
-                        causal=causal).double()
-    ref = nn.TransformerEncoderLayer(D, HEADS, D_FF, dropout=0.0, activation="relu",
-                                     batch_first=True, norm_first=norm == "pre").double()
-    perturb_(ours)
-    copy_params_(ours, ref, ENCODER_NAMES)
-    x = rand(B, N, D, grad=True)
-    x_ref = twin(x)
+    ours, ref, x, x_ref = encoder_twins(norm, attn_backend=backend, causal=causal)
     kpm = right_padding([N, 2], N) if masks == "padding" else None
     out = ours(x, key_padding_mask=kpm)
     expected = ref(x_ref, src_mask=masked_above_diagonal(N) if causal else None,
@@ -307,13 +313,7 @@ def test_decoder_layer_matches_nn_transformer_decoder_layer(
 def test_encoder_layer_without_residual_is_the_same_sublayers_unsummed(norm: str) -> None:
     """residual=False: nn.TransformerEncoderLayer's own sub-layer blocks (its _sa_block and
     _ff_block, weights copied) composed without the `x +`: LN(F(x)) post, F(LN(x)) pre."""
-    ours = EncoderLayer(D, HEADS, D_FF, dropout=0.0, norm=norm, residual=False).double()
-    ref = nn.TransformerEncoderLayer(D, HEADS, D_FF, dropout=0.0, activation="relu",
-                                     batch_first=True, norm_first=norm == "pre").double()
-    perturb_(ours)
-    copy_params_(ours, ref, ENCODER_NAMES)
-    x = rand(B, N, D, grad=True)
-    x_ref = twin(x)
+    ours, ref, x, x_ref = encoder_twins(norm, residual=False)
     out = ours(x)
     if norm == "pre":
         h = ref._sa_block(ref.norm1(x_ref), None, None)
