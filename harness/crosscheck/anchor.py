@@ -402,6 +402,32 @@ def work_folder(out_dir: Path, point_id: str, model: str) -> Path:
     return Path(out_dir) / SUITE / WORK / f"{model}-{run_digest(point_id)}"
 
 
+def _config_columns(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A row's columns read from the toolkit's configuration: width, seed, depth, batch,
+    beam."""
+    enc, dec, testing = cfg["model"]["encoder"], cfg["model"]["decoder"], cfg["testing"]
+    return {"d_model": enc.get("hidden_size", 0), "seed": cfg.get("random_seed", 0),
+            "n_layers": enc.get("num_layers"), "decoder_layers": dec.get("num_layers"),
+            "batch_tokens": cfg["training"].get("batch_size"),
+            "batch_type": cfg["training"].get("batch_type", "sentence"),
+            "beam": testing.get("beam_size"), "alpha": testing.get("beam_alpha")}
+
+
+def _training_columns(work: Path, state: dict[str, Any], data: Export, budget_s: float
+                      ) -> dict[str, Any]:
+    """A row's columns read from the training the work folder holds: parameters, time,
+    sittings, updates, epochs, the toolkit's best checkpoint, the pairs trained on."""
+    last = checkpoint_stats(_latest(work))
+    return {"n_params": logged_params(work), "train_s": _spent(work, state),
+            "train_cpu_s": cpu_spent(state),
+            "train_budget_s": budget_s, "train_ended": state["ended"],
+            "sittings": len(_sittings(work)), "updates": last["steps"],
+            "epochs": last["total_tokens"] / data.epoch_tokens,
+            "train_tokens": last["total_tokens"], "best_step": last["best_ckpt_iter"],
+            "toolkit_best_dev_bleu_pieces_greedy": last["best_ckpt_score"],
+            "train_pairs": data.train_pairs, "train_pairs_too_long": data.too_long}
+
+
 def run_anchor(config_path: Path, out_dir: Path, corpus: Corpus, tok: Tokenizer,
                max_tokens: int, venv: Path = VENV, budget_s: float = TRAIN_SECONDS,
                resume: bool = True, echo: Callable[[str], None] = print,
@@ -430,7 +456,6 @@ def run_anchor(config_path: Path, out_dir: Path, corpus: Corpus, tok: Tokenizer,
     data = export(corpus, tok, max_tokens, work)
     state = train(venv, cfg, work, max_tokens, budget_s, echo, threads)
     kept, chosen = _decode_checkpoints(venv, cfg, work, max_tokens, corpus, tok, echo, threads)
-    last = checkpoint_stats(_latest(work))
     stem = f"{model}-s{cfg.get('random_seed', 0)}-{run_digest(point_id)}-cpu-{machine}"
     files: dict[str, list[str]] = {}
     values: dict[str, Any] = {}
@@ -440,31 +465,19 @@ def run_anchor(config_path: Path, out_dir: Path, corpus: Corpus, tok: Tokenizer,
                               TranslateOptions(), stem, files)
     for rel, lines in files.items():
         write_lines(table.parent / rel, lines)
-    enc, dec, testing = cfg["model"]["encoder"], cfg["model"]["decoder"], cfg["testing"]
     facts = machine_facts(torch.device("cpu")) | {
         "threads": threads, "torch_version": versions.get("torch", ""),
         "host": socket.gethostname(),
         "executor": "subprocess", "nice": os.nice(0), "git_commit": _git_commit()}
+    read = _config_columns(cfg)
     row = {"suite": SUITE, "point_id": point_id, "runner": TOOLKIT, "model": model, "mixer": "",
-           "seq_len": 0, "d_model": enc.get("hidden_size", 0), "batch_size": 0,
-           "device": "cpu", "dtype": "float32", "seed": cfg.get("random_seed", 0),
+           "seq_len": 0, "d_model": read.pop("d_model"), "batch_size": 0,
+           "device": "cpu", "dtype": "float32", "seed": read.pop("seed"),
            "status": "ok", "machine": machine, "study": "anchor",
            "toolkit": TOOLKIT, "toolkit_version": versions["joeynmt"],
            "config": str(shown or config_path), "config_sha256": sha, "corpus": corpus.name,
            "split": split_digest(corpus), "bpe": bpe, "max_tokens": max_tokens,
-           "n_layers": enc.get("num_layers"), "decoder_layers": dec.get("num_layers"),
-           "batch_tokens": cfg["training"].get("batch_size"),
-           "batch_type": cfg["training"].get("batch_type", "sentence"),
-           "beam": testing.get("beam_size"), "alpha": testing.get("beam_alpha"),
-           **values,
-           "n_params": logged_params(work), "train_s": _spent(work, state),
-           "train_cpu_s": cpu_spent(state),
-           "train_budget_s": budget_s, "train_ended": state["ended"],
-           "sittings": len(_sittings(work)), "updates": last["steps"],
-           "epochs": last["total_tokens"] / data.epoch_tokens,
-           "train_tokens": last["total_tokens"], "best_step": last["best_ckpt_iter"],
-           "toolkit_best_dev_bleu_pieces_greedy": last["best_ckpt_score"],
-           "train_pairs": data.train_pairs, "train_pairs_too_long": data.too_long,
+           **read, **values, **_training_columns(work, state, data, budget_s),
            **chosen, **(extra or {}),
            "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
            **facts}
