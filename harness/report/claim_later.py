@@ -237,22 +237,30 @@ def _order(mixer: str) -> tuple[int, str]:
     return (MIXER_ORDER.index(mixer) if mixer in MIXER_ORDER else len(MIXER_ORDER), mixer)
 
 
+RECALL_RULE = (
+    "each mixer at its best learning rate per setting (the highest mean accuracy over seeds, "
+    "as Zoology sweeps it); judged at each width at the most pairs at which attention has "
+    f"learned recall (mean accuracy >= {RECALLED}, as Zoology asks of attention); there, "
+    "supports if attention's accuracy is above every recurrent model's, separated by both "
+    "exact tests over seeds (p < 0.05), contradicts if a recurrent model's is so above "
+    f"attention's, else qualified; {INCONCLUSIVE} where attention has learned recall at no "
+    "setting (the models are then still on the way and their order says nothing about "
+    "capacity)")
+RECALL_GATES = (
+    f"Gates: {MIN_SEEDS}+ seeds per mixer and setting and enough for the exact tests over "
+    "seeds to reach p < 0.05 (4+), attention above the no-recall floor, accuracy off its "
+    "ceiling (two models recalling every pair cannot show who recalls more) and the floor, "
+    "the two exact tests over seeds agree on each recurrent model against attention")
+
+
 def attention_recalls_more(stored: Stored) -> Evidence:
     df = _recall_rows(stored)
     suite = str(df["suite"].iloc[0])
     attn = df[df["mixer_kind"] == "self-attention"].groupby(["pairs", "d_model"])
     mean = attn["final_accuracy"].mean()
-    rule = (f"each mixer at its best learning rate per setting (the highest mean accuracy "
-            f"over seeds, as Zoology sweeps it); judged at each width at the most pairs at "
-            f"which attention has learned recall (mean accuracy >= {RECALLED}, as Zoology "
-            "asks of attention); there, supports if attention's accuracy is above every "
-            "recurrent model's, separated by both exact tests over seeds (p < 0.05), "
-            "contradicts if a recurrent model's is so above attention's, else qualified; "
-            f"{INCONCLUSIVE} where attention has learned recall at no setting (the models are "
-            "then still on the way and their order says nothing about capacity)")
     learned = mean[mean >= RECALLED]
     if learned.empty:
-        return _not_learned(df, mean, rule)
+        return _not_learned(df, mean, RECALL_RULE)
     judged = [(int(learned.loc[:, d].index.max()), int(d))
               for d in sorted(learned.index.get_level_values("d_model").unique())]
     comps, arms, texts, gates = [], {}, [], {"baselines": [], "range": []}
@@ -289,12 +297,8 @@ def attention_recalls_more(stored: Stored) -> Evidence:
         f"{suite}, study {STUDY}: mixer-lm with only the mixer changed, judged at "
         + ", ".join(f"{p} pairs, d = {d}" for p, d in judged),
         f"{'. '.join(texts)}. {_by_pairs(df)}. No-recall floor: {_floors(df['pairs'])}",
-        verdict, rule + f". Gates: {MIN_SEEDS}+ seeds per mixer and setting and enough for "
-        "the exact tests over seeds to reach p < 0.05 (4+), attention above the no-recall "
-        "floor, accuracy off its ceiling (two models recalling every pair cannot show who "
-        "recalls more) and the floor, the two exact tests over seeds agree on each recurrent "
-        "model against attention" + ("; rematch-quick is too short to judge"
-                                     if suite == "rematch-quick" else ""),
+        verdict, f"{RECALL_RULE}. {RECALL_GATES}" + ("; rematch-quick is too short to judge"
+                                                     if suite == "rematch-quick" else ""),
         _scale(df), tuple(checks), tuple(t for _, c in comps for t in c.tests),
         figure=f"{suite}/mqar-state.png", scope=_recall_scope(df))
 
