@@ -235,7 +235,7 @@ EQUIVALENT = [
      'study = "mqar-state"\nmodels = ["mixer-lm"]\nseq_len = 8\nd_model = 32\nbatch_size = 64\n'
      'config = { d_ff = 128, dropout = 0.0, mixer_kind = "self-attention", n_heads = 4, '
      'n_layers = 2, pos_encoding = "learned" }\n'
-     '[grid.train]\ntask = "mqar"\nalphabet_size = 64\nsteps = 10000\nlr = 0.003\n'
+     '[grid.train]\ntask = "mqar"\nalphabet_size = 64\nsteps = 10000\nlr = 0.001\n'
      'eval_every = 100\ntarget = 0.99\n'),
     ("scaling-factor", dict(runner="attn-init", d_model=64),
      'study = "scaling-factor"\nmodels = ["transformer-lm"]\nseq_len = 32\nd_model = 64\n'

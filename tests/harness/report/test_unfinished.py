@@ -6,6 +6,7 @@ import pandas as pd
 import torch
 
 import experiments
+from experiments.rematch import MQAR_CPU_LRS
 from harness.plan import read_plan, write_plan
 from harness.report.claims import finished_gate
 from harness.report.evidence import Stored
@@ -81,6 +82,7 @@ def test_a_long_list_of_runs_left_is_named_in_part_and_counted(tmp_path):
     stored.read = [{"suite": "m", "filter": {}}]
     gate = finished_gate(stored)
     assert "m: 10 planned or started runs without a row yet" in gate.detail
-    # in plan order, a mixer's two learning rates named once
-    assert "(mqar-state-train-mixer-lm-self-attention-s0 x2, mqar-state-train-mixer-lm-lstm" \
-        in gate.detail
+    # in plan order, a mixer's learning rates named once
+    lrs = len(MQAR_CPU_LRS)
+    assert f"(mqar-state-train-mixer-lm-self-attention-s0 x{lrs}, mqar-state-train-mixer-lm-" \
+        "lstm" in gate.detail
