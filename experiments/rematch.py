@@ -167,8 +167,9 @@ def mqar_cpu() -> list[Point]:
     as MQAR's does. An update takes 7-13 ms at 8 pairs, d = 32 (twice that at 16 pairs), so
     a point that never reaches 99% costs 1.5-4 min. Measured for the 160 points at 3e-3 and
     1e-2 (one thread each, both cores busy): about 6,000 s of point time a seed, 6.7
-    core-hours; the 80 at 1e-3 are expected to add about half that. Resumable: `tvr run
-    mqar-cpu --executor ray`, or two sweeps into one --out."""
+    core-hours; at 1e-3, 185 s a point over the first 50 (attention mostly stops early, the
+    recurrent mixers run to the cap), so about 4 core-hours for its 80 and 11 in all.
+    Resumable: `tvr run mqar-cpu --executor ray`, or two sweeps into one --out."""
     return [_mqar_point("mqar-cpu", m, p, d, s, MQAR_CPU_STEPS, MQAR_CPU_ALPHABET, lr,
                         MQAR_CPU_BATCH, pos_encoding="learned")
             for s in MQAR_CPU_SEEDS for p, d in MQAR_CPU_GRID for m in MQAR_MIXERS

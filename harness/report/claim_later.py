@@ -199,7 +199,7 @@ def _scan_error(stored: Stored) -> str:
 # the recall claim's suites, the first with MQAR rows decides: the CPU-sized grid, the
 # GPU-sized one, the full rematch, then rematch-quick (too short to judge: shown only)
 RECALL_SUITES = ("mqar-cpu", "mqar", "rematch", "rematch-quick")
-RECALL_RUN = "`tvr run mqar-cpu --executor ray` (about 10 core-hours)"
+RECALL_RUN = "`tvr run mqar-cpu --executor ray` (about 11 core-hours)"
 
 
 def _recall_rows(stored: Stored) -> pd.DataFrame:
