@@ -269,15 +269,21 @@ def anchor_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
             _save_table(out_dir, suite, "anchor", table), *_crosscheck(out_dir, suite)]
 
 
+def _unreadable(path: Path, exc: Exception) -> str:
+    return (f"- {path.name} could not be read ({type(exc).__name__}: {exc}); "
+            "rerun `python -m harness.crosscheck.anchor_weights` on its run.")
+
+
 def _crosscheck(out_dir: Path, suite: str) -> list[str]:
     """The toolkit's trained weights run by our Transformer and decoding, one run per file
     (harness.crosscheck.anchor_weights writes crosscheck/<run>.json), where measured; a file
     that cannot be read is one line, never a lost report."""
     facts, rows = [], []
     for path, got in crosschecks(out_dir / suite):
+        if isinstance(got, Exception):
+            facts.append(_unreadable(path, got))
+            continue
         try:
-            if isinstance(got, Exception):
-                raise got
             rows += [{"run": path.stem, "decoding": name,
                       **{k: got[name].get(k) for k in CROSSCHECK_COLUMNS}}
                      for name in CROSSCHECK_ROWS if isinstance(got.get(name), dict)]
@@ -287,9 +293,8 @@ def _crosscheck(out_dir: Path, suite: str) -> list[str]:
                 f"toolkit's own forward on {got['check_positions']} target positions"
                 + (f"; dev perplexity {float(got['dev_ppl']):.2f} as our rows' `dev_ppl`"
                    if got.get("dev_ppl") is not None else ""))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            facts.append(f"- {path.name} could not be read ({type(exc).__name__}: {exc}); "
-                         "rerun `python -m harness.crosscheck.anchor_weights` on its run.")
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            facts.append(_unreadable(path, exc))
     if not facts:
         return []
     return ["", "#### The toolkit's weights in our Transformer", "",
