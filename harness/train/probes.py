@@ -136,21 +136,24 @@ def diversity(x: torch.Tensor) -> float:
 
 def depth_probe(model: nn.Module, batch: Batch) -> DepthProbe:
     """The task loss on one batch, backward: each Transformer layer's parameter gradient
-    norm, the token diversity of each layer's output relative to the first layer's input
-    (the signal the stack keeps), and the gradient reaching that input relative to the one
-    leaving the last layer (what the stack passes back). Layers in forward order."""
+    norm (every layer, forward order), and for the stack that feeds the output (an
+    encoder-decoder's decoder: the signal of one stream, never the encoder's input against
+    the decoder's output) the token diversity of each layer's output relative to the stack's
+    input (the signal it keeps) and the gradient reaching that input relative to the one
+    leaving its last layer (what it passes back)."""
     layers = [m for m in model.modules() if isinstance(m, (EncoderLayer, DecoderLayer))]
     if not layers:
         raise ValueError(f"{type(model).__name__} has no Transformer layers to probe")
-    seen: list[torch.Tensor] = []  # the first layer's input, then each layer's output
+    stack = [m for m in layers if type(m) is type(layers[-1])]
+    seen: list[torch.Tensor] = []  # the stack's first input, then each of its layers' outputs
 
     def keep(x: torch.Tensor) -> None:
         if x.requires_grad:
             x.retain_grad()  # a non-leaf: autograd drops its grad unless asked
         seen.append(x)
 
-    hooks = [layers[0].register_forward_pre_hook(lambda _m, args: keep(args[0])),
-             *(layer.register_forward_hook(lambda _m, _a, out: keep(out)) for layer in layers)]
+    hooks = [stack[0].register_forward_pre_hook(lambda _m, args: keep(args[0])),
+             *(layer.register_forward_hook(lambda _m, _a, out: keep(out)) for layer in stack)]
     try:
         model.zero_grad(set_to_none=True)
         masked_loss(batch.logits(model), batch).backward()
@@ -163,7 +166,7 @@ def depth_probe(model: nn.Module, batch: Batch) -> DepthProbe:
                  if p.grad is not None)
         norms.append(math.sqrt(sq))
     model.zero_grad(set_to_none=True)
-    first, outputs = seen[0], seen[1:len(layers) + 1]
+    first, outputs = seen[0], seen[1:len(stack) + 1]
     grads = [first.grad, outputs[-1].grad]
     passed = float(grads[0].double().norm() / grads[1].double().norm()) \
         if all(g is not None for g in grads) else math.nan

@@ -227,6 +227,21 @@ def test_depth_probe_reads_the_signal_and_gradient_the_stack_passes() -> None:
         assert len(probe.grad_norms) == 12 and all(n > 0 for n in probe.grad_norms)
         kept[residual] = probe.signal[-1]
     assert kept[False] < 0.05 < 0.3 < kept[True], kept
+    # an encoder-decoder: gradients of all 2 + 2 layers, the signal of the decoder's stream
+    task = make_task("copy", 8, 16, "seq2seq", seed=0)
+    seq2seq = task.train_batch(0, 4)
+    torch.manual_seed(0)
+    model = models.build("transformer", vocab_size=task.vocab_size, d_model=32, n_layers=2,
+                         n_heads=2, d_ff=64, dropout=0.0)
+    probe = depth_probe(model, seq2seq)
+    memory = model.encode(seq2seq.src)
+    y0 = model.drop(model.pos(model.embed(seq2seq.tgt_in)))
+    outs, y = [], y0
+    for layer in model.decoder:
+        y = layer(y, memory)
+        outs.append(y)
+    assert len(probe.grad_norms) == 4
+    assert probe.signal == pytest.approx([diversity(o) / diversity(y0) for o in outs], rel=1e-9)
     same = torch.ones(2, 5, 3)
     assert diversity(same) == 0.0 and diversity(torch.randn(2, 5, 3)) > 0.5
 
