@@ -283,11 +283,11 @@ def _crosscheck(out_dir: Path, suite: str) -> list[str]:
         if isinstance(got, Exception):
             facts.append(_unreadable(path, got))
             continue
-        try:
-            rows += [{"run": path.stem, "decoding": name,
-                      **{k: got[name].get(k) for k in CROSSCHECK_COLUMNS}}
-                     for name in CROSSCHECK_ROWS if isinstance(got.get(name), dict)]
-            facts.append(
+        try:  # both built before either is kept: a run is in the table and text, or neither
+            run = [{"run": path.stem, "decoding": name,
+                    **{k: got[name].get(k) for k in CROSSCHECK_COLUMNS}}
+                   for name in CROSSCHECK_ROWS if isinstance(got.get(name), dict)]
+            fact = (
                 f"- `{got['checkpoint']}` (update {got['step']}): teacher-forced "
                 f"log-probabilities within {float(got['logprob_max_abs_diff']):.1e} of the "
                 f"toolkit's own forward on {got['check_positions']} target positions"
@@ -295,6 +295,9 @@ def _crosscheck(out_dir: Path, suite: str) -> list[str]:
                    if got.get("dev_ppl") is not None else ""))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             facts.append(_unreadable(path, exc))
+        else:
+            rows += run
+            facts.append(fact)
     if not facts:
         return []
     return ["", "#### The toolkit's weights in our Transformer", "",

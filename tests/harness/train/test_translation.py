@@ -652,9 +652,11 @@ def test_the_anchor_section_shows_the_crosscheck_when_measured(tmp_path) -> None
     assert re.search(r"\| run-b +\| beam4_our_rule +\| +1.2 +\| +14.2 ", text)
     assert (tmp_path / "translation-anchor" / "crosscheck.csv").is_file()
     for broken in ('{"checkpoint": "c", "st', '{"step": 1}', '[1, 2]',
-                   '{"checkpoint": "c", "step": 1, "logprob_max_abs_diff": null}'):
+                   '{"checkpoint": "c", "step": 1, "logprob_max_abs_diff": null}',
+                   '{"step": 1, "beam4": {"bleu": 9.5, "alpha": 0.6}}'):
         (folder / "run-b.json").write_text(broken)
         lines = anchor_section(tmp_path, "translation-anchor", rows)
         assert any("run-b.json could not be read" in line for line in lines), broken
+        assert not any(re.search(r"\| run-b ", line) for line in lines), broken  # nor shown
         assert any("13.6" in line for line in lines)  # the toolkit's own table stays
         assert any(re.search(r"\| run-a +\| beam4 ", line) for line in lines)  # still read
