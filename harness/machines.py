@@ -8,7 +8,6 @@ import os
 import secrets
 import socket
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -43,27 +42,31 @@ _machine_tag: str | None = None  # read once per process: every row of a run nam
 
 
 def _kept_tag(path: Path) -> str:
-    """The tag kept in `path`, drawn and written first if missing. O_EXCL makes two first
-    runs agree on one tag; a reader may find the winner's file still empty for a moment."""
+    """The tag kept in `path`, drawn and written first if missing. A drawn tag is written
+    to a file of its own and linked into place, and a link fails where the file exists: so
+    the file is never seen half-written, and two first runs agree on one tag. An empty file
+    (left by a run killed mid-write under an older version) is replaced, never kept."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        pass  # drawn before, by this process or another one
+        tag = _read_tag(path)
+        if not tag:
+            drawn = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            drawn.write_text(secrets.token_hex(3) + "\n", encoding="utf-8")
+            try:
+                os.link(drawn, path)  # FileExistsError: another run linked its tag first
+            except FileExistsError:
+                if not _read_tag(path):  # no: an empty file a killed run left
+                    os.replace(drawn, path)
+            finally:
+                drawn.unlink(missing_ok=True)
+            tag = _read_tag(path)
     except OSError as exc:
         return _unkept_tag(path, exc)
-    else:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(secrets.token_hex(3) + "\n")
-    for _ in range(100):
-        try:
-            tag = path.read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            return _unkept_tag(path, exc)
-        if tag:
-            return tag
-        time.sleep(0.01)
-    return _unkept_tag(path, RuntimeError("the file stays empty"))
+    return tag or _unkept_tag(path, RuntimeError("the file stays empty"))
+
+
+def _read_tag(path: Path) -> str:
+    return path.read_text(encoding="utf-8").strip() if path.exists() else ""
 
 
 def _unkept_tag(path: Path, why: BaseException) -> str:

@@ -169,9 +169,20 @@ def test_this_machine_is_named_by_env_or_a_kept_tag(tmp_path: Path,
     assert machines.this_machine() != first  # a new home is a new machine
 
 
+def test_an_empty_tag_file_is_replaced_once_and_then_kept(tmp_path: Path) -> None:
+    """A run killed between creating machine-id and writing it left it empty: the next
+    draws a tag into it, and every run after reads that one."""
+    path = tmp_path / "machine-id"
+    path.write_text("")
+    tag = machines._kept_tag(path)
+    assert len(tag) == 6 and path.read_text().strip() == tag
+    assert machines._kept_tag(path) == tag
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["machine-id"]  # no draft left
+
+
 def test_first_runs_started_together_agree_on_one_tag(tmp_path: Path) -> None:
     """Six processes, forked and released at one moment (each waits for the end of one pipe),
-    each draw the tag of one new machine-id file: O_EXCL lets one write it, the rest read it.
+    each draw the tag of one new machine-id file: one links its tag in, the rest read it.
     (Spawned processes spent seconds importing, and so started one after another.)"""
     path, start_read, start_write, children = tmp_path / "machine-id", *os.pipe(), []
     for _ in range(6):
