@@ -210,6 +210,7 @@ class Set:
     key: str
     value: str
     option: str = "--set"  # what messages call it: a suite file's `[set]` says "set"
+    shown: str = ""  # the value as the folder names it (named); "": as written
 
     @classmethod
     def parse(cls, text: str) -> Set:
@@ -224,18 +225,20 @@ class Set:
 
     @property
     def suffix(self) -> str:
-        return f"{self.key}-{self.value}"
+        return f"{self.key}-{self.shown or self.value}"
 
     def named(self, points: list[Point]) -> Set:
-        """This setting with its value written one way for its type (`0`, `0.0` and `0e0`
-        are one dropout, so one folder: `--set dropout=0`), as the first point that has
-        the key reads it; a value the points cannot read is left for `check` to refuse."""
+        """This setting with its folder name written one way for its type (`0`, `0.0` and
+        `0e0` are one dropout, so one folder: `--set dropout=0`), as the first point that
+        has the key reads it; each point still reads the value as written, as its own type
+        (4000 stays an int where a point takes one); a value the points cannot read is left
+        for `check` to refuse."""
         kind = next(filter(None, (_kind(p, self.key) for p in points)), None)
         try:
             value = _read(self.key, self.value, kind[1]) if kind else None
         except ValueError:
             return self
-        return self if value is None else replace(self, value=_name(value))
+        return self if value is None else replace(self, shown=_name(value))
 
     def check(self, points: list[Point], suite: str) -> None:
         if not any(_kind(p, self.key) for p in points):

@@ -183,3 +183,20 @@ def test_set_keeps_values_within_their_meaning():
                         ("convergence-smoke", "lr=3e-4"), ("smoke", "seed=4294967295")]:
         o.apply(experiments.points(suite), [o.Set.parse(text)], suite)
 
+
+
+def test_the_folder_name_is_canonical_and_each_point_reads_the_value_as_written():
+    """One point types a config key as float (a suite file wrote 2048.0), another as int:
+    `--set d_ff=4000` names one folder as the first reads it and sets 4000 in both, each
+    in its own type (the canonical name `4e3` is for the folder, never re-read)."""
+    import dataclasses
+
+    base = next(p for p in experiments.points("translation-quick")
+                if p.runner == "translate" and p.subject == "transformer")
+    config = dict(base.config)
+    floated = dataclasses.replace(base, config=tuple((config | {"d_ff": 2048.0}).items()))
+    inted = dataclasses.replace(base, config=tuple((config | {"d_ff": 2048}).items()), seed=9)
+    chosen, name = o.apply([floated, inted], [o.Set.parse("d_ff=4000")], "t")
+    assert name == "d_ff-4e3"
+    got = [dict(p.config)["d_ff"] for p in chosen]
+    assert got == [4000.0, 4000] and [type(v) for v in got] == [float, int]
