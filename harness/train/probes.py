@@ -124,6 +124,7 @@ class DepthProbe:
     grad_norms: list[float]  # ||grad|| of each layer's parameters, input side first
     signal: list[float]  # each layer's output token diversity over the stack input's
     grad_in_over_out: float  # ||dL/d(stack input)|| over ||dL/d(last layer's output)||
+    first: int = 1  # the layer number (1 = nearest the input) of the signal's first layer
 
 
 def diversity(x: torch.Tensor) -> float:
@@ -170,13 +171,14 @@ def depth_probe(model: nn.Module, batch: Batch) -> DepthProbe:
     grads = [first.grad, outputs[-1].grad]
     passed = float(grads[0].double().norm() / grads[1].double().norm()) \
         if all(g is not None for g in grads) else math.nan
-    return DepthProbe(norms, [diversity(o) / diversity(first) for o in outputs], passed)
+    return DepthProbe(norms, [diversity(o) / diversity(first) for o in outputs], passed,
+                      len(layers) - len(stack) + 1)
 
 
 def run_layer_grads(point: Point, ctx: Context) -> Result:
     """At initialisation (depth_probe): the gradient norm of every layer, series
-    "layer_grad_norm", and the signal each keeps, series "layer_signal" (step = layer
-    number, 1 = nearest the input)."""
+    "layer_grad_norm", and the signal each layer of the output's stack keeps, series
+    "layer_signal" (step = layer number, 1 = nearest the input, in both)."""
     device = ctx.device
     spec = train_spec(point, str(device))
     model = build_model(point, spec, device).train()
@@ -189,7 +191,7 @@ def run_layer_grads(point: Point, ctx: Context) -> Result:
                    "signal_last_over_input": probe.signal[-1],
                    "grad_input_over_output": probe.grad_in_over_out},
                   {"layer_grad_norm": list(enumerate(norms, start=1)),
-                   "layer_signal": list(enumerate(probe.signal, start=1))})
+                   "layer_signal": list(enumerate(probe.signal, start=probe.first))})
 
 
 # ---------------------------------------------------------------- gradient vs distance

@@ -240,7 +240,7 @@ def test_depth_probe_reads_the_signal_and_gradient_the_stack_passes() -> None:
     for layer in model.decoder:
         y = layer(y, memory)
         outs.append(y)
-    assert len(probe.grad_norms) == 4
+    assert len(probe.grad_norms) == 4 and probe.first == 3  # the decoder's: layers 3 and 4
     assert probe.signal == pytest.approx([diversity(o) / diversity(y0) for o in outs], rel=1e-9)
     same = torch.ones(2, 5, 3)
     assert diversity(same) == 0.0 and diversity(torch.randn(2, 5, 3)) > 0.5
