@@ -80,7 +80,8 @@ def exploding_gradients(stored: Stored) -> Evidence:
 
 RESIDUAL_SUITE = "residual"  # the stacks with and without residual branches, at init
 PASSED_BACK = 1.0  # |log10| of the gradient reaching the input over the one leaving the
-# last layer: within 10x either way counts as passed back (the bound EXPLODED uses above)
+# last layer: within 10x either way counts as passed back (the bound EXPLODED uses above);
+# at or below -PASSED_BACK in every seed, lost; at or above +PASSED_BACK in some, grown
 
 
 _LN = {"post": "Post-LN", "pre": "Pre-LN"}
@@ -93,11 +94,13 @@ def _mean_ci(values: pd.Series) -> str:
 
 @dataclass(frozen=True)
 class _Placement:
-    """One norm placement at the deepest depth: its arms, the signal comparison, which arms
-    lost the gradient (|log10| at or over PASSED_BACK in some seed) and its sentence."""
+    """One norm placement at the judged depth: its arms, the signal comparison, which arms
+    lost the gradient (log10 at or below -PASSED_BACK in every seed), whether the arm with
+    the branch passed it back (|log10| below PASSED_BACK in every seed) and its sentence."""
     arms: dict[str, pd.DataFrame]
     signal: Comparison
     lost: tuple[str, ...]  # "with", "without"
+    passed_with: bool
     text: str
 
 
@@ -109,13 +112,20 @@ def _placement(norm: str, g: pd.DataFrame, depth: int) -> _Placement:
                       "the residual branch")
     c = power.versus(without, with_, "signal_last_over_input",
                      f"{ln} depth {depth}: signal kept, with vs without residual")
+    unmeasured = [k for k, d in (("with", with_), ("without", without))
+                  if d["passed"].isna().any()]
+    if unmeasured:
+        raise Missing(RESIDUAL_SUITE, f"{ln} at depth {depth}: the gradient ratio is not a "
+                      f"number in some seed {' and '.join(unmeasured)} the residual branch")
     lost = tuple(k for k, d in (("with", with_), ("without", without))
-                 if float(d["passed"].abs().max()) >= PASSED_BACK)
+                 if bool((d["passed"] <= -PASSED_BACK).all()))
+    passed_with = bool((with_["passed"].abs() < PASSED_BACK).all())
     text = (f"{ln}: signal kept {_mean_ci(with_['signal_last_over_input'])} with the "
             f"residual branch, {_mean_ci(without['signal_last_over_input'])} without "
             f"({c.text()}); log10 gradient norm at the input over the last layer's "
             f"{_mean_ci(with_['passed'])} with, {_mean_ci(without['passed'])} without")
-    return _Placement({f"{ln} with": with_, f"{ln} without": without}, c, lost, text)
+    return _Placement({f"{ln} with": with_, f"{ln} without": without}, c, lost, passed_with,
+                      text)
 
 
 def _by_norm(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
@@ -132,28 +142,32 @@ def _signal_by_depth(rows: pd.DataFrame) -> str:
 
 
 def residual_connections(stored: Stored) -> Evidence:
-    """At the deepest depth measured, for Post-LN and Pre-LN apart: the signal half (token
-    diversity the last layer keeps of the input, with against without the residual branch)
-    and the gradient half (the gradient norm passed back to the input within 10x)."""
+    """At the deepest depth measured, for Post-LN and Pre-LN apart (both: a depth missing
+    either is not judged): the signal half (token diversity the last layer keeps of the
+    input, with against without the residual branch) and the gradient half (the gradient
+    norm passed back to the input within 10x)."""
     rows = stored.rows(RESIDUAL_SUITE, study="residual", runner="layer-grads")
     rows = rows.assign(kept=rows["residual"].astype(str) == "True",
                        passed=np.log10(rows["grad_input_over_output"].astype(float)))
     deepest = int(rows["n_layers"].max())
     depths = ", ".join(str(int(d)) for d in sorted(rows["n_layers"].unique()))
-    placed = [_placement(n, g, deepest) for n, g in _by_norm(rows[rows["n_layers"] == deepest])]
+    at = rows[rows["n_layers"] == deepest]
+    absent = sorted(set(rows["norm"].astype(str)) - set(at["norm"].astype(str)))
+    if absent:
+        raise Missing(RESIDUAL_SUITE, f"{', '.join(_LN.get(n, n) for n in absent)} has no rows "
+                      f"at depth {deepest}, the deepest measured: every placement is judged")
+    placed = [_placement(n, g, deepest) for n, g in _by_norm(at)]
     comps = [p.signal for p in placed]
     kept_signal = all(c.separated and c.diff > 0 for c in comps)
     with_lost = any("with" in p.lost for p in placed)
-    gradient_half = not with_lost and all("without" in p.lost for p in placed)
+    gradient_half = all(p.passed_with and "without" in p.lost for p in placed)
     verdict = (CONTRADICTS if with_lost or any(c.separated and c.diff < 0 for c in comps) else
                SUPPORTS if kept_signal and gradient_half else QUALIFIED)
     why = ("" if verdict != QUALIFIED else
            ". Qualified: " + "; ".join(x for x in (
                "" if kept_signal else "the signal is not kept apart at every placement",
-               "" if gradient_half else "the gradient half is not tested here: without the "
-               "residual branch the gradient reaching the input stays within 10x of the one "
-               "leaving the last layer too (each sub-layer's LayerNorm rescales it), so "
-               "neither arm loses it at this depth") if x))
+               "" if gradient_half else "the gradient half is not shown here: "
+               + _gradient_why(placed)) if x))
     return Evidence(
         f"{RESIDUAL_SUITE}, layer-grads: Transformer LM stacks with and without the residual "
         f"branch around each sub-layer, depths {depths}, judged at depth {deepest}",
@@ -169,6 +183,25 @@ def residual_connections(stored: Stored) -> Evidence:
                                 f"n = {int(rows['seq_len'].iloc[0])}"))
 
 
+def _gradient_why(placed: list[_Placement]) -> str:
+    """Why the gradient half does not hold: the arm without the branch does not lose the
+    gradient in every seed, or the arm with it is not within 10x in every seed (grown or
+    shrunk: the range of its log10 ratio over seeds says which)."""
+    def name(p: _Placement) -> str:
+        return p.text.split(":")[0]
+
+    def spread(p: _Placement) -> str:
+        (with_,) = [g["passed"] for a, g in p.arms.items() if a.endswith(" with")]
+        return f"{name(p)} log10 {fmt(float(with_.min()))} to {fmt(float(with_.max()))}"
+    kept = [name(p) for p in placed if "without" not in p.lost]
+    off = [spread(p) for p in placed if not p.passed_with]
+    return "; ".join(x for x in (
+        f"without the residual branch the gradient reaching the input is not lost in every "
+        f"seed ({', '.join(kept)}: each sub-layer's LayerNorm rescales it)" if kept else "",
+        f"with the branch it is not within 10x in every seed ({'; '.join(off)} over seeds)"
+        if off else "") if x)
+
+
 RESIDUAL_RULE = (
     "at initialisation, at the deepest depth measured, Post-LN and Pre-LN each: the signal "
     "half holds if the last layer keeps more of the input's token diversity (||x - mean over "
@@ -176,9 +209,10 @@ RESIDUAL_RULE = (
     "vector) with the residual branch than without, separated by both exact tests over "
     "seeds; the gradient half holds if the gradient norm reaching the input is within "
     f"10^{PASSED_BACK:g} of the one leaving the last layer in every seed with the branch and "
-    "not without it. Supports if both halves hold at both placements; contradicts if the "
-    "branch keeps less signal (separated) or loses the gradient; else qualified, naming the "
-    "half not shown. Gates: 5 seeds per arm, the tests agree")
+    f"lost (10^-{PASSED_BACK:g} or less) in every seed without it. Supports if both halves "
+    "hold at both placements; contradicts if the branch keeps less signal (separated) or "
+    "loses the gradient in every seed; else qualified, naming the half not shown. Gates: 5 "
+    "seeds per arm, the tests agree")
 
 
 def post_ln_depth(stored: Stored) -> Evidence:

@@ -203,15 +203,14 @@ RECALL_RUN = "`tvr run mqar-cpu --executor ray` (about 11 core-hours)"
 
 
 def _recall_rows(stored: Stored) -> pd.DataFrame:
-    """The MQAR rows of the first of RECALL_SUITES that has them, with pairs and width, each
-    mixer at each setting at its best learning rate (rematch.best_lr)."""
+    """The MQAR rows of the first of RECALL_SUITES that has them, with pairs and width, every
+    learning rate run (rematch.best_lr picks each mixer's best per setting)."""
     for suite in RECALL_SUITES:
         try:
             df = stored.rows(suite, study=STUDY, runner="train")
         except Missing:
             continue
-        df = df.assign(pairs=df["seq_len"].astype(int), d_model=df["d_model"].astype(int))
-        return best_lr(df)
+        return df.assign(pairs=df["seq_len"].astype(int), d_model=df["d_model"].astype(int))
     raise Missing(RECALL_SUITES[0], f"no MQAR rows in {', '.join(RECALL_SUITES)}")
 
 
@@ -254,20 +253,24 @@ RECALL_GATES = (
 
 
 def attention_recalls_more(stored: Stored) -> Evidence:
-    df = _recall_rows(stored)
+    swept = _recall_rows(stored)
+    df = best_lr(swept)
     suite = str(df["suite"].iloc[0])
+    mixers = sorted(set(df["mixer_kind"].astype(str)), key=_order)
     attn = df[df["mixer_kind"] == "self-attention"].groupby(["pairs", "d_model"])
     mean = attn["final_accuracy"].mean()
     learned = mean[mean >= RECALLED]
     if learned.empty:
-        return _not_learned(df, mean, RECALL_RULE)
+        return _not_learned(df, mean, RECALL_RULE, swept)
     judged = [(int(learned.loc[:, d].index.max()), int(d))
               for d in sorted(learned.index.get_level_values("d_model").unique())]
     comps, arms, texts, gates = [], {}, [], {"baselines": [], "range": []}
+    absent: dict[str, int] = {}  # a mixer of the suite with no row at a judged setting
     for p, d in judged:
         at = df[(df["pairs"] == p) & (df["d_model"] == d)]
         groups = {str(k): g for k, g in at.groupby("mixer_kind")}
         arms |= {f"{k} at {p} pairs, d = {d}": g for k, g in groups.items()}
+        absent |= {f"{k} at {p} pairs, d = {d}": 0 for k in mixers if k not in groups}
         means = {k: float(g["final_accuracy"].mean()) for k, g in groups.items()}
         here = [(k, compare(g["final_accuracy"], groups["self-attention"]["final_accuracy"],
                             f"self-attention vs {k}, {p} pairs, d = {d}"))
@@ -285,7 +288,11 @@ def attention_recalls_more(stored: Stored) -> Evidence:
     lost = [k for k, c in comps if c.separated and c.diff < 0]
     won = [k for k, c in comps if c.separated and c.diff > 0]
     verdict = CONTRADICTS if lost else SUPPORTS if len(won) == len(comps) else QUALIFIED
-    seeds = seeds_gate({a: int(g["seed"].nunique()) for a, g in arms.items()},
+    unjudged = [f"d = {d}: attention's best mean accuracy {fmt(float(mean.loc[:, d].max()))} "
+                f"(at {int(mean.loc[:, d].idxmax())} pairs), below {RECALLED}: not judged"
+                for d in sorted(set(mean.index.get_level_values("d_model")))
+                if d not in {w for _, w in judged}]
+    seeds = seeds_gate({a: int(g["seed"].nunique()) for a, g in arms.items()} | absent,
                        f"4+ seeds per mixer and setting (`tvr run {suite}`; the exact tests over "
                        "3 + 3 seeds cannot go below p = 0.1)", MIN_SEEDS)
     checks = [seeds, power.combined(gates["baselines"]),
@@ -296,14 +303,16 @@ def attention_recalls_more(stored: Stored) -> Evidence:
     return Evidence(
         f"{suite}, study {STUDY}: mixer-lm with only the mixer changed, judged at "
         + ", ".join(f"{p} pairs, d = {d}" for p, d in judged),
-        f"{'. '.join(texts)}. {_by_pairs(df)}. No-recall floor: {_floors(df['pairs'])}",
+        f"{'. '.join([*texts, *unjudged])}. {_by_pairs(df)}. No-recall floor: "
+        f"{_floors(df['pairs'])}",
         verdict, f"{RECALL_RULE}. {RECALL_GATES}" + ("; rematch-quick is too short to judge"
                                                      if suite == "rematch-quick" else ""),
         _scale(df), tuple(checks), tuple(t for _, c in comps for t in c.tests),
-        figure=f"{suite}/mqar-state.png", scope=_recall_scope(df))
+        figure=f"{suite}/mqar-state.png", scope=_recall_scope(pd.concat(arms.values()), swept))
 
 
-def _not_learned(df: pd.DataFrame, mean: pd.Series, rule: str) -> Evidence:
+def _not_learned(df: pd.DataFrame, mean: pd.Series, rule: str,
+                 swept: pd.DataFrame) -> Evidence:
     """Inconclusive: attention's best mean accuracy over its settings (`mean`, by pairs and
     width) is below RECALLED, so no setting can be judged; what was reached and what to run."""
     suite = str(df["suite"].iloc[0])
@@ -323,18 +332,19 @@ def _not_learned(df: pd.DataFrame, mean: pd.Series, rule: str) -> Evidence:
               f"the planned runs of `tvr run {suite}` where it has some (the finished gate), "
               "else longer training or another learning rate"))
     return Evidence(f"{suite}, study {STUDY}", why, INCONCLUSIVE, rule, _scale(df),
-                    figure=f"{suite}/mqar-state.png", scope=_recall_scope(df))
+                    figure=f"{suite}/mqar-state.png", scope=_recall_scope(df, swept))
 
 
 def _floors(pairs) -> str:
     return ", ".join(f"{int(p)} pairs {fmt(floor(int(p)))}" for p in sorted(set(pairs)))
 
 
-def _recall_scope(df: pd.DataFrame) -> str:
-    """The recall verdict's scope: widths, the budget (one learning rate for every model, or
-    each model's best of several), seeds and device; rematch-quick's called too small."""
-    lrs = sorted(pd.to_numeric(df["lr"], errors="coerce").dropna().unique()) \
-        if "lr" in df else []
+def _recall_scope(df: pd.DataFrame, swept: pd.DataFrame) -> str:
+    """The recall verdict's scope from the rows it judged (`df`): widths, the budget (one
+    learning rate for every model, or each model's best of those `swept`), seeds and device;
+    rematch-quick's called too small."""
+    lrs = sorted(pd.to_numeric(swept["lr"], errors="coerce").dropna().unique()) \
+        if "lr" in swept else []
     steps = int(pd.to_numeric(df["steps"], errors="coerce").max()) if "steps" in df else 0
     budget = f"up to {steps} steps" if steps else ""
     if len(lrs) == 1:

@@ -150,7 +150,7 @@ def study_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
 
 
 def translation_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str]:
-    """Table 2 and Table 3 in miniature (whichever the suite has); a tuning search's trials
+    """Table 2 and Table 3 (whichever the suite has); a tuning search's trials
     (`tvr tune`, its study in optuna.db) are not averaged into a table by model: its own
     search.md lists them."""
     if is_search(out_dir, suite):
@@ -170,7 +170,7 @@ def translation_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str
          "forward + backward; `flops_to_bleu` where the dev curve (greedy) first reached "
          "`target_bleu`; decoding speed in sentences/s with and without the cache, measured "
          "on whatever else the machine ran."),
-        (t3, "table3", "Table 3 in miniature: variations of the base model (dev set)",
+        (t3, "table3", "Table 3: variations of the base model, one row per run (dev set)",
          "")]
     lines = []
     from harness.report.readme import CONVERGED_SUITE, translation_converged

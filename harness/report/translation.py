@@ -19,7 +19,8 @@ from models import catalog
 TABLE2_DERIVED = ("seeds", "test_bleu_sd", "reached", "converged")
 BASELINES = ("source-copy", "constant", "retrieval")  # their rows first, in this order
 TABLE3_COLUMNS = {"n_layers": "N", "d_model": "d_model", "d_ff": "d_ff", "n_heads": "h",
-                  "d_k": "d_k", "d_v": "d_v", "dropout": "P_drop", "label_smoothing": "eps_ls",
+                  "d_k": "d_k", "d_v": "d_v", "dropout": "P_drop",
+                  "attn_dropout": "P_drop_attn", "label_smoothing": "eps_ls",
                   "pos_encoding": "positions", "n_params": "params", "dev_ppl": "dev PPL",
                   "dev_bleu": "dev BLEU"}
 RUNNERS = ("translate", "source-copy", "constant", "retrieval")
@@ -244,6 +245,9 @@ def table3(df: pd.DataFrame) -> pd.DataFrame:
     if "label_smoothing" not in rows:
         rows["label_smoothing"] = np.nan
     rows["label_smoothing"] = rows["label_smoothing"].fillna(0.1)  # the options default
+    if "attn_dropout" in rows:  # -1 (or a row without it): the residual dropout, as the paper
+        own = pd.to_numeric(rows["attn_dropout"], errors="coerce")
+        rows["attn_dropout"] = own.where(own >= 0, pd.to_numeric(rows["dropout"]))
     cols = ["variation", *(c for c in TABLE3_COLUMNS if c in rows)]
     # the paper's order: base, then A-E, each variation's rows by what they set
     rows["_order"] = rows["variation"].map(lambda v: "" if v == "base" else v)
@@ -251,6 +255,20 @@ def table3(df: pd.DataFrame) -> pd.DataFrame:
                                                                         "dev_ppl", "dev_bleu"))],
                             kind="stable")
     return rows[cols].rename(columns=TABLE3_COLUMNS).reset_index(drop=True)
+
+
+def table3_over_seeds(df: pd.DataFrame) -> pd.DataFrame:
+    """table3 with its seeds together: one row per setting, the seeds it ran, dev perplexity
+    and BLEU their means over those seeds, and the BLEU's standard deviation over them."""
+    per_seed = table3(df)
+    if per_seed.empty:
+        return per_seed
+    keys = [c for c in per_seed if c not in ("dev PPL", "dev BLEU")]
+    bleu = per_seed.groupby(keys, sort=False, dropna=False)["dev BLEU"]
+    return pd.DataFrame({"seeds": bleu.size(),
+                         "dev PPL": per_seed.groupby(keys, sort=False, dropna=False)
+                         ["dev PPL"].mean(),
+                         "dev BLEU": bleu.mean(), "dev BLEU sd": bleu.std()}).reset_index()
 
 
 def flops_text(value: float) -> str:

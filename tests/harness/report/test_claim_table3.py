@@ -10,7 +10,7 @@ from sacrebleu.metrics import BLEU
 
 import experiments
 from harness.files import write_lines
-from harness.report import claim_table3, claim_translation, sentence_tests
+from harness.report import claim_table3, claim_translation, readme, sentence_tests
 from harness.report.claim_table3 import SUITE, TUNED_SUITE
 from harness.report.claim_translation import CONVERGED
 from harness.report.evidence import Stored, gated
@@ -226,3 +226,30 @@ def test_the_tuned_suite_decodes_and_stops_as_the_converged_base():
                 for p in experiments.points(suite) if p.runner == "translate"
                 and p.subject == "transformer"}
     assert options(TUNED_SUITE) == options(CONVERGED)
+
+
+def test_the_docs_table_shows_the_tuned_suite_over_seeds_beside_its_base(tmp_path):
+    """docs/translation.md's Table 3 block: the smoke test alone until the tuned suite has a
+    trained variation; then each setting over its seeds (the base's 4 from the converged
+    suite, the variation's 3), and each claim's verdict with its scale."""
+    rows = _baselines(tmp_path, SUITE) + [
+        _row(tmp_path, SUITE, s, good, 0, study=s, d_k=d_k, steps_run=600, wall_s=5.0)
+        for s, d_k in (("table3-base", 24), ("table3-B", 8))]
+    write_suite(tmp_path, SUITE, rows)
+    converged(tmp_path, d_model=128, n_heads=4)
+    before = readme.translation_table3(tmp_path)
+    assert before.startswith(f"`{TUNED_SUITE}` has no trained variation yet")
+    assert "| B " in before and "seeds" not in before.split("smoke test")[-1]
+    tuned(tmp_path, poor, d_model=128, n_heads=4)
+    text = readme.translation_table3(tmp_path)
+    table = [line for line in text.splitlines() if line.startswith("| ")]
+    header = [c.strip() for c in table[0].strip("|").split("|")]
+    assert header[:2] == ["variation", "d_model"] and "seeds" in header
+    by_variation = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")]
+                    for line in table[1:3]}
+    assert set(by_variation) == {"base", "B"}
+    assert by_variation["base"][header.index("seeds")] == "4"
+    assert by_variation["B"][header.index("seeds")] == "3"
+    assert by_variation["B"][header.index("d_k")] == "16"
+    assert "(B) **supports at" in text and "3 of its variation runs so far" in text
+    assert "The smoke test, `tvr run translation-table3-quick` (5 points" in text

@@ -376,7 +376,8 @@ KEEPS = lambda n, d, kept: 0.6 if kept else 0.01 / d  # noqa: E731 -- the branch
     (KEEPS, lambda n, d, kept: 1.5 if kept else 1e-3, SUPPORTS),  # the gradient lost without
     (KEEPS, lambda n, d, kept: 1.5 if kept else 0.8, QUALIFIED),  # kept either way
     (lambda n, d, kept: 0.01 if kept else 0.5, lambda n, d, kept: 1.0, CONTRADICTS),
-    (KEEPS, lambda n, d, kept: 0.05 if kept else 1.0, CONTRADICTS)])  # lost with the branch
+    (KEEPS, lambda n, d, kept: 0.05 if kept else 1.0, CONTRADICTS),  # lost with the branch
+    (KEEPS, lambda n, d, kept: 12.0 if kept else 1e-3, QUALIFIED)])  # grown with it, not lost
 def test_residual_connections_judge_signal_and_gradient_at_the_deepest_depth(
         tmp_path, signal, passed, verdict):
     evidence = _residual(tmp_path, signal, passed)
@@ -384,7 +385,7 @@ def test_residual_connections_judge_signal_and_gradient_at_the_deepest_depth(
     assert "judged at depth 12" in evidence.points
     assert "Post-LN" in evidence.measured and "Pre-LN" in evidence.measured
     if verdict == QUALIFIED:
-        assert "the gradient half is not tested here" in evidence.measured
+        assert "the gradient half is not shown here" in evidence.measured
     assert evidence.scope.startswith("depths 2, 12, d = 64, n = 8 at initialisation, 5 seeds")
 
 
@@ -397,6 +398,31 @@ def test_residual_connections_need_five_seeds_and_both_arms(tmp_path):
     write_suite(tmp_path, depth.RESIDUAL_SUITE, rows)
     with pytest.raises(Missing, match="Pre-LN at depth 12 needs rows with and without"):
         depth.residual_connections(Stored(tmp_path))
+    rows = [r for r in _residual_rows(KEEPS, lambda n, d, kept: 1.0)
+            if r["n_layers"] == 2 or r["norm"] == "post"]  # Pre-LN not run at depth 12
+    write_suite(tmp_path, depth.RESIDUAL_SUITE, rows)
+    with pytest.raises(Missing, match="Pre-LN has no rows at depth 12"):
+        depth.residual_connections(Stored(tmp_path))
+    rows = _residual_rows(KEEPS, lambda n, d, kept: 1.5 if kept else 1e-3)
+    rows[-1]["grad_input_over_output"] = float("nan")  # one seed's ratio not measured
+    write_suite(tmp_path, depth.RESIDUAL_SUITE, rows)
+    with pytest.raises(Missing, match="not a number in some seed without"):
+        depth.residual_connections(Stored(tmp_path))
+
+
+def test_one_seed_past_the_bound_decides_no_gradient_verdict(tmp_path):
+    """Lost means every seed 10x or more down: one seed of five down there with the branch
+    is not a contradiction, and one seed up 10x is growth, not loss."""
+    def passed(n, d, kept):
+        return 1.5 if kept else 1e-3
+    rows = _residual_rows(KEEPS, passed)
+    first = next(r for r in rows if r["n_layers"] == 12 and r["residual"])
+    first["grad_input_over_output"] = 0.05
+    write_suite(tmp_path, depth.RESIDUAL_SUITE, rows)
+    evidence = gated(depth.residual_connections(Stored(tmp_path)))
+    assert evidence.verdict == QUALIFIED, evidence.measured
+    assert "with the branch it is not within 10x in every seed (Post-LN log10 -1.3 to" in \
+        evidence.measured
 
 
 def _identities(tmp_path, attn_err, lstm_err, residual):

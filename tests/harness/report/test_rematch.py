@@ -204,6 +204,27 @@ def test_each_mixer_at_its_best_learning_rate_per_setting_and_each_width_judged(
     assert "each model at its best learning rate of 0.003, 0.01" in evidence.scope
 
 
+def test_recall_judges_every_mixer_and_its_label_names_only_what_it_judged(tmp_path):
+    """d = 16, where attention learned nothing, is named as not judged and left out of the
+    label; the label lists every learning rate swept, one that never won included; a mixer
+    with no row at the judged setting fails the seeds gate (0 seeds), never skipped."""
+    settings = ((4, 32), (4, 16))
+    rows = (mqar_rows({"self-attention": (0.995, 0.4)} | {m: (0.5, 0.4) for m in RECURRENT_LOW},
+                      5, settings=settings)
+            + mqar_rows({m: (0.3, 0.3) for m in MQAR_MIXERS}, 5, settings=settings, lr=1e-4))
+    evidence = gated(_recall(tmp_path, rows))
+    assert evidence.verdict == SUPPORTS and evidence.points.endswith("judged at 4 pairs, d = 32")
+    assert evidence.scope.startswith("d = 32, ") and "d = 16" not in evidence.scope
+    assert "each model at its best learning rate of 0.0001, 0.003" in evidence.scope
+    assert "d = 16: attention's best mean accuracy 0.4 (at 4 pairs), below 0.99: not judged" \
+        in evidence.measured
+    without = [r for r in rows if not (r["mixer_kind"] == "lstm" and r["d_model"] == 32)]
+    evidence = gated(_recall(tmp_path, without))
+    failed = {g.name: g for g in evidence.gates if not g.passed}
+    assert evidence.verdict == rules.INCONCLUSIVE and set(failed) == {"seeds"}
+    assert "lstm at 4 pairs, d = 32 0" in failed["seeds"].detail
+
+
 def test_recall_reads_mqar_cpu_before_the_quick_suite_which_is_too_short_to_judge(tmp_path):
     quick = _recall(tmp_path, mqar_rows(LEARNS | RECURRENT_LOW, 5), suite="rematch-quick")
     assert quick.verdict == SUPPORTS and quick.points.startswith("rematch-quick")
