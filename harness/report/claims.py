@@ -44,7 +44,7 @@ from harness.report.gates import Gate, Test, as_records
 from harness.report.markdown import markdown_table
 from harness.report.unfinished import unfinished
 from harness.report.verdicts import EMPIRICAL, NOT_MEASURED, VERDICTS
-from harness.results import RESULTS_FILE, frozen, load_results, memo
+from harness.results import FINAL_STATUSES, RESULTS_FILE, frozen, load_results, memo
 
 FORMATS = ("text", "markdown", "csv", "json")
 
@@ -68,15 +68,18 @@ def judge(claim: Claim, stored: Stored) -> Evidence:
 
 
 def finished_gate(stored: Stored) -> Gate:
-    """Whether every run of the suites the rule read has its row (harness.report.unfinished:
-    a planned point, a claim or a checkpoint without one is a run still to train, training,
-    or stopped)."""
-    left = {}
+    """Whether every run of the suites the rule read has its finished row, ok or diverged
+    (harness.report.unfinished: a planned point, a claim or a checkpoint without one is a
+    run still to train, training, or stopped; a row that failed, one `tvr run` retries)."""
+    left, failed = {}, {}
     for suite in dict.fromkeys(r["suite"] for r in stored.read):
         rows = load_results(stored.out_dir, [suite]) \
             if (stored.out_dir / suite / RESULTS_FILE).exists() else pd.DataFrame()
+        # a run whose row failed (error, oom, skipped) is one `tvr run` measures again
+        final = rows[rows["status"].isin(FINAL_STATUSES)] if "status" in rows else rows
+        failed[suite] = len(set(rows.get("point_id", [])) - set(final.get("point_id", [])))
         try:
-            left[suite] = unfinished(stored.out_dir / suite, rows)
+            left[suite] = unfinished(stored.out_dir / suite, final)
         except ValueError as damaged:  # a plan that cannot be read: nothing known finished
             left[suite] = {str(damaged): 1}
     still = {s: runs for s, runs in left.items() if runs}
@@ -89,9 +92,10 @@ def finished_gate(stored: Stored) -> Gate:
     shown = 6  # named; the rest counted
     return Gate("finished", False, "; ".join(
         f"{s}: {count[s]} planned or started run{'s' if count[s] != 1 else ''} without "
-        f"a row yet ({', '.join(named[s][:shown])}"
+        f"a finished row yet ({', '.join(named[s][:shown])}"
         + (f" and {len(named[s]) - shown} more" if len(named[s]) > shown else "") + ")"
-        for s in still),
+        + (f", {failed[s]} of them failed (a row of status error, oom or skipped)"
+           if failed[s] else "") for s in still),
         "let them finish: `" + "`, `".join(f"tvr run {s}" for s in still)
         + "` measures what is left, resuming a stopped run")
 

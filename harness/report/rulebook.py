@@ -64,7 +64,8 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
 
 
 # kinds on trained models: the ledger adds the `finished` gate to each (claims.finished_gate:
-# no run of a suite read is planned or started without its row), from the suites the rule read
+# no run of a suite read is planned or started without its finished row, ok or diverged),
+# from the suites the rule read
 WAITS_FOR_RUNS = (TRAINED_QUALITY, TRAINED_COST, KNEE)
 
 

@@ -50,10 +50,20 @@ def test_the_gate_names_each_suite_read_and_what_is_left(tmp_path):
     stored = Stored(tmp_path)
     stored.read = [{"suite": "s", "filter": {}}]
     gate = finished_gate(stored)
-    assert not gate.passed and "s: 3 planned or started runs without a row" in gate.detail
+    assert not gate.passed and "s: 3 planned or started runs without a finished row" in \
+        gate.detail
     assert "tvr run s" in gate.remedy
     pd.DataFrame([_row(p) for p in POINTS]).to_csv(tmp_path / "s" / "results.csv", index=False)
     assert finished_gate(stored).passed
+    failed = [_row(p) for p in POINTS]
+    failed[1]["status"] = "error"  # a run that failed: `tvr run s` measures it again
+    pd.DataFrame(failed).to_csv(tmp_path / "s" / "results.csv", index=False)
+    gate = finished_gate(stored)
+    assert not gate.passed and "s: 1 planned or started run without a finished row yet (" \
+        f"{POINTS[1].point_id.removesuffix('-' + POINTS[1].digest)}), 1 of them failed" in \
+        gate.detail
+    pd.DataFrame([*failed, _row(POINTS[1])]).to_csv(tmp_path / "s" / "results.csv", index=False)
+    assert finished_gate(stored).passed  # measured again, ok
     (tmp_path / "s" / "plan.json").write_text("{")  # damaged: said, never read as no plan
     gate = finished_gate(stored)
     assert not gate.passed and "plan.json: not a plan" in gate.detail
@@ -81,7 +91,7 @@ def test_a_long_list_of_runs_left_is_named_in_part_and_counted(tmp_path):
     stored = Stored(tmp_path)
     stored.read = [{"suite": "m", "filter": {}}]
     gate = finished_gate(stored)
-    assert "m: 10 planned or started runs without a row yet" in gate.detail
+    assert "m: 10 planned or started runs without a finished row yet" in gate.detail
     # in plan order, a mixer's learning rates named once
     lrs = len(MQAR_CPU_LRS)
     assert f"(mqar-state-train-mixer-lm-self-attention-s0 x{lrs}, mqar-state-train-mixer-lm-" \
