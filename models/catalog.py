@@ -385,7 +385,9 @@ _BUILTIN_METRICS = (
               ("cache_same_tokens", "1 if cached and recomputed decoding wrote the same "
                                     "tokens"),
               ("stopped_early", "1 if patience stopped training"),
-              ("converged", "1 if the dev curve flattened by the stopping rule")),
+              ("converged", "1 if the dev curve looks flat: patience stopped it, or its last "
+                            "evaluations gained little (the ledger asks more: stopped_by "
+                            "patience)")),
     *_metrics("steps", "", ("best_step", "update of the best dev BLEU"),
               ("best_checkpoint_step", "update of the toolkit's best checkpoint"),
               ("final_checkpoint_step", "update of the toolkit's last checkpoint"),
