@@ -340,7 +340,7 @@ def _floors(pairs) -> str:
 
 
 def _recall_scope(df: pd.DataFrame, swept: pd.DataFrame) -> str:
-    """The recall verdict's scope from the rows it judged (`df`): widths, the budget (one
+    """The recall verdict's scope from the rows it judged (`df`): widths and pairs, the budget (one
     learning rate for every model, or each model's best of those `swept`), seeds and device;
     rematch-quick's called too small."""
     lrs = sorted(pd.to_numeric(swept["lr"], errors="coerce").dropna().unique()) \
@@ -351,9 +351,11 @@ def _recall_scope(df: pd.DataFrame, swept: pd.DataFrame) -> str:
         budget += f" at learning rate {lrs[0]:g} for every model"
     elif lrs:
         budget += f", each model at its best learning rate of {', '.join(f'{v:g}' for v in lrs)}"
-    widths = ", ".join(str(d) for d in sorted(df["d_model"].astype(int).unique()))
+    settings = " and ".join(  # "d = 32 at 4 pairs", each width with its numbers of pairs
+        f"d = {d} at {', '.join(str(p) for p in sorted(g['pairs'].astype(int).unique()))} pairs"
+        for d, g in df.groupby(df["d_model"].astype(int)))
     facts = scale_facts(df)
-    scope = ", ".join(x for x in (f"d = {widths}", budget.strip(", "),
+    scope = ", ".join(x for x in (settings, budget.strip(", "),
                                   scope_of({"seeds": facts["seeds"],
                                             "device": facts["device"]})) if x)
     too_small = str(df["suite"].iloc[0]) == "rematch-quick"

@@ -214,7 +214,7 @@ def test_recall_judges_every_mixer_and_its_label_names_only_what_it_judged(tmp_p
             + mqar_rows({m: (0.3, 0.3) for m in MQAR_MIXERS}, 5, settings=settings, lr=1e-4))
     evidence = gated(_recall(tmp_path, rows))
     assert evidence.verdict == SUPPORTS and evidence.points.endswith("judged at 4 pairs, d = 32")
-    assert evidence.scope.startswith("d = 32, ") and "d = 16" not in evidence.scope
+    assert evidence.scope.startswith("d = 32 at 4 pairs, ") and "d = 16" not in evidence.scope
     assert "each model at its best learning rate of 0.0001, 0.003" in evidence.scope
     assert "d = 16: attention's best mean accuracy 0.4 (at 4 pairs), below 0.99: not judged" \
         in evidence.measured
@@ -232,7 +232,8 @@ def test_recall_reads_mqar_cpu_before_the_quick_suite_which_is_too_short_to_judg
     assert shown.verdict == rules.INCONCLUSIVE
     (scale,) = [g for g in shown.gates if not g.passed]
     assert scale.name == "scale" and "tvr run mqar-cpu" in scale.remedy
-    assert quick.scope.startswith("rematch-quick, too short to judge: d = 32, up to 400 steps")
+    assert quick.scope.startswith("rematch-quick, too short to judge: d = 32 at 4 pairs, up "
+                                  "to 400 steps")
     write_suite(tmp_path, "mqar-cpu", mqar_rows(LEARNS | RECURRENT_LOW, 5, steps=3000))
     cpu = gated(rules.attention_recalls_more(Stored(tmp_path)))
     assert cpu.verdict == SUPPORTS and cpu.points.startswith("mqar-cpu")
