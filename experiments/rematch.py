@@ -165,10 +165,10 @@ def mqar_cpu() -> list[Point]:
     heads, 99% at update 5,000 with learned positions, at 7,500 with one head and sinusoids,
     not by 8,000 with both: the jump to recall comes late and at a time that varies by run,
     as MQAR's does. An update takes 7-13 ms at 8 pairs, d = 32 (twice that at 16 pairs), so
-    a point that never reaches 99% costs 1.5-4 min. Measured for the 160 points at 3e-3 and
-    1e-2 (one thread each, both cores busy): about 6,000 s of point time a seed, 6.7
-    core-hours; at 1e-3, 185 s a point over the first 50 (attention mostly stops early, the
-    recurrent mixers run to the cap), so about 4 core-hours for its 80 and 11 in all.
+    a point that never reaches 99% costs 1.5-4 min. Measured, the whole suite (one thread
+    each, both cores busy, over four sittings): 12.2 core-hours of point time for the 240
+    points, 182 s a point on average (attention mostly stops early, the recurrent mixers run
+    to the cap), about 4 core-hours for each learning rate's 80.
     Resumable: `tvr run mqar-cpu --executor ray`, or two sweeps into one --out."""
     return [_mqar_point("mqar-cpu", m, p, d, s, MQAR_CPU_STEPS, MQAR_CPU_ALPHABET, lr,
                         MQAR_CPU_BATCH, pos_encoding="learned")

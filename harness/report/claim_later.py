@@ -199,7 +199,7 @@ def _scan_error(stored: Stored) -> str:
 # the recall claim's suites, the first with MQAR rows decides: the CPU-sized grid, the
 # GPU-sized one, the full rematch, then rematch-quick (too short to judge: shown only)
 RECALL_SUITES = ("mqar-cpu", "mqar", "rematch", "rematch-quick")
-RECALL_RUN = "`tvr run mqar-cpu --executor ray` (about 11 core-hours)"
+RECALL_RUN = "`tvr run mqar-cpu --executor ray` (about 12 core-hours)"
 
 
 def _recall_rows(stored: Stored) -> pd.DataFrame:
@@ -340,9 +340,9 @@ def _floors(pairs) -> str:
 
 
 def _recall_scope(df: pd.DataFrame, swept: pd.DataFrame) -> str:
-    """The recall verdict's scope from the rows it judged (`df`): widths and pairs, the budget (one
-    learning rate for every model, or each model's best of those `swept`), seeds and device;
-    rematch-quick's called too small."""
+    """The recall verdict's scope from the rows it judged (`df`): parameters, widths and pairs,
+    the budget (one learning rate for every model, or each model's best of those `swept`),
+    seeds and device; rematch-quick's called too small."""
     lrs = sorted(pd.to_numeric(swept["lr"], errors="coerce").dropna().unique()) \
         if "lr" in swept else []
     steps = int(pd.to_numeric(df["steps"], errors="coerce").max()) if "steps" in df else 0
@@ -355,8 +355,8 @@ def _recall_scope(df: pd.DataFrame, swept: pd.DataFrame) -> str:
         f"d = {d} at {', '.join(str(p) for p in sorted(g['pairs'].astype(int).unique()))} pairs"
         for d, g in df.groupby(df["d_model"].astype(int)))
     facts = scale_facts(df)
-    scope = ", ".join(x for x in (settings, budget.strip(", "),
-                                  scope_of({"seeds": facts["seeds"],
+    scope = ", ".join(x for x in (scope_of({"params": facts["params"]}), settings,
+                                  budget.strip(", "), scope_of({"seeds": facts["seeds"],
                                             "device": facts["device"]})) if x)
     too_small = str(df["suite"].iloc[0]) == "rematch-quick"
     return f"rematch-quick, too short to judge: {scope}" if too_small else scope
