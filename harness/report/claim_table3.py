@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 from sacrebleu.metrics import BLEU
 
@@ -46,7 +47,8 @@ RUN = (f"`tvr run {TUNED_SUITE} --executor ray` (about 19 core-hours) into the f
 # what both arms of a comparison must share: the dev verses and their decoding, the data
 # split, the recipe's search and the stopping rule (a column a row lacks is its default)
 SHARED = ("corpus_split", "dev_sentences", "eval_max_words", "final_sentences", "beam",
-          "alpha", "alphas", "recipe", "patience", "budget_flops", "eval_flops")
+          "alpha", "alphas", "recipe", "patience", "budget_flops", "eval_flops", "source_eos",
+          "init", "max_tokens")
 
 
 def suite_of(stored: Stored) -> str:
@@ -199,6 +201,8 @@ def _scoring_gate(stored: Stored, every: dict[str, pd.DataFrame]) -> gates.Gate:
 
     def values(rows: pd.DataFrame) -> dict[str, str]:
         def text(v: object) -> str:  # 6 and 6.0 alike (a column with gaps reads as float)
+            if isinstance(v, (bool, np.bool_)):
+                return str(bool(v))
             number = pd.to_numeric(pd.Series([v]), errors="coerce").iloc[0]
             return f"{number:g}" if pd.notna(number) else str(v)
         return {k: ";".join(sorted({text(v) for v in rows[k].dropna()})) or "default"

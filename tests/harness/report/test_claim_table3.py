@@ -20,7 +20,7 @@ from tests.harness.report.claim_frames import write_suite
 from tests.harness.report.test_claim_translation import REFS, good, good_too, poor
 
 ALPHAS = "0.0;0.2;0.4;0.6;0.8;1.0;1.2;1.4;1.6;1.8;2.0"
-RULE = {"alphas": ALPHAS, "recipe": "translation-cpu-tune", "patience": 6,
+RULE = {"alphas": ALPHAS, "recipe": "translation-cpu-tune", "patience": 6, "source_eos": True,
         "budget_flops": 2.4e14, "peak_lr": 8e-4, "steps_run": 9000, "train_pairs": 28000}
 
 
@@ -118,6 +118,7 @@ def test_models_below_the_retrieval_baseline_did_not_learn(tmp_path):
 @pytest.mark.parametrize("change, named", [
     ({"alphas": None}, "alphas=default"),  # decoded at one length penalty, the base by a grid
     ({"patience": 4}, "patience=4"),  # another stopping rule
+    ({"source_eos": False}, "source_eos=False"),  # the base's sources end in EOS, these not
     ({"dev_references": "hypotheses/other.dev.ref.txt"}, "other dev references"),
 ])
 def test_arms_scored_or_trained_differently_are_not_compared(tmp_path, change, named):
