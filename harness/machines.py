@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.files import LockTimeout, locked, write_atomic
+
 MACHINE_ENV = "TVR_MACHINE"
 _MACHINE_FILE = Path.home() / ".config" / "tvr-bench" / "machine-id"
 
@@ -42,25 +44,19 @@ _machine_tag: str | None = None  # read once per process: every row of a run nam
 
 
 def _kept_tag(path: Path) -> str:
-    """The tag kept in `path`, drawn and written first if missing. A drawn tag is written
-    to a file of its own and linked into place, and a link fails where the file exists: so
-    the file is never seen half-written, and two first runs agree on one tag. An empty file
-    (left by a run killed mid-write under an older version) is replaced, never kept."""
+    """The tag kept in `path`, drawn and written first if missing: under a lock beside it,
+    read again and written whole (write_atomic), so two first runs agree on one tag and no
+    reader sees it half-written. An empty file (left by a run killed mid-write under an
+    older version) is replaced, never kept."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         tag = _read_tag(path)
         if not tag:
-            drawn = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-            drawn.write_text(secrets.token_hex(3) + "\n", encoding="utf-8")
-            try:
-                os.link(drawn, path)  # FileExistsError: another run linked its tag first
-            except FileExistsError:
-                if not _read_tag(path):  # no: an empty file a killed run left
-                    os.replace(drawn, path)
-            finally:
-                drawn.unlink(missing_ok=True)
-            tag = _read_tag(path)
-    except OSError as exc:
+            with locked(path):
+                tag = _read_tag(path)  # another run's, drawn while this one waited
+                if not tag:
+                    write_atomic(path, secrets.token_hex(3) + "\n")
+                    tag = _read_tag(path)
+    except (OSError, LockTimeout) as exc:
         return _unkept_tag(path, exc)
     return tag or _unkept_tag(path, RuntimeError("the file stays empty"))
 
