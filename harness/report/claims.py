@@ -77,11 +77,12 @@ def finished_gate(stored: Stored) -> Gate:
             if (stored.out_dir / suite / RESULTS_FILE).exists() else pd.DataFrame()
         # a run whose row failed (error, oom, skipped) is one `tvr run` measures again
         final = rows[rows["status"].isin(FINAL_STATUSES)] if "status" in rows else rows
-        failed[suite] = len(set(rows.get("point_id", [])) - set(final.get("point_id", [])))
         try:
             left[suite] = unfinished(stored.out_dir / suite, final)
+            failed[suite] = sum(left[suite].values()) - sum(
+                unfinished(stored.out_dir / suite, rows).values())  # counted as the gate counts
         except ValueError as damaged:  # a plan that cannot be read: nothing known finished
-            left[suite] = {str(damaged): 1}
+            left[suite], failed[suite] = {str(damaged): 1}, 0
     still = {s: runs for s, runs in left.items() if runs}
     count = {s: sum(runs.values()) for s, runs in still.items()}
     named = {s: [name if n == 1 else f"{name} x{n}" for name, n in runs.items()]

@@ -62,6 +62,9 @@ def test_the_gate_names_each_suite_read_and_what_is_left(tmp_path):
     assert not gate.passed and "s: 1 planned or started run without a finished row yet (" \
         f"{POINTS[1].point_id.removesuffix('-' + POINTS[1].digest)}), 1 of them failed" in \
         gate.detail
+    outside = {"point_id": "not-planned-s0-000000000000", "status": "error"}
+    pd.DataFrame([*failed, outside]).to_csv(tmp_path / "s" / "results.csv", index=False)
+    assert "1 of them failed" in finished_gate(stored).detail  # a failure outside the plan: not
     pd.DataFrame([*failed, _row(POINTS[1])]).to_csv(tmp_path / "s" / "results.csv", index=False)
     assert finished_gate(stored).passed  # measured again, ok
     (tmp_path / "s" / "plan.json").write_text("{")  # damaged: said, never read as no plan
