@@ -392,6 +392,10 @@ def translation_table3(out: Path) -> str:
         base = trained_runs(_rows(out, CONVERGED_SUITE, model="transformer"))
         table = table3_over_seeds(pd.concat([base.assign(study="table3-base"), runs]))
         verdicts = ledger(out, [c for c in CLAIMS if c.key in TABLE3_LETTERS])
+        lost = runs[runs["status"] == "diverged"]  # a result, but no dev BLEU to average
+        diverged = ("" if lost.empty else " Diverged, so in no mean: " + ", ".join(
+            f"{str(r.study).removeprefix('table3-')} seed {int(r.seed)}"
+            for r in lost.itertuples()) + ".")
         tuned = (f"`{TABLE3_SUITE}` ({len(runs)} of its variation runs so far, on "
                  f"{_machine(runs)}): each variation of the tuned Transformer, trained by "
                  f"Table 2's stopping rule, against the base, `{CONVERGED_SUITE}`'s "
@@ -400,7 +404,7 @@ def translation_table3(out: Path) -> str:
                  "deviation over them:\n\n" + markdown_table(table, ".4g") + "\n\nVerdicts "
                  "(evidence and failed gates: `tvr claims`): " + "; ".join(
                      f"({TABLE3_LETTERS[row.key]}) **{row.label}**"
-                     for row in verdicts.itertuples()) + ".")
+                     for row in verdicts.itertuples()) + "." + diverged)
     df = _rows(out, "translation-table3-quick")
     return (tuned + f"\n\nThe smoke test, `tvr run translation-table3-quick` ({len(df)} "
             f"points, one seed, {df['wall_s'].sum():.0f} s of point wall time on "
