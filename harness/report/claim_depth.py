@@ -197,7 +197,7 @@ def _gradient_why(placed: list[_Placement]) -> str:
     off = [spread(p) for p in placed if not p.passed_with]
     return "; ".join(x for x in (
         f"without the residual branch the gradient reaching the input is not lost in every "
-        f"seed ({', '.join(kept)}: each sub-layer's LayerNorm rescales it)" if kept else "",
+        f"seed ({', '.join(kept)})" if kept else "",
         f"with the branch it is not within 10x in every seed ({'; '.join(off)} over seeds)"
         if off else "") if x)
 
