@@ -188,7 +188,8 @@ def _data(frame: pd.DataFrame, cols: list[str]) -> pd.Series:
     split, *sizes = cols
     out = frame[split].astype(str)
     for col in sizes:
-        out = out + "/" + pd.to_numeric(frame[col], errors="coerce").map("{:g}".format)
+        # astype(str): mapped over no rows the sizes stay float64, which text cannot add
+        out = out + "/" + pd.to_numeric(frame[col], errors="coerce").map("{:g}".format).astype(str)
     return out
 
 

@@ -512,6 +512,12 @@ def test_table2_adds_the_toolkits_rows_trained_on_the_same_data_only(tmp_path) -
     assert table.loc["joeynmt-transformer (joeynmt 2.3.0)", "seeds"] == 2
     assert table.loc["transformer", "seeds"] == 3
     assert table2(ours_read).equals(table2(ours_read, pd.DataFrame()))
+    # a suite whose Table 2 rows are baselines only (Table 3's), its data columns left empty
+    # by them and filled by its variations: no toolkit row matches, and nothing fails
+    only = read_results(tmp_path / "ours.csv")
+    only = only[only["runner"] == "retrieval"].assign(
+        corpus_split=np.nan, vocab=np.nan, max_tokens=np.nan)
+    assert list(table2(only, toolkit)["model"]) == ["retrieval"]
 
 
 def test_table2_shows_a_models_last_recipe_only(tmp_path) -> None:
