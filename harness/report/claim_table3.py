@@ -51,13 +51,20 @@ SHARED = ("corpus_split", "dev_sentences", "eval_max_words", "final_sentences", 
           "init", "max_tokens")
 
 
-def suite_of(stored: Stored) -> str:
-    """TUNED_SUITE once it has a trained row, else SUITE (read, not noted as evidence)."""
+def suite_of(stored: Stored, study: str) -> str:
+    """TUNED_SUITE once it has a trained row of `study` (a variation's, table3-B), else SUITE
+    (read, not noted as evidence): each claim moves to the tuned suite as its rows land."""
     path = results_path(stored.out_dir, TUNED_SUITE)
     rows = read_results(path) if path.is_file() else pd.DataFrame()
-    trained = not rows.empty and rows["runner"].eq("translate").any() \
-        and rows["status"].isin(["ok", "diverged"]).any()
+    trained = not rows.empty and {"runner", "status", "study"} <= set(rows) and (
+        rows["runner"].eq("translate") & rows["status"].isin(["ok", "diverged"])
+        & rows["study"].eq(study)).any()
     return TUNED_SUITE if trained else SUITE
+
+
+def _suite(every: dict[str, pd.DataFrame]) -> str:
+    """The suite of the variations judged (the base may come from another)."""
+    return str(next(g for a, g in every.items() if a != "base")["suite"].iloc[0])
 
 
 @dataclass(frozen=True)
@@ -84,15 +91,15 @@ class Versus:
                 f"sentence tests), dev perplexity {self.ppl:+.3g} (reported, not deciding)")
 
 
-def _variations(stored: Stored, study: str) -> pd.DataFrame:
-    rows = stored.rows(suite_of(stored), runner="translate", study=study)
+def _variations(stored: Stored, study: str, suite: str) -> pd.DataFrame:
+    rows = stored.rows(suite, runner="translate", study=study)
     return rows.drop_duplicates(["point_id", "seed"], keep="last")
 
 
-def _base(stored: Stored) -> pd.DataFrame:
+def _base(stored: Stored, suite: str) -> pd.DataFrame:
     """The base: CONVERGED's Transformer rows for the tuned suite, the quick suite's own."""
-    if suite_of(stored) == SUITE:
-        return _variations(stored, "table3-base")
+    if suite == SUITE:
+        return _variations(stored, "table3-base", SUITE)
     return trained_runs(stored.rows(CONVERGED, runner="translate", model="transformer"))
 
 
@@ -147,12 +154,12 @@ def _label(rows: pd.DataFrame, base: pd.DataFrame, knobs: tuple[str, ...]) -> st
 
 
 def _split(stored: Stored, study: str, knobs: tuple[str, ...]) -> tuple:
-    base = _base(stored)
-    rows = _variations(stored, study)
+    suite = suite_of(stored, study)
+    base = _base(stored, suite)
+    rows = _variations(stored, study, suite)
     present = tuple(k for k in knobs if k in rows)  # what these rows record
     if not present:
-        raise Missing(suite_of(stored), f"suite {suite_of(stored)}'s {study} rows record "
-                      f"none of {knobs}")
+        raise Missing(suite, f"suite {suite}'s {study} rows record none of {knobs}")
     arms = {_label(g, base, present): g for _, g in rows.groupby(list(present), dropna=False)}
     return base, arms
 
@@ -183,7 +190,7 @@ def _worse(stored: Stored, study: str, knobs: tuple[str, ...], what: str,
     if pick_best:  # Table 3 (A): the worst-case variation against the best setting
         worst = "n_heads=1"
         if worst not in every:
-            raise Missing(suite_of(stored), f"suite {suite_of(stored)} has no single-head row")
+            raise Missing(_suite(every), f"suite {_suite(every)} has no single-head row")
         best = max((a for a in every if a != worst), key=lambda a: every[a]["dev_bleu"].mean())
         pairs = [versus(stored, every[best], every[worst], f"{worst} vs {best}")]
     else:
@@ -223,7 +230,7 @@ def _scoring_gate(stored: Stored, every: dict[str, pd.DataFrame]) -> gates.Gate:
 def _gates(stored: Stored, every: dict[str, pd.DataFrame],
            pairs: list[Versus]) -> tuple[tuple[gates.Gate, ...], list[str]]:
     """The gates, and the arms not above a measured baseline on dev BLEU (not learned)."""
-    suite = suite_of(stored)
+    suite = _suite(every)
     seen = len(stored.read)
     found = stored.rows(suite)
     del stored.read[seen:]
@@ -254,7 +261,7 @@ def _gates(stored: Stored, every: dict[str, pd.DataFrame],
 def _evidence(stored: Stored, every: dict, pairs: list[Versus], verdict: str,
               direction: str, rule: str) -> Evidence:
     rows = pd.concat(every.values())
-    suite = suite_of(stored)
+    suite = _suite(every)
     measured = "; ".join(f"{a}: dev BLEU {g['dev_bleu'].mean():.2f}, dev perplexity "
                          f"{g['dev_ppl'].mean():.4g} ({g['seed'].nunique()} seed"
                          f"{'s' if g['seed'].nunique() > 1 else ''})"
@@ -330,12 +337,12 @@ def dropout(stored: Stored) -> Evidence:
     off = {a: g for a, g in arms.items()
            if "dropout" in g and pd.to_numeric(g["dropout"], errors="coerce").eq(0).all()}
     if not off:
-        raise Missing(suite_of(stored), f"suite {suite_of(stored)} has no variation without "
+        raise Missing(_suite(arms), f"suite {_suite(arms)} has no variation without "
                       "dropout")
     pairs = [versus(stored, base, g, f"{a} vs base") for a, g in off.items()]
     return _evidence(stored, {"base": base, **off}, pairs, _verdict(pairs, [-1] * len(pairs)),
                      "; ".join(p.text() for p in pairs) + (
-                         "" if suite_of(stored) == TUNED_SUITE else " (600 updates: "
+                         "" if _suite(arms) == TUNED_SUITE else " (600 updates: "
                          "over-fitting, what dropout guards against, may not have begun)"),
                      f"the model without dropout should score lower dev BLEU: "
                      f"{DIRECTION_RULE}")

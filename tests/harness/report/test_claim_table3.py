@@ -265,3 +265,19 @@ def test_the_docs_table_shows_the_tuned_suite_over_seeds_beside_its_base(tmp_pat
     (b_row,) = [line for line in text.split("The smoke test")[0].splitlines()
                 if line.startswith("| B ")]
     assert b_row.split("|")[header.index("seeds") + 1].strip() == "3"
+
+
+def test_each_claim_moves_to_the_tuned_suite_as_its_own_rows_land(tmp_path):
+    """The tuned suite has trained (B) only: B is judged there, (E) still on the smoke test,
+    too small to judge, never "not measured" while the tuned suite is under way."""
+    rows = _baselines(tmp_path, SUITE) + [
+        _row(tmp_path, SUITE, s, m, seed, study=s, steps_run=600, **knob)
+        for s, m, knob in (("table3-base", good, {"d_k": 24}), ("table3-B", poor, {"d_k": 8}),
+                           ("table3-E", good_too, {"pos_encoding": "learned"}))
+        for seed in range(3)]
+    write_suite(tmp_path, SUITE, rows)
+    converged(tmp_path)
+    tuned(tmp_path, poor)
+    assert judged(tmp_path).points.startswith(TUNED_SUITE)
+    positions = judged(tmp_path, claim_table3.learned_positions)
+    assert positions.points.startswith(f"{SUITE}: ") and "scale" in failed(positions)
