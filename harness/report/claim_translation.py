@@ -329,8 +329,9 @@ def converged_gate(by: dict[str, pd.DataFrame], rule: str) -> Gate:
             f"{m} seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))}"
             for m, s in still.items())
     return Gate("converged", not still, f"{detail} ({rule})",
-                "a higher cap of training FLOPs for the rising seeds (`--set budget_flops=...`"
-                " into the same suite's variants)")
+                "the capped seeds trained on past the cap, under one higher cap for every model "
+                "of the suite (a run patience stopped ends the same under it); a `--set "
+                "budget_flops=...` variant alone will not do: the claim does not read variants")
 
 
 PPL_STILL_FALLING = 0.02  # a relative fall of dev perplexity over the rule's window

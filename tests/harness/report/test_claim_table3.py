@@ -136,6 +136,8 @@ def test_a_seed_stopped_by_the_cap_holds_the_verdict(tmp_path):
     tuned(tmp_path, poor, stopped_by="budget")
     evidence = judged(tmp_path)
     assert evidence.verdict == INCONCLUSIVE and set(failed(evidence)) == {"converged"}
+    # the remedy names what settles it, not a variant folder the claim never reads
+    assert "the claim does not read variants" in failed(evidence)["converged"].remedy
 
 
 @pytest.mark.parametrize("params, make, verdict", [
