@@ -101,6 +101,7 @@ class _Placement:
     signal: Comparison
     lost: tuple[str, ...]  # "with", "without"
     passed_with: bool
+    name: str  # "Post-LN", "Pre-LN"
     text: str
 
 
@@ -125,7 +126,7 @@ def _placement(norm: str, g: pd.DataFrame, depth: int) -> _Placement:
             f"({c.text()}); log10 gradient norm at the input over the last layer's "
             f"{_mean_ci(with_['passed'])} with, {_mean_ci(without['passed'])} without")
     return _Placement({f"{ln} with": with_, f"{ln} without": without}, c, lost, passed_with,
-                      text)
+                      ln, text)
 
 
 def _by_norm(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
@@ -187,13 +188,10 @@ def _gradient_why(placed: list[_Placement]) -> str:
     """Why the gradient half does not hold: the arm without the branch does not lose the
     gradient in every seed, or the arm with it is not within 10x in every seed (grown or
     shrunk: the range of its log10 ratio over seeds says which)."""
-    def name(p: _Placement) -> str:
-        return p.text.split(":")[0]
-
     def spread(p: _Placement) -> str:
         (with_,) = [g["passed"] for a, g in p.arms.items() if a.endswith(" with")]
-        return f"{name(p)} log10 {fmt(float(with_.min()))} to {fmt(float(with_.max()))}"
-    kept = [name(p) for p in placed if "without" not in p.lost]
+        return f"{p.name} log10 {fmt(float(with_.min()))} to {fmt(float(with_.max()))}"
+    kept = [p.name for p in placed if "without" not in p.lost]
     off = [spread(p) for p in placed if not p.passed_with]
     return "; ".join(x for x in (
         f"without the residual branch the gradient reaching the input is not lost in every "

@@ -366,26 +366,25 @@ def translation(out: Path) -> str:
             + "\n\n" + markdown_table(table[shown], ".4g") + "\n")
 
 
-TABLE3_SUITE = "translation-table3-tuned"  # Table 3 around the tuned, converged Transformer
 TABLE3_LETTERS = {"table3-heads-translation": "A", "table3-key-size": "B",
                   "table3-bigger": "C", "table3-dropout": "D",
                   "table3-positions-translation": "E"}
 
 
 def translation_table3(out: Path) -> str:
-    """Table 3 on translation: TABLE3_SUITE's variations over their seeds beside the base
+    """Table 3 on translation: the tuned suite's variations over their seeds beside the base
     (CONVERGED_SUITE's Transformer), with the ledger's verdicts; then translation-table3-quick,
     the smoke test."""
-    from harness.report.claim_table3 import CLAIMS
+    from harness.report.claim_table3 import CLAIMS, TUNED_SUITE
     from harness.report.translation import table3, table3_over_seeds, trained_runs
 
     try:
-        runs = _rows(out, TABLE3_SUITE, runner="translate").drop_duplicates("point_id",
+        runs = _rows(out, TUNED_SUITE, runner="translate").drop_duplicates("point_id",
                                                                              keep="last")
     except BadInput:
         runs = pd.DataFrame()
     if runs.empty:
-        tuned = (f"`{TABLE3_SUITE}` has no trained variation yet (`tvr run {TABLE3_SUITE}`, "
+        tuned = (f"`{TUNED_SUITE}` has no trained variation yet (`tvr run {TUNED_SUITE}`, "
                  "about 19 core-hours, resumable); until it has, the ledger judges Table 3 from "
                  "the smoke test below and calls it too small to judge.")
     else:
@@ -396,7 +395,7 @@ def translation_table3(out: Path) -> str:
         diverged = ("" if lost.empty else " Diverged, so in no mean: " + ", ".join(
             f"{str(r.study).removeprefix('table3-')} seed {int(r.seed)}"
             for r in lost.itertuples()) + ".")
-        tuned = (f"`{TABLE3_SUITE}` ({len(runs)} of its variation runs so far, on "
+        tuned = (f"`{TUNED_SUITE}` ({len(runs)} of its variation runs so far, on "
                  f"{_machine(runs)}): each variation of the tuned Transformer, trained by "
                  f"Table 2's stopping rule, against the base, `{CONVERGED_SUITE}`'s "
                  "Transformer; dev BLEU (beam 4, the length penalty chosen on dev) and dev "

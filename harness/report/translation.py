@@ -265,11 +265,9 @@ def table3_over_seeds(df: pd.DataFrame) -> pd.DataFrame:
     if per_seed.empty:
         return per_seed
     keys = [c for c in per_seed if c not in ("dev PPL", "dev BLEU")]
-    bleu = per_seed.groupby(keys, sort=False, dropna=False)["dev BLEU"]
-    return pd.DataFrame({"seeds": bleu.size(),
-                         "dev PPL": per_seed.groupby(keys, sort=False, dropna=False)
-                         ["dev PPL"].mean(),
-                         "dev BLEU": bleu.mean(), "dev BLEU sd": bleu.std()}).reset_index()
+    return per_seed.groupby(keys, sort=False, dropna=False).agg(**{
+        "seeds": ("dev BLEU", "size"), "dev PPL": ("dev PPL", "mean"),
+        "dev BLEU": ("dev BLEU", "mean"), "dev BLEU sd": ("dev BLEU", "std")}).reset_index()
 
 
 def flops_text(value: float) -> str:
