@@ -14,6 +14,9 @@ A row whose point today's suites declare also gets its configuration file
 
 Checkpoints and hypotheses keep their names (they carry Point.digest, the digest of the
 long id), and a checkpoint holds the config_key, so both are found as before.
+
+Then the runs of a point whose FLOP cap has risen since are carried over to today's point,
+or archived where their cap ended them (harness.cli.recap).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import TYPE_CHECKING
 import click
 
 from harness.cli.common import out_option
+from harness.cli.recap import Recapped, recap
 from harness.errors import BadInput
 
 if TYPE_CHECKING:
@@ -49,12 +53,13 @@ class Migrated:
     curves: int = 0
     configs: int = 0
     longest: tuple[int, int] = (0, 0)
+    recapped: Recapped = field(default_factory=Recapped)
 
     def line(self, out_dir: Path) -> str:
         return (f"{out_dir}: {self.rows} rows and {self.curves} curve rows renamed in "
                 f"{len(self.files)} files, {self.configs} configurations written; the "
                 f"longest point id {self.longest[0]} characters before, {self.longest[1]} "
-                "after")
+                "after" + (f"; {self.recapped.line()}" if self.recapped else ""))
 
 
 def migrate(out_dir: Path) -> Migrated:
@@ -72,6 +77,7 @@ def migrate(out_dir: Path) -> Migrated:
         if known is None and not rows.empty:
             known = known_points(Path(out_dir))
         done.configs += _configs(results, rows, known or {})
+    done.recapped = recap(Path(out_dir), known or known_points(Path(out_dir)))
     return done
 
 
@@ -223,10 +229,12 @@ Examples:
 def migrate_ids_cmd(out: str) -> None:
     """Rename the rows and curves of older runs, keyed by long point ids, to today's short
     ids (the long one kept in column config_key), and save the configuration of each row
-    whose point today's suites declare: resume finds them again. Ids that are short
-    already, or are another tool's, stay as they are, so running it again changes nothing;
-    run it once the sweeps of older code writing there have ended (they look for the long
-    ids)."""
+    whose point today's suites declare: resume finds them again. Then carry over the runs
+    of a point whose FLOP cap has risen since that ended below their old cap (their rows,
+    curves, files and checkpoints take today's id), and archive those their cap ended
+    (resume trains them again). Ids that are short already, or are another tool's, stay as
+    they are, so running it again changes nothing; run it once the sweeps writing there
+    have ended (they hold the old ids)."""
     out_dir = Path(out)
     if not out_dir.is_dir():
         raise BadInput(f"--out {out}: no such folder")

@@ -81,7 +81,7 @@ def archive(out_dir: Path, suite: str) -> pd.DataFrame:
     move_rows(path, target, gone[list(KEY)])
     move_series(path.parent / SERIES_FILE, target.parent / SERIES_FILE,
                 gone[["point_id", "machine"]])
-    _move_outputs(path.parent, target.parent, gone, read_results(path))
+    move_outputs(path.parent, target.parent, gone, read_results(path))
     for file in (path, path.parent / SERIES_FILE, target, target.parent / SERIES_FILE):
         remove_lock(lock_file(file))  # a clean end leaves no lock file no one holds
     return gone
@@ -97,7 +97,7 @@ def restore(out_dir: Path, suite: str) -> int:
     back = move_rows(target, path, rows[list(KEY)]) if len(rows) else 0
     move_series(target.parent / SERIES_FILE, path.parent / SERIES_FILE,
                 rows[["point_id", "machine"]])
-    _move_outputs(target.parent, path.parent, rows, rows.iloc[:0])
+    move_outputs(target.parent, path.parent, rows, rows.iloc[:0])
     for file in (path, path.parent / SERIES_FILE, target, target.parent / SERIES_FILE):
         remove_lock(lock_file(file))
     if read_results(target).empty:  # every row back: its files hold their headers only
@@ -111,7 +111,7 @@ def restore(out_dir: Path, suite: str) -> int:
     return back
 
 
-def _move_outputs(folder: Path, to: Path, gone: pd.DataFrame, kept: pd.DataFrame) -> None:
+def move_outputs(folder: Path, to: Path, gone: pd.DataFrame, kept: pd.DataFrame) -> None:
     """The files under `folder` that rows of `gone` name in a *_hypotheses column, and their
     resolved configurations (configs/<point_id>.json), that no row of `kept` names, moved to
     the same relative paths under `to`."""
