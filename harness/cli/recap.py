@@ -66,9 +66,9 @@ def recap(out_dir: Path, known: dict[tuple[str, str], Point]) -> Recapped:
             capped.setdefault(suite, []).append(point)
     for suite, points in sorted(capped.items()):
         path = results_path(out_dir, suite)
-        if path.is_file():
-            _rows(path, points, done)
-        _checkpoints(path.parent, points, done)
+        moved = _rows(path, points, done) if path.is_file() else []
+        moved += _checkpoints(path.parent, points, done)
+        _plan(path.parent, points, {older.options.budget_flops for _, older in moved})
     return done
 
 
@@ -107,8 +107,9 @@ def _below(row: pd.Series, older: Point) -> bool:
         and flops < older.options.budget_flops
 
 
-def _rows(path: Path, points: list[Point], done: Recapped) -> None:
-    """Carry over or archive the rows of results file `path` (module docstring)."""
+def _rows(path: Path, points: list[Point], done: Recapped) -> list[tuple[Point, Point]]:
+    """Carry over or archive the rows of results file `path` (module docstring); returns
+    today's point and the older one of each."""
     import pandas as pd
 
     from harness.files import locked, write_atomic
@@ -119,7 +120,7 @@ def _rows(path: Path, points: list[Point], done: Recapped) -> None:
     with locked(path):
         rows = pd.read_csv(path, dtype=str, keep_default_na=False)
         if not {"runner", "model", "seed", "point_id"} <= set(rows):
-            return
+            return []
         moves = {}
         for i, row in rows.iterrows():
             key = config_key_of(row)
@@ -149,6 +150,7 @@ def _rows(path: Path, points: list[Point], done: Recapped) -> None:
     if len(ended):
         _archive(path, ended)
         done.archived += list(ended["point_id"])
+    return list(moves.values())
 
 
 def _rename_series(path: Path, old_id: str, new_id: str) -> None:
@@ -182,15 +184,17 @@ def _archive(path: Path, rows: pd.DataFrame) -> None:
     move_outputs(folder, target.parent, rows, read_results(path))
 
 
-def _checkpoints(folder: Path, points: list[Point], done: Recapped) -> None:
+def _checkpoints(folder: Path, points: list[Point],
+                 done: Recapped) -> list[tuple[Point, Point]]:
     """Checkpoints in `folder`/checkpoints of runs below their old cap take today's point's
-    name and key (module docstring); others stay as they are."""
+    name and key (module docstring); others stay as they are. Returns today's point and the
+    older one of each carried over."""
     import torch
 
     from harness.files import write_atomic
     from harness.report.unfinished import CHECKPOINT_NAME, CHECKPOINTS
 
-    digests = {p.digest for p in points}
+    digests, moved = {p.digest for p in points}, []
     for path in sorted((folder / CHECKPOINTS).glob("*.pt")):
         name = CHECKPOINT_NAME.fullmatch(path.name)
         if name is None or name["digest"] in digests:
@@ -214,3 +218,30 @@ def _checkpoints(folder: Path, points: list[Point], done: Recapped) -> None:
                      buffer.getvalue())
         path.unlink()
         done.checkpoints.append(f"{path.name} -> {point.point_id}")
+        moved.append(found)
+    return moved
+
+
+def _plan(folder: Path, points: list[Point], budgets: set[float]) -> None:
+    """The suite's plan (harness.plan) names today's points where it named them under one
+    of the old caps `budgets` (its finished gate then finds their rows)."""
+    from harness.plan import read_plan, write_plan
+
+    try:
+        planned = read_plan(folder)
+    except ValueError:  # a damaged plan: the next `tvr run` writes it again
+        return
+    olders = {replace(p, options=replace(p.options, budget_flops=b)).point_id: p
+              for p in points for b in budgets}
+    if any(e["point_id"] in olders for e in planned):
+        write_plan(folder, [olders.get(e["point_id"]) or _Planned(**e) for e in planned])
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """A plan entry as harness.plan.write_plan reads a point."""
+
+    point_id: str
+    subject: str
+    seed: int
+    digest: str

@@ -98,7 +98,8 @@ def finished_gate(stored: Stored) -> Gate:
         + (f", {failed[s]} of them failed (a row of status error, oom or skipped)"
            if failed[s] else "") for s in still),
         "let them finish: `" + "`, `".join(f"tvr run {s}" for s in still)
-        + "` measures what is left, resuming a stopped run")
+        + ("` measures" if len(still) == 1 else "` each measure")
+        + " what is left, resuming a stopped run")
 
 
 def all_claims() -> list[Claim]:

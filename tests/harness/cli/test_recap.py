@@ -13,6 +13,7 @@ import torch
 from experiments.spec import Point
 from experiments.translation import translate_point
 from harness.cli.recap import recap
+from harness.plan import read_plan, write_plan
 from harness.report.superseded import archive_path
 from harness.results import config_path, read_config
 from harness.train import checkpoint
@@ -58,6 +59,8 @@ def test_runs_below_the_old_cap_take_todays_names_and_capped_ones_are_archived(
         folder / "series.csv", index=False)
     under_way = _checkpoint(folder, old[3], 5e13)
     at_its_cap = _checkpoint(folder, old[2], OLD)  # a kept checkpoint of a capped run
+    baseline = Point("s", "retrieval", "retrieval", 0, 0, 0)
+    write_plan(folder, [baseline, old[0], old[1], new[2], old[3]])
 
     done = recap(tmp_path, {("s", p.config_key): p for p in new})
 
@@ -87,6 +90,10 @@ def test_runs_below_the_old_cap_take_todays_names_and_capped_ones_are_archived(
     moved = under_way.with_name(under_way.name.replace(old[3].digest, new[3].digest))
     state = checkpoint.load(moved, new[3].config_key, {"w": torch.zeros(2)})
     assert state is not None and state["log"] == {"flops": 5e13, "steps": 7}
+
+    assert [e["point_id"] for e in read_plan(folder)] == [
+        baseline.point_id, *(p.point_id for p in new)]
+    assert [e["digest"] for e in read_plan(folder)][1:] == [p.digest for p in new]
 
     before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
     again = recap(tmp_path, {("s", p.config_key): p for p in new})

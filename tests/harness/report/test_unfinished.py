@@ -52,7 +52,13 @@ def test_the_gate_names_each_suite_read_and_what_is_left(tmp_path):
     gate = finished_gate(stored)
     assert not gate.passed and "s: 3 planned or started runs without a finished row" in \
         gate.detail
-    assert "tvr run s" in gate.remedy
+    assert gate.remedy == "let them finish: `tvr run s` measures what is left, resuming a " \
+        "stopped run"
+    write_plan(tmp_path / "t", POINTS[:1])
+    stored.read.append({"suite": "t", "filter": {}})
+    assert finished_gate(stored).remedy.startswith(
+        "let them finish: `tvr run s`, `tvr run t` each measure what is left")
+    stored.read.pop()
     pd.DataFrame([_row(p) for p in POINTS]).to_csv(tmp_path / "s" / "results.csv", index=False)
     assert finished_gate(stored).passed
     failed = [_row(p) for p in POINTS]
