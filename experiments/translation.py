@@ -320,13 +320,12 @@ def translation_table3_tuned() -> list[Point]:
     new best greedy dev BLEU, capped at CONVERGED_CAP FLOPs), beam search on the whole dev
     set (dev only) with the length penalty chosen there from ALPHAS, as the base's dev
     output was (so the two are decoded alike), and the three baselines there. 15 trained
-    points. Cost, measured on the base (translation-cpu-converged's 4 Transformer runs under
-    this rule, one core each of the 2-core reference machine): 35-115 min of training, mean
-    70, one of the 4 to the old cap (4x), (C) about 1.7x a run for its FLOPs an update; so
-    about 20-22 core-hours for the 15, more than the 12
-    planned for it, with the grid already at one variation per claim and 3 seeds, the
-    fewest a verdict takes. Seed-major, resumable across sittings (two sweeps into one
-    --out, or `--executor ray`)."""
+    points, 3 seeds a variation, the fewest a verdict takes. Cost, measured on its first 4
+    runs (seed 0 of A-D, one core each of the 2-core reference machine): 24-50 min a run
+    with its evaluations and dev decoding, mean 39, so about 10 core-hours for the 15,
+    inside the 12 planned for it (the base's own 4 runs trained 35-115 min each under this
+    rule). Seed-major, resumable across sittings (two sweeps into one --out, or
+    `--executor ray`)."""
     opts = TUNED | {"recipe": "translation-cpu-tune", "score_test": False, "alphas": ALPHAS,
                     "budget_flops": CONVERGED_CAP, "patience": CONVERGED_PATIENCE}
     variations = _table3("translation-table3-tuned", TABLE3_TUNED, CPU_D_MODEL,

@@ -375,7 +375,7 @@ def translation_table3(out: Path) -> str:
     """Table 3 on translation: the tuned suite's variations over their seeds beside the base
     (CONVERGED_SUITE's Transformer), with the ledger's verdicts; then translation-table3-quick,
     the smoke test."""
-    from harness.report.claim_table3 import CLAIMS, TUNED_SUITE
+    from harness.report.claim_table3 import CLAIMS, TUNED_CORE_HOURS, TUNED_SUITE
     from harness.report.translation import table3, table3_over_seeds, trained_runs
 
     try:
@@ -385,8 +385,9 @@ def translation_table3(out: Path) -> str:
         runs = pd.DataFrame()
     if runs.empty:
         tuned = (f"`{TUNED_SUITE}` has no trained variation yet (`tvr run {TUNED_SUITE}`, "
-                 "about 19 core-hours, resumable); until it has, the ledger judges Table 3 from "
-                 "the smoke test below and calls it too small to judge.")
+                 f"about {TUNED_CORE_HOURS} core-hours, resumable); until it has, the "
+                 "ledger judges Table 3 from the smoke test below and calls it too small to "
+                 "judge.")
     else:
         base = trained_runs(_rows(out, CONVERGED_SUITE, model="transformer"))
         table = table3_over_seeds(pd.concat([base.assign(study="table3-base"), runs]))

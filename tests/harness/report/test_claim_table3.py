@@ -5,6 +5,7 @@ fallback, too small to judge."""
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 from sacrebleu.metrics import BLEU
 
@@ -104,6 +105,26 @@ def test_three_seeds_per_variation_pass_the_seeds_gate_and_two_do_not(tmp_path):
     evidence = judged(tmp_path)
     assert evidence.verdict == INCONCLUSIVE and evidence.ungated == SUPPORTS
     assert set(failed(evidence)) == {"seeds"}
+
+
+def test_a_difference_the_seeds_do_not_order_alike_holds_the_verdict(tmp_path):
+    """The sentence tests separate the arms, yet one base seed scores below every seed of
+    the smaller d_k: as in Table 2, the seeds do not order the two alike, so no verdict."""
+    converged(tmp_path)
+    tuned(tmp_path, poor)
+    assert judged(tmp_path).verdict == SUPPORTS
+    path = tmp_path / CONVERGED / "results.csv"
+    rows = pd.read_csv(path)
+    variant = pd.read_csv(tmp_path / TUNED_SUITE / "results.csv")
+    lowest = variant.loc[variant["runner"] == "translate", "dev_bleu"].min()
+    rows.loc[(rows["model"] == "transformer") & (rows["seed"] == 2), "dev_bleu"] = lowest - 1
+    rows.to_csv(path, index=False)
+    evidence = judged(tmp_path)
+    assert evidence.verdict == INCONCLUSIVE and evidence.ungated == SUPPORTS
+    assert set(failed(evidence)) == {"seed order"}
+    assert failed(evidence)["seed order"].detail == (
+        f"d_k=16 vs base, dev BLEU per seed: the better arm's lowest seed {lowest - 1:.3g}, "
+        f"the other's highest {variant['dev_bleu'].max():.3g}")
 
 
 def test_models_below_the_retrieval_baseline_did_not_learn(tmp_path):
