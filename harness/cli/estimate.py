@@ -4,6 +4,7 @@ their expected time from the reference rows (harness.report.expected_time states
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -90,7 +91,9 @@ def _estimate(out: Path, name: str, points: list[Point], device: torch.device, r
         facts = machine_facts(device)
         here = Kind(device.type, str(facts.get("device_name", "")),
                     str(facts.get("cpu_capability", "")) if device.type == "cpu" else "")
-    return todo, estimate(out, name, todo, device.type, machine, REFERENCE_THREADS, rate, here)
+    alike = {p.point_id: replace(p, seed=0).point_id for p in points}  # a point's seeds
+    return todo, estimate(out, name, todo, device.type, machine, REFERENCE_THREADS, rate, here,
+                          alike)
 
 
 def dry_run(suite: str, name: str, points: list[Point], o: RunOptions) -> None:

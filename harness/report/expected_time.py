@@ -13,6 +13,10 @@ scaled to this machine by one stable rule (`scale`):
    not the machine's: three measured within a minute on a loaded 2-core machine put one
    suite at 0.9, 1.8 and 3 times its reference time).
 
+A point to do without a reference row of its own counts at the median time of its other
+seeds' reference rows (`tvr run --dry-run`, `tvr estimate`): the runs left of a suite measured
+seed-major are estimated from its first seeds.
+
 Reads stored rows only; the caller measures this machine's rate when asked (`tvr run
 --dry-run`, `tvr estimate`). The README's `make run` total sums the same per-point times
 (harness.report.readme), unscaled. The sweep's progress bar counts the same reference
@@ -22,7 +26,7 @@ scale with a matmul rate.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -200,18 +204,31 @@ class Estimate:
 
 def estimate(out_dir: Path, suite: str, todo: list[str], device: str, machine: str,
              threads: int, rate: Callable[[], float] | None,
-             here: Kind | None = None) -> Estimate:
+             here: Kind | None = None, alike: Mapping[str, str] | None = None) -> Estimate:
     """The expected time of the points `todo` of `suite` on this machine (`machine`, of
-    kind `here`, on `device`): the reference rows' summed point time, scaled by `scale`."""
-    ref = reference(suite_rows(out_dir, suite), todo, device, machine)
+    kind `here`, on `device`): the reference rows' summed point time, scaled by `scale`. A
+    point without its own reference row counts at the median time of the reference rows of
+    its other seeds, where `alike` maps each point id of the suite to one id its seeds share
+    (the seeds of a configuration train the same steps of the same model, so cost alike)."""
+    alike = alike or {}
+    kinds = {alike[t] for t in todo if t in alike}
+    wanted = set(todo) | {p for p, k in alike.items() if k in kinds}
+    ref = reference(suite_rows(out_dir, suite), sorted(wanted), device, machine)
     if ref.empty:
         return Estimate(0.0, 0, len(todo), "")
     name = str(ref["machine"].iloc[0])
-    seconds = float(_per_point(ref).sum())
-    count = ref["point_id"].nunique()
+    times = _per_point(ref)
+    by_kind = times.groupby([alike.get(p, p) for p in times.index]).median()
+    own = [t for t in todo if t in times.index]
+    like = [t for t in todo if t not in times.index and alike.get(t) in by_kind.index]
+    seconds = float(times[own].sum() + sum(by_kind[alike[t]] for t in like))
+    measured = ", ".join(
+        ([f"{len(own)} of them took {times[own].sum():.0f} s of point time on {name}, "
+          "summed"] if own else [])
+        + ([f"{len(like)} counted at the median time of their other seeds on {name}"]
+           if like else []))
     factor, why = scale(out_dir, ref, device, machine, threads, here, rate)
-    measured = f"{count} of them took {seconds:.0f} s of point time on {name}, summed"
-    return Estimate(seconds * factor, count, len(todo) - count,
+    return Estimate(seconds * factor, len(own) + len(like), len(todo) - len(own) - len(like),
                     f"{measured}{'; ' if why.startswith('not') else ', '}{why}")
 
 

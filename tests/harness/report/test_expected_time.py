@@ -76,6 +76,22 @@ def test_estimate_scales_the_reference_machine_and_counts_points_without_one(tmp
     assert "median of 5 measured just now" in text
 
 
+def test_a_point_without_its_own_row_counts_at_its_other_seeds_median(tmp_path):
+    """Seeds 1 and 2 of a configuration whose seed 0 (10 s) and 3 (30 s) the reference
+    measured count 20 s each; a configuration with no seed measured is not estimated."""
+    for point_id, wall in (("x-s0", 10.0), ("x-s3", 30.0), ("y-s0", 5.0)):
+        append_row(results_path(tmp_path, "s"), _row("s", point_id, "ref", wall_s=wall,
+                                                     device_name="CPU A"))
+    alike = {f"{c}-s{i}": f"{c}-s0" for c in "xyz" for i in range(4)}
+    guess = estimate(tmp_path, "s", ["x-s1", "x-s2", "y-s0", "z-s1"], "cpu", "mine", 1,
+                     never, Kind("cpu", "CPU A"), alike)
+    assert (guess.estimated, guess.missing, guess.seconds) == (3, 1, 20 + 20 + 5)
+    assert guess.basis.startswith("1 of them took 5 s of point time on ref, summed, 2 counted "
+                                  "at the median time of their other seeds on ref; not scaled")
+    alone = estimate(tmp_path, "s", ["x-s1"], "cpu", "mine", 1, never, Kind("cpu", "CPU A"))
+    assert (alone.estimated, alone.missing) == (0, 1)  # without `alike`: its own rows only
+
+
 def test_a_machine_of_the_references_kind_is_not_scaled_nor_measured(tmp_path):
     """The same CPU model and ISA: the reference's seconds as they are, whatever a rate
     measured now would say (on a loaded machine one said 0.9, 1.8 and 3 within a minute)."""
