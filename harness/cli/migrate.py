@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager, redirect_stderr
+from contextlib import redirect_stderr
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,7 +31,7 @@ from typing import TYPE_CHECKING
 import click
 
 from harness.cli.common import out_option
-from harness.cli.recap import Recapped, recap
+from harness.cli.recap import Recapped, held, recap
 from harness.errors import BadInput
 
 if TYPE_CHECKING:
@@ -81,20 +80,6 @@ def migrate(out_dir: Path) -> Migrated:
     return done
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """The lock the writers of `path` take (harness.files.locked), its file removed by us
-    as its holder once done, as a sweep's tidy-up removes it."""
-    from harness.files import locked
-
-    lock = locked(path)
-    lock.acquire()
-    try:
-        yield
-    finally:
-        lock.release(remove=True)
-
-
 def _results(path: Path, done: Migrated) -> pd.DataFrame:
     """Rename the ids of results file `path`; its rows as they are now, as text. Two rows
     of one point, device and machine after it (the same point measured by older code and
@@ -105,7 +90,7 @@ def _results(path: Path, done: Migrated) -> pd.DataFrame:
     from harness.files import write_atomic
     from harness.schema import CONFIG_KEY, KEY
 
-    with _locked(path):
+    with held(path):
         rows = pd.read_csv(path, dtype=str, keep_default_na=False)
         if "point_id" not in rows:
             return rows.iloc[:0]
@@ -138,7 +123,7 @@ def _series(path: Path, done: Migrated) -> None:
 
     if not path.is_file():
         return
-    with _locked(path):
+    with held(path):
         curves = pd.read_csv(path, dtype=str, keep_default_na=False)
         if "point_id" not in curves:
             return
@@ -231,8 +216,8 @@ def migrate_ids_cmd(out: str) -> None:
     ids (the long one kept in column config_key), and save the configuration of each row
     whose point today's suites declare: resume finds them again. Then carry over the runs
     of a point whose FLOP cap has risen since that ended below their old cap (their rows,
-    curves, files and checkpoints take today's id), and archive those their cap ended
-    (resume trains them again). Ids that are short already, or are another tool's, stay as
+    curves, files and checkpoints take today's id), and archive the others (resume trains
+    them again). Ids that are short already, or are another tool's, stay as
     they are, so running it again changes nothing; run it once the sweeps writing there
     have ended (they hold the old ids)."""
     out_dir = Path(out)
