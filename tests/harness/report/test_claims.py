@@ -77,7 +77,8 @@ def test_json_rows_carry_gates_tests_and_scale(committed):
 @pytest.mark.slow
 def test_markdown_names_the_failed_gates_and_the_rules_own_verdict(committed):
     text = render(committed, "markdown")
-    assert 'The rule alone would say "' in text and "failed gates: baselines" in text
+    assert 'The rule alone would say "' in text
+    assert re.search(r"failed gates: (\w[\w ]*, )*baselines", text)  # named in any place
     for line in text.splitlines():
         if "failed gates: " in line:  # each gate named once (baselines: on BLEU and on chrF)
             names = line.split("failed gates: ")[1].rstrip(".").split(", ")
