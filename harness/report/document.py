@@ -173,7 +173,7 @@ def translation_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str
         (t3, "table3", "Table 3: variations of the base model, one row per run (dev set)",
          "")]
     lines = []
-    from harness.report.readme import CONVERGED_SUITE, translation_converged
+    from harness.report.readme_translation import CONVERGED_SUITE, translation_converged
 
     if suite == CONVERGED_SUITE:  # each model at convergence beside the matched budget
         lines += ["### Table 2 by stopping rule: matched budget and convergence", "",

@@ -106,7 +106,7 @@ def test_cost_claim_needs_seeds_enough_for_its_exact_test(tmp_path):
 
 
 def test_readme_block_sets_each_model_converged_beside_its_matched_budget_row(tmp_path):
-    from harness.report.readme import translation_converged
+    from harness.report.readme_translation import translation_converged
     from tests.harness.report.test_claim_translation import _suite
 
     _suite(tmp_path, good, poor)  # the matched-budget demo suite

@@ -11,7 +11,7 @@ from sacrebleu.metrics import BLEU
 
 import experiments
 from harness.files import write_lines
-from harness.report import claim_table3, claim_translation, readme, sentence_tests
+from harness.report import claim_table3, claim_translation, readme_translation, sentence_tests
 from harness.report.claim_table3 import SUITE, TUNED_SUITE
 from harness.report.claim_translation import CONVERGED
 from harness.report.evidence import Stored, gated
@@ -261,11 +261,11 @@ def test_the_docs_table_shows_the_tuned_suite_over_seeds_beside_its_base(tmp_pat
         for s, d_k in (("table3-base", 24), ("table3-B", 8))]
     write_suite(tmp_path, SUITE, rows)
     converged(tmp_path, d_model=128, n_heads=4)
-    before = readme.translation_table3(tmp_path)
+    before = readme_translation.translation_table3(tmp_path)
     assert before.startswith(f"`{TUNED_SUITE}` has no trained variation yet")
     assert "| B " in before and "seeds" not in before.split("smoke test")[-1]
     tuned(tmp_path, poor, d_model=128, n_heads=4)
-    text = readme.translation_table3(tmp_path)
+    text = readme_translation.translation_table3(tmp_path)
     table = [line for line in text.splitlines() if line.startswith("| ")]
     header = [c.strip() for c in table[0].strip("|").split("|")]
     assert header[:2] == ["variation", "d_model"] and "seeds" in header
@@ -283,7 +283,7 @@ def test_the_docs_table_shows_the_tuned_suite_over_seeds_beside_its_base(tmp_pat
     assert rows[0].startswith("status,") and rows[-1].startswith("ok,")
     rows[-1] = "diverged," + rows[-1].removeprefix("ok,")  # seed 3: a result with no BLEU
     (tmp_path / TUNED_SUITE / "results.csv").write_text("\n".join(rows) + "\n")
-    text = readme.translation_table3(tmp_path)
+    text = readme_translation.translation_table3(tmp_path)
     assert "Diverged, so in no mean: B seed 3." in text and "4 of its variation runs" in text
     (b_row,) = [line for line in text.split("The smoke test")[0].splitlines()
                 if line.startswith("| B ")]

@@ -166,7 +166,7 @@ def test_the_readme_and_the_ledger_read_the_same_table2_suite(tmp_path, suites, 
 
     from harness.report import claim_translation
     from harness.report.evidence import Stored
-    from harness.report.readme import table2_suite
+    from harness.report.readme_translation import table2_suite
 
     for suite, models in suites.items():
         rows = []
@@ -192,7 +192,7 @@ def test_table2_block_moves_to_a_better_suite_once_its_models_have_3_seeds(tmp_p
     leaves out the plain LSTM, which its search found does not translate)."""
     import pandas as pd
 
-    from harness.report.readme import table2_suite
+    from harness.report.readme_translation import table2_suite
 
     def write(suite: str, models: dict[str, int]) -> None:
         rows = [{"suite": suite, "point_id": f"{suite}-{m}-s{s}", "status": "ok",
@@ -259,7 +259,7 @@ def test_table2_header_counts_the_points_of_an_earlier_recipe(tmp_path):
     archived: here the committed suite with its archived rows put back), which Table 2
     leaves out: the line above the table says how many of its points (and their wall time)
     are those, so the count matches the rows shown."""
-    from harness.report import readme
+    from harness.report import readme_translation as readme
     from harness.report.superseded import restore
     from harness.report.translation import finished, last_recipe
     from harness.results import load_results

@@ -523,7 +523,7 @@ def test_table2_adds_the_toolkits_rows_trained_on_the_same_data_only(tmp_path) -
 def test_table2_shows_a_models_last_recipe_only(tmp_path) -> None:
     """A suite run again after its search found a better recipe holds the old recipe's rows
     beside the new ones: Table 2 and the README's choice of suite read the last recipe's."""
-    from harness.report.readme import table2_suite
+    from harness.report.readme_translation import table2_suite
     from harness.report.translation import table2
 
     def row(model: str, seed: int, lr: float, day: int, bleu: float) -> dict:

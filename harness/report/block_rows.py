@@ -1,0 +1,29 @@
+"""What the generated blocks of README.md and docs/*.md read: a suite's finished rows, and
+the machine that measured them in words (harness.report.readme, readme_translation)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from harness.errors import BadInput
+from harness.results import RESULTS_FILE, load_results
+
+
+def rows(out: Path, suite: str, **where) -> pd.DataFrame:
+    if not (out / suite / RESULTS_FILE).exists():
+        raise BadInput(f"not measured: run `tvr run {suite}`")
+    df = load_results(out, [suite])
+    df = df[df["status"].isin(["ok", "diverged"])]
+    for column, value in where.items():
+        df = df[df[column].astype(str) == str(value)] if column in df else df.iloc[0:0]
+    if df.empty:
+        raise BadInput(f"not measured: run `tvr run {suite}`")
+    return df
+
+
+def machine(df: pd.DataFrame) -> str:
+    first = df.iloc[0]
+    return (f"machine `{first['machine']}` ({first.get('device_name', '?')}, "
+            f"{int(first['threads'])} thread{'s' if first['threads'] != 1 else ''})")
