@@ -262,7 +262,7 @@ def _gates(stored: Stored, every: dict[str, pd.DataFrame],
            bad[0] if bad else agree[0], disordered[0] if disordered else order[0],
            _scoring_gate(stored, every)]
     if suite == TUNED_SUITE:
-        out.append(converged_gate(every, f"{CONVERGED}'s stopping rule"))
+        out.append(converged_gate(stored, every, f"{CONVERGED}'s stopping rule"))
     else:
         out.append(gates.Gate("scale", False, f"{SUITE}: a smoke test (600 updates on short "
                               "verses, one seed, its own base), too small to judge Table 3",

@@ -315,50 +315,68 @@ def _rule_text(rows: pd.DataFrame) -> str:
             f"greedy dev BLEU, capped at {flops_text(cap)} FLOPs")
 
 
-def converged_gate(by: dict[str, pd.DataFrame], rule: str) -> Gate:
-    """Every seed of every compared model ended with its dev curve flat by the stopping rule
-    (harness.report.translation.flat_by_rule: stopped by patience, not by the cap): a
-    quality verdict waits while a compared model's curve may still be rising."""
-    rising = {m: [int(s) for s, flat in zip(g["seed"], flat_by_rule(g), strict=True)
+def converged_gate(stored: Stored, by: dict[str, pd.DataFrame], rule: str) -> Gate:
+    """Every seed of every compared model ended with its dev curve flat: stopped by the rule
+    (harness.report.translation.flat_by_rule: by patience, not by the cap), and not while its
+    dev perplexity still fell (still_falling): a quality verdict waits while a compared
+    model may still be improving."""
+    capped = {m: [int(s) for s, flat in zip(g["seed"], flat_by_rule(g), strict=True)
                   if not flat] for m, g in by.items()}
-    still = {m: s for m, s in rising.items() if s}
-    detail = ", ".join(f"{m} {len(by[m]) - len(rising[m])} of {len(by[m])} seeds flattened"
-                       for m in by)
-    if still:
+    falling = {m: still_falling(stored, g) for m, g in by.items()}
+    detail = ", ".join(f"{m} {len(by[m]) - len(capped[m])} of {len(by[m])} seeds stopped by "
+                       "the rule" for m in by)
+    remedy = []
+    if any(capped.values()):
         detail += "; stopped by the cap, not by the rule (may still rise): " + ", ".join(
             f"{m} seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))}"
-            for m, s in still.items())
-    return Gate("converged", not still, f"{detail} ({rule})",
-                "the capped seeds trained on past the cap, under one higher cap for every model "
-                "of the suite (a run patience stopped ends the same under it); a `--set "
-                "budget_flops=...` variant alone will not do: the claim does not read variants")
+            for m, s in capped.items() if s)
+        remedy.append("the capped seeds trained on past the cap, under one higher cap for "
+                      "every model of the suite (a run patience stopped ends the same under "
+                      "it; `tvr migrate-ids` carries it over); a `--set budget_flops=...` "
+                      "variant alone will not do: the claim does not read variants")
+    if any(falling.values()):
+        detail += (f"; dev perplexity still falling when the rule stopped them (log "
+                   "perplexity against updates over the rule's last patience + 1 "
+                   f"evaluations, fitted fall over {PPL_STILL_FALLING:.0%}, slope below 0 at "
+                   f"one-sided p < {ALPHA:g}): " + ", ".join(
+                       f"{m} seed {seed} ({fall:.1%})" for m, f in falling.items()
+                       for seed, fall in f.items()))
+        remedy.append("a stopping rule that waits for dev perplexity too (patience on it, the "
+                      "early-stopping metric fairseq and JoeyNMT use by default), every run "
+                      "of the compared suites trained again under it")
+    return Gate("converged", not remedy, f"{detail} ({rule})", "; and ".join(remedy))
 
 
-PPL_STILL_FALLING = 0.02  # a relative fall of dev perplexity over the rule's window
+PPL_STILL_FALLING = 0.02  # a fitted fall of dev perplexity over the rule's last window
 
 
-def _perplexity_at_stop(stored: Stored, by: dict[str, pd.DataFrame]) -> str:
-    """The runs the rule (on greedy dev BLEU) stopped while their dev perplexity still fell:
-    over the last patience + 1 evaluations it fell by more than PPL_STILL_FALLING. Said, not
-    gated: the rule is the claim's; a rule on perplexity would have trained these longer."""
-    rows = pd.concat(by.values())
-    try:
-        curves = stored.series(CONVERGED, rows["point_id"])
-    except Missing:
-        return ""
-    if "dev_ppl" not in curves:
-        return ""
-    window = int(pd.to_numeric(rows["patience"], errors="coerce").max()) + 1
-    falling = []
-    for row in rows.itertuples():
-        ppl = curves.loc[curves["point_id"] == row.point_id, "dev_ppl"].dropna().tail(window)
-        fall = 1 - ppl.iloc[-1] / ppl.iloc[0] if len(ppl) == window else 0.0
-        if fall > PPL_STILL_FALLING:
-            falling.append(f"{row.model} seed {int(row.seed)} ({ppl.iloc[0]:.1f} to "
-                           f"{ppl.iloc[-1]:.1f})")
-    return (f"; dev perplexity still falling at the stop (by over {PPL_STILL_FALLING:.0%} "
-            f"across the rule's last {window} evaluations) in {len(falling)} of {len(rows)} "
-            "runs: " + ", ".join(falling)) if falling else ""
+def still_falling(stored: Stored, rows: pd.DataFrame) -> dict[int, float]:
+    """Seed -> fitted fall of dev perplexity, for the runs among `rows` (one model's) that
+    were stopped while it still fell: over their last patience + 1 evaluations, log dev
+    perplexity against the update, fitted by least squares (scipy linregress), falls by
+    more than PPL_STILL_FALLING with its slope below 0 at one-sided p < ALPHA. A single
+    fall from first to last would call a flat, noisy curve falling half the time; the
+    fit over the window asks for a trend. Runs without curves are not judged here."""
+    out = {}
+    for suite, group in rows.groupby("suite"):
+        try:
+            curves = stored.series(str(suite), group["point_id"])
+        except Missing:
+            continue
+        if "dev_ppl" not in curves:
+            continue
+        for row in group.itertuples():
+            window = int(pd.to_numeric(pd.Series([row.patience]), errors="coerce")
+                         .fillna(0).iloc[0]) + 1
+            ppl = curves.loc[curves["point_id"] == row.point_id, ["step", "dev_ppl"]].dropna()
+            ppl = ppl[ppl["dev_ppl"] > 0].tail(window)
+            if window < 3 or len(ppl) < window or ppl["step"].nunique() < 3:
+                continue
+            fit = stats.linregress(ppl["step"].astype(float), np.log(ppl["dev_ppl"]))
+            fall = 1 - float(np.exp(fit.slope * (ppl["step"].iloc[-1] - ppl["step"].iloc[0])))
+            if fit.slope < 0 and fit.pvalue / 2 < ALPHA and fall > PPL_STILL_FALLING:
+                out[int(row.seed)] = fall
+    return out
 
 
 def _converged_runs(stored: Stored) -> pd.DataFrame:
@@ -374,11 +392,11 @@ def table2_quality(stored: Stored) -> Evidence:
     rows = _converged_runs(stored)
     q = _quality(stored, CONVERGED, rows)
     rule = _rule_text(rows)
-    gates = [*q.gates, converged_gate(q.by, rule)]
+    gates = [*q.gates, converged_gate(stored, q.by, rule)]
     verdict = (CONTRADICTS if q.worse else
                SUPPORTS if len(q.better) == len(q.models) - 1 else
                QUALIFIED if q.better else INCONCLUSIVE)
-    measured = _measured(q) + _convergence(q.by) + _perplexity_at_stop(stored, q.by)
+    measured = _measured(q) + _convergence(q.by)
     if verdict == INCONCLUSIVE:
         measured += "; the sentence tests separate no recurrent model from the Transformer"
     return Evidence(
