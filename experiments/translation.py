@@ -320,11 +320,11 @@ def translation_table3_tuned() -> list[Point]:
     new best greedy dev BLEU, capped at CONVERGED_CAP FLOPs), beam search on the whole dev
     set (dev only) with the length penalty chosen there from ALPHAS, as the base's dev
     output was (so the two are decoded alike), and the three baselines there. 15 trained
-    points, 3 seeds a variation, the fewest a verdict takes. Cost, measured on its first 4
-    runs (seed 0 of A-D, one core each of the 2-core reference machine): 24-50 min a run
-    with its evaluations and dev decoding, mean 39, so about 10 core-hours for the 15,
-    inside the 12 planned for it (the base's own 4 runs trained 35-115 min each under this
-    rule). Seed-major, resumable across sittings (two sweeps into one --out, or
+    points, 3 seeds a variation, the fewest a verdict takes. Cost, measured on its first 6
+    runs (seed 0 of A-E and seed 1 of A, one core each of the 2-core reference machine):
+    20-50 min a run with its evaluations and dev decoding, mean 37, so about 9 core-hours
+    for the 15, inside the 12 planned for it (the base's own 4 runs trained 35-115 min each
+    under this rule). Seed-major, resumable across sittings (two sweeps into one --out, or
     `--executor ray`)."""
     opts = TUNED | {"recipe": "translation-cpu-tune", "score_test": False, "alphas": ALPHAS,
                     "budget_flops": CONVERGED_CAP, "patience": CONVERGED_PATIENCE}
