@@ -366,8 +366,8 @@ def still_falling(stored: Stored, rows: pd.DataFrame) -> dict[int, float]:
         if "dev_ppl" not in curves:
             continue
         for row in group.itertuples():
-            window = int(pd.to_numeric(pd.Series([row.patience]), errors="coerce")
-                         .fillna(0).iloc[0]) + 1
+            window = int(pd.to_numeric(pd.Series([getattr(row, "patience", 0)]),
+                                       errors="coerce").fillna(0).iloc[0]) + 1
             ppl = curves.loc[curves["point_id"] == row.point_id, ["step", "dev_ppl"]].dropna()
             ppl = ppl[ppl["dev_ppl"] > 0].tail(window)
             if window < 3 or len(ppl) < window or ppl["step"].nunique() < 3:
