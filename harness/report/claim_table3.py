@@ -313,7 +313,7 @@ def _budget(rows: pd.DataFrame, every: dict[str, pd.DataFrame], tuned: bool) -> 
     every variation (or those used), and the seeds per variation."""
     lrs = sorted(pd.to_numeric(rows.get("peak_lr", pd.Series(dtype=float)),
                                errors="coerce").dropna().unique())
-    parts = ["at convergence (Table 2's stopping rule)" if tuned else "",
+    parts = ["trained until Table 2's stopping rule (patience on greedy dev BLEU)" if tuned else "",
              f"peak learning rate {lrs[0]:g} for every variation" if len(lrs) == 1 else
              f"peak learning rates {', '.join(f'{v:g}' for v in lrs)}" if lrs else ""]
     seeds = sorted({int(g["seed"].nunique()) for g in every.values()})

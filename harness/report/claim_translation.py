@@ -413,7 +413,7 @@ def table2_quality(stored: Stored) -> Evidence:
         _scale(rows), tuple(gates), tuple(q.tests),
         scale_facts(rows, int(rows["test_sentences"].iloc[0])),
         figure=f"{CONVERGED}/bleu-vs-cost.png",
-        scope=translation_scope(rows, "at convergence"))
+        scope=translation_scope(rows, "trained until patience on greedy dev BLEU"))
 
 
 def _gmean_interval(values: np.ndarray) -> tuple[float, float, float]:

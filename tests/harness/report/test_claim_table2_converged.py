@@ -65,7 +65,7 @@ def test_quality_at_convergence_supports_and_names_its_scale(tmp_path):
     assert any(g.name == "converged" and g.passed for g in e.gates)
     assert label(e.verdict, e.scope) == (
         "supports at 1.4M parameters, 28k training pairs, 3,000-3,003 updates (6.0-6.0 "
-        "epochs), at convergence, CPU (test CPU)")
+        "epochs), trained until patience on greedy dev BLEU, CPU (test CPU)")
 
 
 def test_quality_waits_for_a_curve_still_rising(tmp_path):

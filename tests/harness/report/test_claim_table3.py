@@ -221,7 +221,8 @@ def test_the_quick_suite_is_the_fallback_and_too_small_to_judge(tmp_path):
     now = judged(tmp_path)
     assert now.verdict == SUPPORTS and now.points.startswith(TUNED_SUITE)
     assert label(now.verdict, now.scope).startswith(
-        "supports at 0.0M parameters, 28k training pairs, 9,000 updates, at convergence")
+        "supports at 0.0M parameters, 28k training pairs, 9,000 updates, trained until "
+        "Table 2's stopping rule (patience on greedy dev BLEU)")
 
 
 def test_dev_bleu_off_its_floor_and_the_scope_names_the_budget(tmp_path):
