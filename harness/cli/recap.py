@@ -151,7 +151,7 @@ def _rows(path: Path, points: list[Point], done: Recapped) -> None:
             key = config_key_of(row)
             if row["runner"] != "translate" or key in today:
                 continue
-            found = _today(key, row["model"], int(row["seed"]), points)
+            found = _today(key, row["model"], int(float(row["seed"] or -1)), points)
             if found is None:
                 continue
             moves[i] = found
