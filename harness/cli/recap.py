@@ -172,7 +172,9 @@ def _rows(path: Path, points: list[Point], done: Recapped) -> None:
             write_atomic(path, rows.to_csv(index=False, lineterminator="\n"))
     ended = rows.loc[[i for i in moves if i not in carried]]
     if len(ended):
-        _archive(path, ended)
+        from harness.report.superseded import archive_rows
+
+        archive_rows(path, ended)
         done.archived += [f"{p} ({m})" for p, m in zip(ended["point_id"], ended["machine"],
                                                         strict=True)]
 
@@ -213,28 +215,6 @@ def _rename_series(path: Path, old_id: str, new_id: str, machine: str) -> None:
         if mine.any():
             curves.loc[mine, "point_id"] = new_id
             write_atomic(path, curves.to_csv(index=False, lineterminator="\n"))
-
-
-def _archive(path: Path, rows: pd.DataFrame) -> None:
-    """Rows of results file `path` moved to its suite's archive, their curves and files
-    first and the rows last (as harness.report.superseded.archive moves superseded ones)."""
-    from harness.files import lock_file, remove_lock
-    from harness.report.superseded import archive_path, move_outputs
-    from harness.results import SERIES_FILE, move_rows, move_series, read_results
-    from harness.schema import KEY
-
-    folder = path.parent
-    target = archive_path(folder.parent, folder.name)
-    staying = read_results(path)
-    gone = set(zip(*(rows[k].astype(str) for k in KEY), strict=True))
-    staying = staying[[key not in gone for key in zip(
-        *(staying[k].astype(str) for k in KEY), strict=True)]]
-    move_series(folder / SERIES_FILE, target.parent / SERIES_FILE,
-                rows[["point_id", "machine"]])
-    move_outputs(folder, target.parent, rows, staying)
-    move_rows(path, target, rows[list(KEY)])
-    for file in (path, folder / SERIES_FILE, target, target.parent / SERIES_FILE):
-        remove_lock(lock_file(file))
 
 
 def _checkpoints(folder: Path, points: list[Point], done: Recapped) -> None:

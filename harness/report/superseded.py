@@ -77,14 +77,24 @@ def archive(out_dir: Path, suite: str) -> pd.DataFrame:
     gone = superseded(read_results(path))
     if gone.empty:
         return gone
-    target = archive_path(out_dir, suite)
-    move_rows(path, target, gone[list(KEY)])
-    move_series(path.parent / SERIES_FILE, target.parent / SERIES_FILE,
-                gone[["point_id", "machine"]])
-    move_outputs(path.parent, target.parent, gone, read_results(path))
-    for file in (path, path.parent / SERIES_FILE, target, target.parent / SERIES_FILE):
-        remove_lock(lock_file(file))  # a clean end leaves no lock file no one holds
+    archive_rows(path, gone)
     return gone
+
+
+def archive_rows(path: Path, rows: pd.DataFrame) -> None:
+    """Rows of results file `path` moved to its suite's archive, their curves and output
+    files first and the rows last: killed part-way, the rows are still there to move again."""
+    folder = path.parent
+    target = archive_path(folder.parent, folder.name)
+    gone = set(zip(*(rows[k].astype(str) for k in KEY), strict=True))
+    staying = read_results(path)
+    staying = staying[[key not in gone for key in zip(
+        *(staying[k].astype(str) for k in KEY), strict=True)]]
+    move_series(folder / SERIES_FILE, target.parent / SERIES_FILE, rows[["point_id", "machine"]])
+    move_outputs(folder, target.parent, rows, staying)
+    move_rows(path, target, rows[list(KEY)])
+    for file in (path, folder / SERIES_FILE, target, target.parent / SERIES_FILE):
+        remove_lock(lock_file(file))  # a clean end leaves no lock file no one holds
 
 
 def restore(out_dir: Path, suite: str) -> int:
