@@ -21,7 +21,7 @@ BASELINES = ("source-copy", "constant", "retrieval")  # their rows first, in thi
 TABLE3_COLUMNS = {"n_layers": "N", "d_model": "d_model", "d_ff": "d_ff", "n_heads": "h",
                   "d_k": "d_k", "d_v": "d_v", "dropout": "P_drop",
                   "attn_dropout": "P_drop_attn", "label_smoothing": "eps_ls",
-                  "pos_encoding": "positions", "n_params": "params", "dev_ppl": "dev PPL",
+                  "pos_encoding": "positions", "seed": "seed", "n_params": "params", "dev_ppl": "dev PPL",
                   "dev_bleu": "dev BLEU"}
 RUNNERS = ("translate", "source-copy", "constant", "retrieval")
 ANCHOR = "translation-anchor"  # scripts/anchor's rows: a third-party toolkit on our split
@@ -264,7 +264,7 @@ def table3_over_seeds(df: pd.DataFrame) -> pd.DataFrame:
     per_seed = table3(df)
     if per_seed.empty:
         return per_seed
-    keys = [c for c in per_seed if c not in ("dev PPL", "dev BLEU")]
+    keys = [c for c in per_seed if c not in ("seed", "dev PPL", "dev BLEU")]
     return per_seed.groupby(keys, sort=False, dropna=False).agg(**{
         "seeds": ("dev BLEU", "size"), "dev PPL": ("dev PPL", "mean"),
         "dev BLEU": ("dev BLEU", "mean"), "dev BLEU sd": ("dev BLEU", "std")}).reset_index()
