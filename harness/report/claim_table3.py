@@ -22,13 +22,9 @@ from sacrebleu.metrics import BLEU
 
 from harness.files import read_lines
 from harness.report import clustered, gates, sentence_tests
+from harness.report.claim_convergence import converged_gate, translation_scope
 from harness.report.claim_training import training_scale
-from harness.report.claim_translation import (
-    BASELINES,
-    CONVERGED,
-    converged_gate,
-    translation_scope,
-)
+from harness.report.claim_translation import BASELINES, CONVERGED
 from harness.report.evidence import Claim, Evidence, Missing, Stored, scale_facts
 from harness.report.rulebook import TRAINED_QUALITY
 from harness.report.sentence_tests import SEED, clustered_tests

@@ -23,7 +23,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from harness.report.evidence import Claim, Evidence, Missing, Stored, device_word, scale_facts
+from harness.report.claim_convergence import (
+    converged_gate,
+    convergence_note,
+    rule_text,
+    translation_scope,
+)
+from harness.report.evidence import Claim, Evidence, Missing, Stored, scale_facts
 from harness.report.gates import (
     ALPHA,
     MIN_SEEDS,
@@ -47,7 +53,6 @@ from harness.report.sentence_tests import (
 from harness.report.translation import (
     BASELINES,
     comparable,
-    flat_by_rule,
     flops_text,
     table2_choice,
     to_target,
@@ -167,18 +172,6 @@ def _pair_gates(pair: list[Test], by: dict[str, pd.DataFrame],
                         "tests no longer separate them")]
 
 
-def _convergence(by: dict[str, pd.DataFrame]) -> str:
-    """How many seeds of each model ended with a dev curve flat by the stopping rule
-    (flat_by_rule: stopped by patience, not by a budget or the cap), and what a verdict is
-    then about: BLEU at this budget where no seed of a model flattened."""
-    flat = {m: int(flat_by_rule(g).sum()) for m, g in by.items()}
-    rising = [m for m, n in flat.items() if n == 0]
-    return ("; dev curve flat by the stopping rule: " + ", ".join(
-        f"{m} {n} of {len(by[m])} seeds" for m, n in flat.items())
-        + (f" (BLEU at this training budget, not at convergence, for {', '.join(rising)})"
-           if rising else ""))
-
-
 @dataclass(frozen=True)
 class _Quality:
     """Test BLEU of each model of one suite against the Transformer: the gates and tests of
@@ -225,41 +218,6 @@ def _measured(q: _Quality) -> str:
         "FLOPs" for m in q.models)
 
 
-def _updates(rows: pd.DataFrame) -> str:
-    """The updates the runs did (not their cap of steps), with the epochs they make."""
-    done = pd.to_numeric(rows.get("steps_run", rows.get("steps")), errors="coerce").dropna()
-    if done.empty:
-        return ""
-    lo, hi = int(done.min()), int(done.max())
-    text = f"{lo:,}" if lo == hi else f"{lo:,}-{hi:,}"
-    epochs = pd.to_numeric(rows.get("epochs", pd.Series(dtype=float)), errors="coerce").dropna()
-    if not epochs.empty:
-        text += f" updates ({epochs.min():.1f}-{epochs.max():.1f} epochs)"
-    else:
-        text += " updates"
-    return text
-
-
-def translation_scope(rows: pd.DataFrame, budget: str) -> str:
-    """What a Table 2 verdict holds at: parameters, training pairs, updates run, the
-    budget or stopping rule, device; e.g. "1.4M parameters, 28k training pairs, 3,470-7,184
-    updates (6.2-8.1 epochs), 6e13 FLOPs each, CPU"."""
-    parts = []
-    params = pd.to_numeric(rows.get("n_params", pd.Series(dtype=float)), errors="coerce")
-    if params.notna().any():
-        lo, hi = params.min() / 1e6, params.max() / 1e6
-        parts.append(f"{lo:.1f}M parameters" if round(lo, 1) == round(hi, 1)
-                     else f"{lo:.1f}-{hi:.1f}M parameters")
-    pairs = pd.to_numeric(rows.get("train_pairs", pd.Series(dtype=float)), errors="coerce")
-    if pairs.notna().any():
-        parts.append(f"{pairs.max() / 1e3:.0f}k training pairs")
-    if _updates(rows):
-        parts.append(_updates(rows))
-    parts.append(budget)
-    parts.append(device_word(rows))
-    return ", ".join(p for p in parts if p)
-
-
 def _scale(rows: pd.DataFrame) -> str:
     """The scale line: what translation_scope names, with the seeds and the machine (the
     updates the runs did, never their cap of steps)."""
@@ -285,7 +243,7 @@ def table2_matched(stored: Stored) -> Evidence:
     if not fraction:
         measured += ("; training FLOPs are matched, so \"a fraction of the training cost\" "
                      "is not tested here")
-    measured += _convergence(q.by)
+    measured += convergence_note(q.by)
     budget = pd.to_numeric(rows.get("budget_flops", pd.Series(dtype=float)), errors="coerce")
     at = f"at {flops_text(budget.max())} FLOPs each" if budget.notna().any() else \
         "at one budget"
@@ -307,78 +265,6 @@ def table2_matched(stored: Stored) -> Evidence:
         figure=f"{suite}/bleu-vs-cost.png", scope=translation_scope(rows, at))
 
 
-def _rule_text(rows: pd.DataFrame) -> str:
-    """The converged suite's stopping rule, as its rows state it."""
-    first = rows.iloc[0]
-    cap = pd.to_numeric(pd.Series([first.get("budget_flops")]), errors="coerce").iloc[0]
-    return (f"trained until {int(first.get('patience', 0))} evaluations brought no new best "
-            f"greedy dev BLEU, capped at {flops_text(cap)} FLOPs")
-
-
-def converged_gate(stored: Stored, by: dict[str, pd.DataFrame], rule: str) -> Gate:
-    """Every seed of every compared model ended with its dev curve flat: stopped by the rule
-    (harness.report.translation.flat_by_rule: by patience, not by the cap), and not while its
-    dev perplexity still fell (still_falling): a quality verdict waits while a compared
-    model may still be improving."""
-    capped = {m: [int(s) for s, flat in zip(g["seed"], flat_by_rule(g), strict=True)
-                  if not flat] for m, g in by.items()}
-    falling = {m: still_falling(stored, g) for m, g in by.items()}
-    detail = ", ".join(f"{m} {len(by[m]) - len(capped[m])} of {len(by[m])} seeds stopped by "
-                       "the rule" for m in by)
-    remedy = []
-    if any(capped.values()):
-        detail += "; stopped by the cap, not by the rule (may still rise): " + ", ".join(
-            f"{m} seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))}"
-            for m, s in capped.items() if s)
-        remedy.append("the capped seeds trained on past the cap, under one higher cap for "
-                      "every model of the suite (a run patience stopped ends the same under "
-                      "it; `tvr migrate-ids` carries it over); a `--set budget_flops=...` "
-                      "variant alone will not do: the claim does not read variants")
-    if any(falling.values()):
-        detail += (f"; dev perplexity still falling when the rule stopped them (log "
-                   "perplexity against updates over the rule's last patience + 1 "
-                   f"evaluations, fitted fall over {PPL_STILL_FALLING:.0%}, slope below 0 at "
-                   f"one-sided p < {ALPHA:g}): " + ", ".join(
-                       f"{m} seed {seed} ({fall:.1%})" for m, f in falling.items()
-                       for seed, fall in f.items()))
-        remedy.append("a stopping rule that waits for dev perplexity too (patience on it, the "
-                      "early-stopping metric fairseq and JoeyNMT use by default), every run "
-                      "of the compared suites trained again under it")
-    return Gate("converged", not remedy, f"{detail} ({rule})", "; and ".join(remedy))
-
-
-PPL_STILL_FALLING = 0.02  # a fitted fall of dev perplexity over the rule's last window
-
-
-def still_falling(stored: Stored, rows: pd.DataFrame) -> dict[int, float]:
-    """Seed -> fitted fall of dev perplexity, for the runs among `rows` (one model's) that
-    were stopped while it still fell: over their last patience + 1 evaluations, log dev
-    perplexity against the update, fitted by least squares (scipy linregress), falls by
-    more than PPL_STILL_FALLING with its slope below 0 at one-sided p < ALPHA. A single
-    fall from first to last would call a flat, noisy curve falling half the time; the
-    fit over the window asks for a trend. Runs without curves are not judged here."""
-    out = {}
-    for suite, group in rows.groupby("suite"):
-        try:
-            curves = stored.series(str(suite), group["point_id"])
-        except Missing:
-            continue
-        if "dev_ppl" not in curves:
-            continue
-        for row in group.itertuples():
-            window = int(pd.to_numeric(pd.Series([getattr(row, "patience", 0)]),
-                                       errors="coerce").fillna(0).iloc[0]) + 1
-            ppl = curves.loc[curves["point_id"] == row.point_id, ["step", "dev_ppl"]].dropna()
-            ppl = ppl[ppl["dev_ppl"] > 0].tail(window)
-            if window < 3 or len(ppl) < window or ppl["step"].nunique() < 3:
-                continue
-            fit = stats.linregress(ppl["step"].astype(float), np.log(ppl["dev_ppl"]))
-            fall = 1 - float(np.exp(fit.slope * (ppl["step"].iloc[-1] - ppl["step"].iloc[0])))
-            if fit.slope < 0 and fit.pvalue / 2 < ALPHA and fall > PPL_STILL_FALLING:
-                out[int(row.seed)] = fall
-    return out
-
-
 def _converged_runs(stored: Stored) -> pd.DataFrame:
     rows = _runs_in(stored, CONVERGED)
     if "converged" not in rows:
@@ -391,12 +277,12 @@ def table2_quality(stored: Stored) -> Evidence:
     stopping rule."""
     rows = _converged_runs(stored)
     q = _quality(stored, CONVERGED, rows)
-    rule = _rule_text(rows)
+    rule = rule_text(rows)
     gates = [*q.gates, converged_gate(stored, q.by, rule)]
     verdict = (CONTRADICTS if q.worse else
                SUPPORTS if len(q.better) == len(q.models) - 1 else
                QUALIFIED if q.better else INCONCLUSIVE)
-    measured = _measured(q) + _convergence(q.by)
+    measured = _measured(q) + convergence_note(q.by)
     if verdict == INCONCLUSIVE:
         measured += "; the sentence tests separate no recurrent model from the Transformer"
     return Evidence(
@@ -473,7 +359,7 @@ def table2_cost(stored: Stored) -> Evidence:
                 + f"; seconds are update time on one thread of {machine}")
     return Evidence(
         f"{CONVERGED}: the dev curves (greedy BLEU against counted training FLOPs and update "
-        f"seconds) of each model, {_rule_text(rows)}",
+        f"seconds) of each model, {rule_text(rows)}",
         measured, verdict,
         f"supports if every recurrent model needs more FLOPs than the Transformer to reach "
         f"the target, the Transformer at most {FRACTION:g}x theirs (both exact tests over "

@@ -21,8 +21,8 @@ BASELINES = ("source-copy", "constant", "retrieval")  # their rows first, in thi
 TABLE3_COLUMNS = {"n_layers": "N", "d_model": "d_model", "d_ff": "d_ff", "n_heads": "h",
                   "d_k": "d_k", "d_v": "d_v", "dropout": "P_drop",
                   "attn_dropout": "P_drop_attn", "label_smoothing": "eps_ls",
-                  "pos_encoding": "positions", "seed": "seed", "n_params": "params", "dev_ppl": "dev PPL",
-                  "dev_bleu": "dev BLEU"}
+                  "pos_encoding": "positions", "seed": "seed", "n_params": "params",
+                  "dev_ppl": "dev PPL", "dev_bleu": "dev BLEU"}
 RUNNERS = ("translate", "source-copy", "constant", "retrieval")
 ANCHOR = "translation-anchor"  # scripts/anchor's rows: a third-party toolkit on our split
 
