@@ -154,6 +154,18 @@ TABLE3_LETTERS = {"table3-heads-translation": "A", "table3-key-size": "B",
                   "table3-positions-translation": "E"}
 
 
+def _verdict_table(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """One row per Table 3 claim of the ledger: its variation letter, the claim, the verdict
+    as labelled (its scale with it), the names of the gates it did not pass."""
+    return pd.DataFrame({
+        "variation": [TABLE3_LETTERS[k] for k in verdicts["key"]],
+        "claim": verdicts["claim"].str.replace(r"^Table 3 \([A-E]\), translation: ", "",
+                                               regex=True),
+        "verdict": verdicts["label"],
+        "gates not passed": [", ".join(g["name"] for g in gates if not g["passed"]) or "none"
+                             for gates in verdicts["gates"]]})
+
+
 def translation_table3(out: Path) -> str:
     """Table 3 on translation: the tuned suite's variations over their seeds beside the base
     (CONVERGED_SUITE's Transformer), with the ledger's verdicts; then translation-table3-quick,
@@ -176,7 +188,7 @@ def translation_table3(out: Path) -> str:
         table = table3_over_seeds(pd.concat([base.assign(study="table3-base"), runs]))
         verdicts = ledger(out, [c for c in CLAIMS if c.key in TABLE3_LETTERS])
         lost = runs[runs["status"] == "diverged"]  # a result, but no dev BLEU to average
-        diverged = ("" if lost.empty else " Diverged, so in no mean: " + ", ".join(
+        diverged = ("" if lost.empty else "\n\nDiverged, so in no mean: " + ", ".join(
             f"{str(r.study).removeprefix('table3-')} seed {int(r.seed)}"
             for r in lost.itertuples()) + ".")
         tuned = (f"`{TUNED_SUITE}` ({len(runs)} of its variation runs so far, on "
@@ -184,10 +196,10 @@ def translation_table3(out: Path) -> str:
                  f"Table 2's stopping rule, against the base, `{CONVERGED_SUITE}`'s "
                  "Transformer; dev BLEU (beam 4, the length penalty chosen on dev) and dev "
                  "perplexity per subword, means over the seeds run, with the BLEU's standard "
-                 "deviation over them:\n\n" + markdown_table(table, ".4g") + "\n\nVerdicts "
-                 "(evidence and failed gates: `tvr claims`): " + "; ".join(
-                     f"({TABLE3_LETTERS[row.key]}) **{row.label}**"
-                     for row in verdicts.itertuples()) + "." + diverged)
+                 "deviation over them:\n\n" + markdown_table(table, ".4g") + "\n\nThe "
+                 "ledger's verdicts, with the gates each did not pass (their numbers and "
+                 "what would pass them: `tvr claims --format markdown`):\n\n"
+                 + markdown_table(_verdict_table(verdicts)) + diverged)
     df = _rows(out, "translation-table3-quick")
     return (tuned + f"\n\nThe smoke test, `tvr run translation-table3-quick` ({len(df)} "
             f"points, one seed, {df['wall_s'].sum():.0f} s of point wall time on "

@@ -276,7 +276,10 @@ def test_the_docs_table_shows_the_tuned_suite_over_seeds_beside_its_base(tmp_pat
     assert by_variation["base"][header.index("seeds")] == "4"
     assert by_variation["B"][header.index("seeds")] == "3"
     assert by_variation["B"][header.index("d_k")] == "16"
-    assert "(B) **supports at" in text and "3 of its variation runs so far" in text
+    verdicts = text.split("The ledger's verdicts")[1].split("The smoke test")[0]
+    (b_verdict,) = [line for line in verdicts.splitlines() if line.startswith("| B ")]
+    assert "| supports at " in b_verdict and b_verdict.rstrip(" |").endswith("| none")
+    assert "3 of its variation runs so far" in text
     assert "The smoke test, `tvr run translation-table3-quick` (5 points" in text
     assert "Diverged" not in text
     tuned(tmp_path, poor, d_model=128, n_heads=4, seeds=4)
@@ -286,7 +289,7 @@ def test_the_docs_table_shows_the_tuned_suite_over_seeds_beside_its_base(tmp_pat
     (tmp_path / TUNED_SUITE / "results.csv").write_text("\n".join(rows) + "\n")
     text = readme_translation.translation_table3(tmp_path)
     assert "Diverged, so in no mean: B seed 3." in text and "4 of its variation runs" in text
-    (b_row,) = [line for line in text.split("The smoke test")[0].splitlines()
+    (b_row,) = [line for line in text.split("The ledger's verdicts")[0].splitlines()
                 if line.startswith("| B ")]
     assert b_row.split("|")[header.index("seeds") + 1].strip() == "3"
 
