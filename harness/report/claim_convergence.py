@@ -21,7 +21,7 @@ def convergence_note(by: dict[str, pd.DataFrame]) -> str:
     then about: BLEU at this budget where no seed of a model flattened."""
     flat = {m: int(flat_by_rule(g).sum()) for m, g in by.items()}
     rising = [m for m, n in flat.items() if n == 0]
-    return ("; dev curve flat by the stopping rule: " + ", ".join(
+    return ("; dev BLEU curve flat by the stopping rule: " + ", ".join(
         f"{m} {n} of {len(by[m])} seeds" for m, n in flat.items())
         + (f" (BLEU at this training budget, not at convergence, for {', '.join(rising)})"
            if rising else ""))

@@ -292,7 +292,7 @@ def _evidence(stored: Stored, every: dict, pairs: list[Versus], verdict: str,
         "clustered bootstrap and randomization agree, every seed of the better arm above "
         "every seed of the other where they separate the two, the arms decoded and trained "
         "alike ("
-        + ", ".join(SHARED) + ")" + (f", every seed's dev curve flat by {CONVERGED}'s "
+        + ", ".join(SHARED) + ")" + (f", every seed's dev BLEU curve flat by {CONVERGED}'s "
                                      "stopping rule" if tuned else
                                      f"; {SUITE} is a smoke test, too small to judge"),
         training_scale(rows), checks,

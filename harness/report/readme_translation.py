@@ -31,7 +31,7 @@ def translation_converged(out: Path) -> str:
     matched = trained_runs(_rows(out, suite))
     budget = pd.to_numeric(matched.get("budget_flops"), errors="coerce").max()
     head = (f"`{suite}` stops every model at {flops_text(budget)} counted training FLOPs; "
-            f"`{CONVERGED_SUITE}` trains each until its dev curve is flat")
+            f"`{CONVERGED_SUITE}` trains each until its greedy dev BLEU stops improving")
     try:
         converged = trained_runs(_rows(out, CONVERGED_SUITE))
         target, converged = to_target(converged, Stored(out).series(
