@@ -25,6 +25,7 @@ from experiments.spec import (
     CAST_RUNNERS,
     LAYER_RUNNERS,
     MODEL_RUNNERS,
+    STOP_ON,
     Point,
     TrainOptions,
     TranslateOptions,
@@ -191,6 +192,15 @@ LIMITS: dict[str, Range | dict[type, Range]] = {
 _BY_TYPE = {int: Range(-MAX_KNOB, MAX_KNOB), float: Range(-MAX_FLOAT, MAX_FLOAT)}
 
 
+def choices() -> dict[str, tuple[str, ...]]:
+    """The values a string setting may take ("": its default, none), for --set and a suite
+    file alike: a value outside them would run, and measure nothing it names."""
+    from experiments import SEARCHES  # the package imports this module: read on use
+
+    return {"versus": ("torch", "timer"), "framing": ("lm", "seq2seq"),
+            "target_from": ("", "retrieval"), "recipe": ("", *SEARCHES), "stop_on": STOP_ON}
+
+
 def limit(key: str, type_: type) -> Range | None:
     """The range a numeric setting `key` of type `type_` must fall in (None: not a number)."""
     if type_ not in _BY_TYPE:
@@ -260,6 +270,10 @@ class Set:
         if allowed is not None and not allowed.holds(value):
             raise ValueError(f"{self.option} {self.key}={self.value}: must be "
                              f"{allowed.text(type_)}")
+        valid = choices().get(self.key) if type_ is str else None
+        if valid is not None and value not in valid:
+            raise ValueError(f"{self.option} {self.key}={self.value}: unknown value; valid: "
+                             + ", ".join(c or '""' for c in valid))
         if where == "point":
             return replace(point, **{self.key: value})
         if where == "options":

@@ -123,6 +123,9 @@ class TrainOptions:
         return {**self.task.columns(), **out, **(match.columns() if match else {})}
 
 
+STOP_ON = ("dev_bleu_greedy", "dev_ppl")  # the curve metrics translation's patience may watch
+
+
 @dataclass(frozen=True)
 class TranslateOptions:
     """Translation points (runners "translate" and the baselines "source-copy", "constant",
@@ -155,7 +158,10 @@ class TranslateOptions:
     target_bleu: float = 0.0  # FLOPs and seconds to reach this dev BLEU (curve); 0: none
     target_from: str = ""  # "retrieval": the target is that baseline's BLEU on the curve's verses
     speed_sentences: int = 16  # test sentences decoded with and without the cache, timed
-    patience: int = 0  # early stopping: curve evaluations without a new best dev BLEU; 0: off
+    patience: int = 0  # early stopping: curve evaluations without a new best; 0: off
+    stop_on: str = "dev_bleu_greedy"  # what patience watches (STOP_ON): greedy dev BLEU on
+    # the curve's verses, or "dev_ppl", dev perplexity (fairseq's and JoeyNMT's default); the
+    # model keeps the weights of its best
     score_test: bool = True  # beam-decode and score the test set too (a dev sweep: no)
     recipe: str = ""  # a tuning search (`tvr tune`): the recipe of its best trial
     recipe_keeps: tuple[str, ...] = ()  # keys the point sets itself, which the recipe leaves

@@ -55,8 +55,8 @@ from typing import Any
 import torch
 
 import models
-from experiments import SEARCHES, suite_names
-from experiments.overrides import Set, limit
+from experiments import suite_names
+from experiments.overrides import Set, choices, limit
 from experiments.spec import (
     MODEL_RUNNERS,
     CompareOptions,
@@ -97,9 +97,6 @@ SIZES = ("seq_len", "d_model", "batch_size")
 # sentences keep their own lengths, and a baseline trains no model.
 TAKES_SIZES = {"translate": ("d_model", "batch_size"), **dict.fromkeys(BASELINES, ())}
 DTYPES = ("float32", "bfloat16", "float16")
-# The values a string option may take ("": its default, none)
-CHOICES = {"versus": ("torch", "timer"), "framing": ("lm", "seq2seq"),
-           "target_from": ("", "retrieval"), "recipe": ("", *SEARCHES)}
 TOP_KEYS = ("name", "description", "config", "grid", "set")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 MAX_NAME = 100  # a folder name, short enough to read (a variant's is a folder below it)
@@ -451,7 +448,7 @@ def _values(f: _File, name: str, hint: Any, value: Any, key: str) -> list[Any]:
 
 def _scalar(f: _File, name: str, kind: Any, value: Any, key: str) -> Any:
     """`value` as an option of type `kind` (an integer where a float goes is that float, so
-    ids match a Python suite's), within what `--set` allows it and CHOICES."""
+    ids match a Python suite's), within what `--set` allows it and its choices."""
     if kind not in (bool, int, float, str):
         raise f.fail(key, "not an option a suite file can set")
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
@@ -460,8 +457,8 @@ def _scalar(f: _File, name: str, kind: Any, value: Any, key: str) -> Any:
     allowed = limit(name, kind)
     if allowed is not None and not allowed.holds(value):
         raise f.fail(key, f"{value!r} is not {allowed.text(kind)}")
-    if name in CHOICES and value not in CHOICES[name]:
-        valid = ", ".join(c or '""' for c in CHOICES[name])
+    if kind is str and name in choices() and value not in choices()[name]:
+        valid = ", ".join(c or '""' for c in choices()[name])
         raise f.fail(key, f"unknown {value!r}; valid: {valid}")
     return value
 

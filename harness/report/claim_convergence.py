@@ -62,12 +62,23 @@ def translation_scope(rows: pd.DataFrame, budget: str) -> str:
     return ", ".join(p for p in parts if p)
 
 
+STOP_METRICS = {"dev_bleu_greedy": "greedy dev BLEU", "dev_ppl": "dev perplexity"}
+
+
+def stop_metric(rows: pd.DataFrame) -> str:
+    """What the rows' stopping rule watched, in words ("greedy dev BLEU", the default a row
+    without a stop_on column had; rules that differ between rows joined by " or ")."""
+    on = rows.get("stop_on", pd.Series("dev_bleu_greedy", index=rows.index))
+    names = sorted({STOP_METRICS.get(str(v), str(v)) for v in on.fillna("dev_bleu_greedy")})
+    return " or ".join(names) or STOP_METRICS["dev_bleu_greedy"]
+
+
 def rule_text(rows: pd.DataFrame) -> str:
     """The converged suite's stopping rule, as its rows state it."""
     first = rows.iloc[0]
     cap = pd.to_numeric(pd.Series([first.get("budget_flops")]), errors="coerce").iloc[0]
     return (f"trained until {int(first.get('patience', 0))} evaluations brought no new best "
-            f"greedy dev BLEU, capped at {flops_text(cap)} FLOPs")
+            f"{stop_metric(rows)}, capped at {flops_text(cap)} FLOPs")
 
 
 def converged_gate(stored: Stored, by: dict[str, pd.DataFrame], rule: str) -> Gate:
@@ -96,9 +107,10 @@ def converged_gate(stored: Stored, by: dict[str, pd.DataFrame], rule: str) -> Ga
                    f"one-sided p < {ALPHA:g}): " + ", ".join(
                        f"{m} seed {seed} ({fall:.1%})" for m, f in falling.items()
                        for seed, fall in f.items()))
-        remedy.append("a stopping rule that waits for dev perplexity too (patience on it, the "
-                      "early-stopping metric fairseq and JoeyNMT use by default), every run "
-                      "of the compared suites trained again under it")
+        remedy.append("a stopping rule that waits for dev perplexity too (patience on it, "
+                      "the early-stopping metric fairseq and JoeyNMT use by default: the "
+                      "translation option stop_on = dev_ppl), every run of the compared "
+                      "suites trained again under it")
     return Gate("converged", not remedy, f"{detail} ({rule})", "; and ".join(remedy))
 
 

@@ -22,7 +22,7 @@ from sacrebleu.metrics import BLEU
 
 from harness.files import read_lines
 from harness.report import clustered, gates, sentence_tests
-from harness.report.claim_convergence import converged_gate, translation_scope
+from harness.report.claim_convergence import converged_gate, stop_metric, translation_scope
 from harness.report.claim_training import training_scale
 from harness.report.claim_translation import BASELINES, CONVERGED
 from harness.report.evidence import Claim, Evidence, Missing, Stored, scale_facts
@@ -309,7 +309,8 @@ def _budget(rows: pd.DataFrame, every: dict[str, pd.DataFrame], tuned: bool) -> 
     every variation (or those used), and the seeds per variation."""
     lrs = sorted(pd.to_numeric(rows.get("peak_lr", pd.Series(dtype=float)),
                                errors="coerce").dropna().unique())
-    parts = ["trained until Table 2's stopping rule (patience on greedy dev BLEU)" if tuned else "",
+    parts = [f"trained until Table 2's stopping rule (patience on {stop_metric(rows)})" if tuned
+             else "",
              f"peak learning rate {lrs[0]:g} for every variation" if len(lrs) == 1 else
              f"peak learning rates {', '.join(f'{v:g}' for v in lrs)}" if lrs else ""]
     seeds = sorted({int(g["seed"].nunique()) for g in every.values()})

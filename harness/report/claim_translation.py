@@ -27,6 +27,7 @@ from harness.report.claim_convergence import (
     converged_gate,
     convergence_note,
     rule_text,
+    stop_metric,
     translation_scope,
 )
 from harness.report.evidence import Claim, Evidence, Missing, Stored, scale_facts
@@ -299,7 +300,7 @@ def table2_quality(stored: Stored) -> Evidence:
         _scale(rows), tuple(gates), tuple(q.tests),
         scale_facts(rows, int(rows["test_sentences"].iloc[0])),
         figure=f"{CONVERGED}/bleu-vs-cost.png",
-        scope=translation_scope(rows, "trained until patience on greedy dev BLEU"))
+        scope=translation_scope(rows, f"trained until patience on {stop_metric(rows)}"))
 
 
 def _gmean_interval(values: np.ndarray) -> tuple[float, float, float]:

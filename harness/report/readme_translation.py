@@ -24,6 +24,7 @@ CONVERGED_SUITE = "translation-cpu-converged"  # Table 2 with every model traine
 def translation_converged(out: Path) -> str:
     """Table 2 by stopping rule: each trained model at the matched FLOP budget (the suite
     table2_suite picks) and trained to convergence, with the cost to a common target."""
+    from harness.report.claim_convergence import stop_metric
     from harness.report.evidence import Missing, Stored
     from harness.report.translation import converged_table, flops_text, to_target, trained_runs
 
@@ -31,7 +32,7 @@ def translation_converged(out: Path) -> str:
     matched = trained_runs(_rows(out, suite))
     budget = pd.to_numeric(matched.get("budget_flops"), errors="coerce").max()
     head = (f"`{suite}` stops every model at {flops_text(budget)} counted training FLOPs; "
-            f"`{CONVERGED_SUITE}` trains each until its greedy dev BLEU stops improving")
+            f"`{CONVERGED_SUITE}` trains each until its stopping rule ends it")
     try:
         converged = trained_runs(_rows(out, CONVERGED_SUITE))
         target, converged = to_target(converged, Stored(out).series(
@@ -40,9 +41,10 @@ def translation_converged(out: Path) -> str:
         return (head + f": not measured yet (`tvr run {CONVERGED_SUITE}`, about 8-16 "
                 "core-hours, resumable).\n\n" + markdown_table(
                     converged_table(matched, matched.iloc[0:0])) + "\n")
-    first = converged.iloc[0]
-    return (head + f" ({int(first['patience'])} evaluations without a new best greedy dev "
-            f"BLEU, capped at {flops_text(float(first['budget_flops']))} FLOPs; "
+    first, metric = converged.iloc[0], stop_metric(converged)
+    head = head.replace("its stopping rule ends it", f"its {metric} stops improving")
+    return (head + f" ({int(first['patience'])} evaluations without a new best {metric}, "
+            f"capped at {flops_text(float(first['budget_flops']))} FLOPs; "
             f"{len(converged)} runs so far, on {_machine(converged)}). `converged`: seeds ended by "
             "patience, flat by the rule (a run the cap or budget ended is not); `updates`: the "
             "updates run; `flops_to_target`, "

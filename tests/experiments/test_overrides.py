@@ -175,6 +175,21 @@ def test_set_refuses_a_value_outside_its_meaning_at_the_command_line(suite, text
     assert lines == [f"Error: --set {text}: must be {allowed}"], result.output
 
 
+@pytest.mark.parametrize("text,valid", [
+    ("stop_on=dev_loss", "dev_bleu_greedy, dev_ppl"),
+    ("target_from=oracle", '"", retrieval'),
+])
+def test_set_refuses_a_string_outside_its_choices_at_the_command_line(text, valid):
+    """A string setting with named values (what patience watches, where the target comes
+    from) refuses any other in one line and exit 2: target_from=oracle once ran the sweep
+    with no target, and stop_on=dev_loss would stop every run on a metric never logged."""
+    result = CliRunner().invoke(cli, ["run", "translation-quick", "--set", text, "--dry-run"])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert lines == [f"Error: --set {text}: unknown value; valid: {valid}"], result.output
+    o.apply(experiments.points("translation-quick"), [o.Set.parse("stop_on=dev_ppl")], "t")
+
+
 def test_set_keeps_values_within_their_meaning():
     """The bounds refuse nothing a suite means: a fraction of warm-up, an integer one of a
     training loop, a budget, a small learning rate."""

@@ -380,6 +380,8 @@ BAD_OPTIONS = {  # what to change in TRANSLATION -> the key the message must nam
                             "grid[0].translate.alphas"),
     "unknown recipe": (("steps = 12", "steps = 12\nrecipe = \"mine\""),
                        "grid[0].translate.recipe"),
+    "unknown stopping metric": (("steps = 12", "steps = 12\nstop_on = \"dev_loss\""),
+                                "grid[0].translate.stop_on"),
     "unknown match model": (("model = \"transformer\"", "model = \"transformr\""),
                             "grid[0].match.model"),
     "unknown match knob": (("n_layers = 1, d_ff = 64", "n_layer = 1"), "grid[0].match.config"),

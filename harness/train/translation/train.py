@@ -66,6 +66,9 @@ def schedule(peak_lr: float, warmup: int) -> Callable[[int], float]:
     return lambda step: c * min(step**-0.5, step * warmup**-1.5)
 
 
+LOWER_IS_BETTER = ("dev_ppl",)  # curve metrics whose best is their least
+
+
 @dataclass
 class TrainLog:
     flops: int = 0  # training FLOPs so far (forward + backward)
@@ -73,7 +76,7 @@ class TrainLog:
     steps: int = 0
     diverged_at: int | None = None
     series: Curve = field(default_factory=dict)
-    best: float = -math.inf  # the best curve value (early stopping's key) and its step
+    best: float = -math.inf  # the best value of early stopping's key and its step (-inf: none)
     best_step: int = 0
     stopped_early: bool = False  # stopped: `patience` evaluations without a new best
     stopped_by: str = ""  # "patience", "budget" (max_flops), "pruned"; "" ran all steps (the
@@ -97,7 +100,7 @@ class Plan:
     smoothing: float
     eval_every: int
     patience: int = 0
-    key: str = "dev_bleu_greedy"
+    key: str = "dev_bleu_greedy"  # or "dev_ppl" (LOWER_IS_BETTER: its best is its least)
     checkpoint: Path | None = None
     checkpoint_key: str = ""  # the point's config_key: trainer.Saving.key
     checkpoint_s: float = 180.0
@@ -165,8 +168,13 @@ class _Translation:
             log.add(key, step, value)
         log.add("train_flops", step, log.flops)
         log.add("train_s", step, log.seconds)
-        value = values.get(plan.key, -math.inf)
-        if value > log.best:
+        if plan.key in LOWER_IS_BETTER:  # the first value, if finite, is the first best
+            value = values.get(plan.key, math.inf)
+            better = value < (math.inf if log.best == -math.inf else log.best)
+        else:
+            value = values.get(plan.key, -math.inf)
+            better = value > log.best
+        if better:
             log.best, log.best_step, self.since_best = value, step, 0
             if plan.patience:
                 self.best_state = {k: v.detach().clone()

@@ -280,7 +280,7 @@ def _train_and_score(point: Point, opts: TranslateOptions, ctx: Context, model: 
     ckpt = checkpoint.point_path(point, ctx)
     prune = ctx.prune
     plan = Plan(opts.steps, opts.peak_lr, warmup_steps(opts), opts.label_smoothing,
-                opts.eval_every, opts.patience, checkpoint=ckpt,
+                opts.eval_every, opts.patience, opts.stop_on, checkpoint=ckpt,
                 checkpoint_key=point.config_key, resume=ctx.resume,
                 max_flops=opts.budget_flops, eval_flops=opts.eval_flops,
                 prune=None if prune is None else lambda flops, curve: prune(point, flops, curve),
@@ -350,6 +350,8 @@ def convergence(log: TrainLog, opts: TranslateOptions) -> dict[str, Any]:
     before = max(curve[:-FLAT_WINDOW]) if len(curve) > FLAT_WINDOW else float("nan")
     gain = max(curve[-FLAT_WINDOW:]) - before if len(curve) > FLAT_WINDOW else float("nan")
     flat = log.stopped_early or (gain < FLAT_BLEU and gain < FLAT_FRACTION * before)
-    return {"best_step": log.best_step, "best_dev_bleu_greedy": log.best,
+    bleu = log.best if opts.stop_on == "dev_bleu_greedy" else \
+        dict(log.series.get("dev_bleu_greedy", [])).get(log.best_step, float("nan"))
+    return {"best_step": log.best_step, "best_dev_bleu_greedy": bleu,
             "stopped_early": int(log.stopped_early), "dev_curve_gain_last": gain,
             "converged": int(flat)}

@@ -128,7 +128,13 @@ def test_finished_points_remove_their_checkpoint_unless_kept(tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_early_stopping_ends_on_the_best_weights() -> None:
+@pytest.mark.parametrize(("key", "values", "best"), [
+    ("dev_bleu_greedy", [0.0, 1.0, 3.0, 2.0, 2.5, 1.0, 0.5, 9.0], 3.0),  # highest is best
+    ("dev_ppl", [900.0, 80.0, 20.0, 30.0, 25.0, 60.0, 70.0, 5.0], 20.0)])  # lowest is best
+def test_early_stopping_ends_on_the_best_weights(key, values, best) -> None:
+    """Patience on greedy dev BLEU (the default) or on dev perplexity (stop_on = dev_ppl):
+    best at the 2nd evaluation after step 0, 3 evaluations without a better one stop the
+    run at step 50, and the model ends with the weights it had at its best."""
     from harness.train.translation.data import TrainStream, make_batch
     from harness.train.translation.train import train
 
@@ -138,17 +144,31 @@ def test_early_stopping_ends_on_the_best_weights() -> None:
     model.w = torch.nn.Parameter(torch.zeros(1))
     model.forward = lambda src, tgt, src_key_padding_mask=None: (  # logits from w
         model.w.expand(src.size(0), tgt.size(1), 12) * torch.arange(12.0))
-    scores = iter([0.0, 1.0, 3.0, 2.0, 2.5, 1.0, 0.5, 9.0])  # best at the 2nd evaluation
+    scores = iter(values)
     seen = []
 
     def evaluate() -> dict[str, float]:
         seen.append(model.w.detach().clone())
-        return {"dev_bleu_greedy": next(scores)}
+        return {key: next(scores)}
 
-    plan = Plan(70, 1e-2, 7, 0.0, 10, patience=3)
+    plan = Plan(70, 1e-2, 7, 0.0, 10, patience=3, key=key)
     log = train(model, TrainStream(data, 0), plan, torch.device("cpu"), 0, evaluate)
-    assert (log.best, log.best_step, log.stopped_early, log.steps) == (3.0, 20, True, 50)
+    assert (log.best, log.best_step, log.stopped_early, log.steps) == (best, 20, True, 50)
     assert torch.equal(model.w.detach(), seen[2]) and not math.isinf(log.best)
+
+
+def test_a_run_stopped_on_perplexity_reports_the_bleu_of_its_best_weights() -> None:
+    """best_dev_bleu_greedy is the curve's BLEU where the rule's best was (its perplexity's
+    least under stop_on = dev_ppl), not the best BLEU the curve reached elsewhere."""
+    from experiments.spec import TranslateOptions
+    from harness.train.translation.translate_runner import convergence
+
+    series = {"dev_bleu_greedy": [(0, 0.0), (100, 9.0), (200, 8.5)],
+              "dev_ppl": [(0, 900.0), (100, 30.0), (200, 25.0)]}
+    log = TrainLog(series=series, best=25.0, best_step=200)
+    assert convergence(log, TranslateOptions(stop_on="dev_ppl"))["best_dev_bleu_greedy"] == 8.5
+    log = TrainLog(series=series, best=9.0, best_step=100)
+    assert convergence(log, TranslateOptions())["best_dev_bleu_greedy"] == 9.0
 
 
 def test_throughput_is_rates_over_update_seconds_and_mfu_over_the_peak() -> None:
