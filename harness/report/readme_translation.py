@@ -196,9 +196,10 @@ def translation_table3(out: Path) -> str:
         tuned = (f"`{TUNED_SUITE}` ({len(runs)} of its variation runs so far, on "
                  f"{_machine(runs)}): each variation of the tuned Transformer, trained by "
                  f"Table 2's stopping rule, against the base, `{CONVERGED_SUITE}`'s "
-                 "Transformer; dev BLEU (beam 4, the length penalty chosen on dev) and dev "
-                 "perplexity per subword, means over the seeds run, with the BLEU's standard "
-                 "deviation over them:\n\n" + markdown_table(table, ".4g") + "\n\nThe "
+                 "Transformer; the updates each run did until the rule stopped it and their "
+                 "counted training FLOPs (the paper's \"train steps\"), dev BLEU (beam 4, the "
+                 "length penalty chosen on dev) and dev perplexity per subword, means over the "
+                 "seeds run, with the BLEU's standard deviation over them:\n\n" + markdown_table(table, ".4g") + "\n\nThe "
                  "ledger's verdicts, with the gates each did not pass (their numbers and "
                  "what would pass them: `tvr claims --format markdown`):\n\n"
                  + markdown_table(_verdict_table(verdicts)) + diverged)

@@ -22,7 +22,9 @@ TABLE3_COLUMNS = {"n_layers": "N", "d_model": "d_model", "d_ff": "d_ff", "n_head
                   "d_k": "d_k", "d_v": "d_v", "dropout": "P_drop",
                   "attn_dropout": "P_drop_attn", "label_smoothing": "eps_ls",
                   "pos_encoding": "positions", "seed": "seed", "n_params": "params",
-                  "dev_ppl": "dev PPL", "dev_bleu": "dev BLEU"}
+                  "steps_run": "updates", "train_flops": "train FLOPs", "dev_ppl": "dev PPL",
+                  "dev_bleu": "dev BLEU"}
+TABLE3_MEASURED = ("updates", "train FLOPs", "dev PPL", "dev BLEU")  # the rest: what it sets
 RUNNERS = ("translate", "source-copy", "constant", "retrieval")
 ANCHOR = "translation-anchor"  # scripts/anchor's rows: a third-party toolkit on our split
 
@@ -249,25 +251,36 @@ def table3(df: pd.DataFrame) -> pd.DataFrame:
     if "attn_dropout" in rows:  # -1 (or a row without it): the residual dropout, as the paper
         own = pd.to_numeric(rows["attn_dropout"], errors="coerce")
         rows["attn_dropout"] = own.where(own >= 0, pd.to_numeric(rows["dropout"]))
+    if "steps_run" in rows:  # the paper's "train steps": the updates each run did
+        rows["steps_run"] = pd.to_numeric(rows["steps_run"], errors="coerce").round().astype(
+            "Int64")
+    if "train_flops" in rows:  # a count past 1e14, shown as a float (1.9e+14)
+        rows["train_flops"] = pd.to_numeric(rows["train_flops"], errors="coerce").astype(float)
     cols = ["variation", *(c for c in TABLE3_COLUMNS if c in rows)]
     # the paper's order: base, then A-E, each variation's rows by what they set
     rows["_order"] = rows["variation"].map(lambda v: "" if v == "base" else v)
+    measured = [k for k, v in TABLE3_COLUMNS.items() if v in TABLE3_MEASURED]
     rows = rows.sort_values(["_order", *(c for c in cols[1:] if c not in ("n_params",
-                                                                        "dev_ppl", "dev_bleu"))],
+                                                                        *measured))],
                             kind="stable")
     return rows[cols].rename(columns=TABLE3_COLUMNS).reset_index(drop=True)
 
 
 def table3_over_seeds(df: pd.DataFrame) -> pd.DataFrame:
-    """table3 with its seeds together: one row per setting, the seeds it ran, dev perplexity
-    and BLEU their means over those seeds, and the BLEU's standard deviation over them."""
+    """table3 with its seeds together: one row per setting, the seeds it ran, the updates,
+    training FLOPs, dev perplexity and BLEU their means over those seeds, and the BLEU's
+    standard deviation over them."""
     per_seed = table3(df)
     if per_seed.empty:
         return per_seed
-    keys = [c for c in per_seed if c not in ("seed", "dev PPL", "dev BLEU")]
-    return per_seed.groupby(keys, sort=False, dropna=False).agg(**{
-        "seeds": ("dev BLEU", "size"), "dev PPL": ("dev PPL", "mean"),
-        "dev BLEU": ("dev BLEU", "mean"), "dev BLEU sd": ("dev BLEU", "std")}).reset_index()
+    keys = [c for c in per_seed if c not in ("seed", *TABLE3_MEASURED)]
+    means = {c: (c, "mean") for c in TABLE3_MEASURED if c in per_seed}
+    out = per_seed.groupby(keys, sort=False, dropna=False).agg(
+        seeds=("dev BLEU", "size"), **means,
+        **{"dev BLEU sd": ("dev BLEU", "std")}).reset_index()
+    if "updates" in out:
+        out["updates"] = out["updates"].astype(float).round().astype("Int64")
+    return out
 
 
 def flops_text(value: float) -> str:

@@ -265,7 +265,7 @@ def test_the_docs_table_shows_the_tuned_suite_over_seeds_beside_its_base(tmp_pat
     before = readme_translation.translation_table3(tmp_path)
     assert before.startswith(f"`{TUNED_SUITE}` has no trained variation yet")
     assert "| B " in before and "seeds" not in before.split("smoke test")[-1]
-    tuned(tmp_path, poor, d_model=128, n_heads=4)
+    tuned(tmp_path, poor, d_model=128, n_heads=4, steps_run=1000.4, train_flops=3e13)
     text = readme_translation.translation_table3(tmp_path)
     table = [line for line in text.splitlines() if line.startswith("| ")]
     header = [c.strip() for c in table[0].strip("|").split("|")]
@@ -276,6 +276,9 @@ def test_the_docs_table_shows_the_tuned_suite_over_seeds_beside_its_base(tmp_pat
     assert by_variation["base"][header.index("seeds")] == "4"
     assert by_variation["B"][header.index("seeds")] == "3"
     assert by_variation["B"][header.index("d_k")] == "16"
+    # the cost beside the quality: the paper's "train steps" (updates), and counted FLOPs
+    assert by_variation["B"][header.index("updates")] == "1000"
+    assert by_variation["B"][header.index("train FLOPs")] == "3e+13"
     verdicts = text.split("The ledger's verdicts")[1].split("The smoke test")[0]
     (b_verdict,) = [line for line in verdicts.splitlines() if line.startswith("| B ")]
     assert "| supports at " in b_verdict and b_verdict.rstrip(" |").endswith("| none")
