@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import os
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -184,18 +185,22 @@ def test_an_empty_tag_file_is_replaced_once_and_then_kept(tmp_path: Path) -> Non
 def test_first_runs_started_together_agree_on_one_tag(tmp_path: Path, legacy_empty) -> None:
     """Six processes, forked and released at one moment (each waits for the end of one pipe),
     each draw the tag of one new machine-id file, or of an empty one a killed run left: one
-    writes it under a lock, the rest read it. (Spawned processes spent seconds importing,
-    and so started one after another.)"""
+    writes it under a lock, the rest read it. Each child's draw takes a little longer than
+    the one before (0.05 s apart), so without the lock and the second read under it the
+    first to draw would keep its own tag while later ones write theirs. (Spawned processes
+    spent seconds importing, and so started one after another.)"""
     path, start_read, start_write, children = tmp_path / "machine-id", *os.pipe(), []
     if legacy_empty:
         path.write_text("")
-    for _ in range(6):
+    for index in range(6):
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: wait for the start, draw, say the tag, end without pytest
             code = 1
             try:
                 os.close(start_write)
+                machines.secrets.token_hex = lambda n, i=index: (  # this child's own tag, late
+                    time.sleep(0.05 * i), f"{os.getpid():06x}"[-2 * n:])[1]
                 os.read(start_read, 1)
                 os.write(write, machines._kept_tag(path).encode())
                 code = 0
