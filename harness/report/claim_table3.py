@@ -23,7 +23,6 @@ from sacrebleu.metrics import BLEU
 from harness.files import read_lines
 from harness.report import clustered, gates, sentence_tests
 from harness.report.claim_convergence import converged_gate, stop_metric, translation_scope
-from harness.report.claim_training import training_scale
 from harness.report.claim_translation import BASELINES, CONVERGED
 from harness.report.evidence import Claim, Evidence, Missing, Stored, scale_facts
 from harness.report.rulebook import TRAINED_QUALITY
@@ -282,6 +281,9 @@ def _evidence(stored: Stored, every: dict, pairs: list[Versus], verdict: str,
                       "these models did not learn the task at this scale, so no verdict")
     tuned = suite == TUNED_SUITE
     base = f"{CONVERGED}'s Transformer" if tuned else f"{SUITE}'s own base"
+    scope = translation_scope(rows, _budget(rows, every, tuned))
+    machines = ", ".join(sorted(rows["machine"].dropna().astype(str).unique())) \
+        if "machine" in rows else ""
     return Evidence(
         f"{suite}: Table 3's variations of the {'tuned' if tuned else 'quick'} translation "
         f"Transformer against {base} (the base), {int(every['base']['dev_sentences'].iloc[0])}"
@@ -295,13 +297,11 @@ def _evidence(stored: Stored, every: dict, pairs: list[Versus], verdict: str,
         + ", ".join(SHARED) + ")" + (f", every seed's dev BLEU curve flat by {CONVERGED}'s "
                                      "stopping rule" if tuned else
                                      f"; {SUITE} is a smoke test, too small to judge"),
-        training_scale(rows), checks,
+        f"{scope}, machine {machines or '?'}", checks,
         tuple(t for p in pairs for t in (*p.sentence, *p.seeds)),
         scale_facts(rows, int(rows["dev_sentences"].iloc[0]) if "dev_sentences" in rows
                     else ""),
-        scope=(translation_scope(rows, _budget(rows, every, tuned)) if tuned else
-               f"{SUITE}, a smoke test too small to judge: "
-               + translation_scope(rows, _budget(rows, every, tuned))))
+        scope=scope if tuned else f"{SUITE}, a smoke test too small to judge: {scope}")
 
 
 def _budget(rows: pd.DataFrame, every: dict[str, pd.DataFrame], tuned: bool) -> str:

@@ -199,7 +199,8 @@ def translation_table3(out: Path) -> str:
                  "Transformer; the updates each run did until the rule stopped it and their "
                  "counted training FLOPs (the paper's \"train steps\"), dev BLEU (beam 4, the "
                  "length penalty chosen on dev) and dev perplexity per subword, means over the "
-                 "seeds run, with the BLEU's standard deviation over them:\n\n" + markdown_table(table, ".4g") + "\n\nThe "
+                 "seeds run, with the BLEU's standard deviation over them:\n\n"
+                 + markdown_table(table, ".4g") + "\n\nThe "
                  "ledger's verdicts, with the gates each did not pass (their numbers and "
                  "what would pass them: `tvr claims --format markdown`):\n\n"
                  + markdown_table(_verdict_table(verdicts)) + diverged)
