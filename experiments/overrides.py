@@ -273,7 +273,7 @@ class Set:
         valid = choices().get(self.key) if type_ is str else None
         if valid is not None and value not in valid:
             raise ValueError(f"{self.option} {self.key}={self.value}: unknown value; valid: "
-                             + ", ".join(c or '""' for c in valid))
+                             + ", ".join(c for c in valid if c))  # "": leave it unset
         if where == "point":
             return replace(point, **{self.key: value})
         if where == "options":

@@ -123,7 +123,11 @@ class TrainOptions:
         return {**self.task.columns(), **out, **(match.columns() if match else {})}
 
 
-STOP_ON = ("dev_bleu_greedy", "dev_ppl")  # the curve metrics translation's patience may watch
+# The curve metrics translation's patience may watch, the default first (greedy dev BLEU on
+# the curve's verses; dev perplexity, lower is better: harness.train.translation.train's
+# LOWER_IS_BETTER); the report names them in words (harness.report.claim_convergence), and a
+# test ties the three
+STOP_ON = ("dev_bleu_greedy", "dev_ppl")
 
 
 @dataclass(frozen=True)
@@ -167,6 +171,10 @@ class TranslateOptions:
     recipe_keeps: tuple[str, ...] = ()  # keys the point sets itself, which the recipe leaves
     # as they are (a Table 3 variation's own knob, the rest of the recipe applied)
     match: Match | None = None
+
+    def __post_init__(self) -> None:
+        if self.stop_on not in STOP_ON:  # a rule on a metric never logged would stop at once
+            raise ValueError(f"stop_on {self.stop_on!r}: one of {', '.join(STOP_ON)}")
 
     def columns(self) -> dict[str, Any]:
         out = _changed(self)

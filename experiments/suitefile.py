@@ -457,9 +457,10 @@ def _scalar(f: _File, name: str, kind: Any, value: Any, key: str) -> Any:
     allowed = limit(name, kind)
     if allowed is not None and not allowed.holds(value):
         raise f.fail(key, f"{value!r} is not {allowed.text(kind)}")
-    if kind is str and name in choices() and value not in choices()[name]:
-        valid = ", ".join(c or '""' for c in choices()[name])
-        raise f.fail(key, f"unknown {value!r}; valid: {valid}")
+    valid = choices().get(name) if kind is str else None
+    if valid is not None and value not in valid:
+        raise f.fail(key, f"unknown {value!r}; valid: "
+                     + ", ".join(c or '""' for c in valid))
     return value
 
 

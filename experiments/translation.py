@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from experiments.spec import Match, Point, Search, TranslateOptions, config
+from experiments.spec import STOP_ON, Match, Point, Search, TranslateOptions, config
 
 SEQ2SEQ = ("transformer", "lstm-attention", "lstm")
 BASE = dict(n_layers=2, n_heads=4, d_ff=512, dropout=0.1, norm="post",
@@ -188,6 +188,10 @@ def translation_cpu_tuned() -> list[Point]:
 # where the base's patience-stopped seeds ran 5,591-13,495: runs patience ended below the old
 # cap are carried over unchanged (`tvr migrate-ids`, harness.cli.recap), capped ones rerun.
 CONVERGED_CAP, CONVERGED_PATIENCE = 8 * TUNED_BUDGET, 6
+# the rule both suites train by, so Table 3's variations and its base cannot drift apart
+# (stop_on: what patience watches, STOP_ON; switching it retrains both suites)
+CONVERGED_RULE = {"budget_flops": CONVERGED_CAP, "patience": CONVERGED_PATIENCE,
+                  "stop_on": STOP_ON[0]}
 # 4 seeds: the cost claim's unit is a run, and the exact test over 3 + 3 runs cannot go below
 # p = 0.1; over 4 + 4 it reaches 0.029
 CONVERGED_SEEDS = range(4)
@@ -209,8 +213,7 @@ def translation_cpu_converged() -> list[Point]:
     machine): the Transformer 131 min (to the 4x cap of then), the attentional LSTM 93 min
     and GRU 48 min (stopped by patience), 4.5 core-hours a seed, so 15-18 for the 4; resumable
     (`--executor ray`, or two sweeps into one --out)."""
-    opts = TUNED | {"recipe": "translation-cpu-tune", "alphas": ALPHAS,
-                    "budget_flops": CONVERGED_CAP, "patience": CONVERGED_PATIENCE}
+    opts = TUNED | {"recipe": "translation-cpu-tune", "alphas": ALPHAS, **CONVERGED_RULE}
     return baseline_points("translation-cpu-converged", **opts) + [
         translate_point("translation-cpu-converged", m, CPU_D_MODEL, CPU_BATCH, s,
                         arch=CPU_ARCH, **opts)
@@ -327,7 +330,7 @@ def translation_table3_tuned() -> list[Point]:
     under this rule). Seed-major, resumable across sittings (two sweeps into one --out, or
     `--executor ray`)."""
     opts = TUNED | {"recipe": "translation-cpu-tune", "score_test": False, "alphas": ALPHAS,
-                    "budget_flops": CONVERGED_CAP, "patience": CONVERGED_PATIENCE}
+                    **CONVERGED_RULE}
     variations = _table3("translation-table3-tuned", TABLE3_TUNED, CPU_D_MODEL,
                          CPU_ARCH["d_ff"], CPU_BATCH, opts, TABLE3_SEEDS)
     # seed-major: a sitting cut short leaves every variation with its first seeds

@@ -369,7 +369,10 @@ _BUILTIN_METRICS = (
                                   "at distance 1, at initialisation"),
               ("grad_decay_trained", "the same after training")),
     # translation training and decoding (runner "translate", scripts/anchor)
-    *_metrics("BLEU", HIGHER, ("best_dev_bleu_greedy", "best greedy dev BLEU on the curve"),
+    *_metrics("BLEU", HIGHER, ("best_dev_bleu_greedy", "greedy dev BLEU on the curve at the "
+                                                       "stopping rule's best evaluation (its "
+                                                       "highest; under stop_on = dev_ppl, "
+                                                       "where dev perplexity was least)"),
               ("recipe_dev_bleu", "dev BLEU of the tuning search's best trial"),
               ("best_checkpoint_dev_bleu", "dev BLEU of the toolkit's best checkpoint"),
               ("final_checkpoint_dev_bleu", "dev BLEU of the toolkit's last checkpoint"),

@@ -21,7 +21,8 @@ def convergence_note(by: dict[str, pd.DataFrame]) -> str:
     then about: BLEU at this budget where no seed of a model flattened."""
     flat = {m: int(flat_by_rule(g).sum()) for m, g in by.items()}
     rising = [m for m, n in flat.items() if n == 0]
-    return ("; dev BLEU curve flat by the stopping rule: " + ", ".join(
+    metric = stop_metric(pd.concat(by.values()))
+    return (f"; {metric} curve flat by the stopping rule: " + ", ".join(
         f"{m} {n} of {len(by[m])} seeds" for m, n in flat.items())
         + (f" (BLEU at this training budget, not at convergence, for {', '.join(rising)})"
            if rising else ""))
@@ -73,6 +74,13 @@ def stop_metric(rows: pd.DataFrame) -> str:
     return " or ".join(names) or STOP_METRICS["dev_bleu_greedy"]
 
 
+def translation_scale(rows: pd.DataFrame, budget: str) -> str:
+    """The scale line of a translation claim: translation_scope's, with the machines."""
+    machines = sorted(rows["machine"].dropna().astype(str).unique()) if "machine" in rows \
+        else []
+    return translation_scope(rows, budget) + f", machine {', '.join(machines) or '?'}"
+
+
 def rule_text(rows: pd.DataFrame) -> str:
     """The converged suite's stopping rule, as its rows state it."""
     first = rows.iloc[0]
@@ -83,15 +91,20 @@ def rule_text(rows: pd.DataFrame) -> str:
 
 def converged_gate(stored: Stored, by: dict[str, pd.DataFrame], rule: str) -> Gate:
     """Every seed of every compared model ended with its dev curve flat: stopped by the rule
-    (harness.report.translation.flat_by_rule: by patience, not by the cap), and not while its
-    dev perplexity still fell (still_falling): a quality verdict waits while a compared
-    model may still be improving."""
+    (harness.report.translation.flat_by_rule: by patience, not by the cap), one rule for all
+    (patience on one metric), and not while its dev perplexity still fell (still_falling):
+    a quality verdict waits while a compared model may still be improving."""
     capped = {m: [int(s) for s, flat in zip(g["seed"], flat_by_rule(g), strict=True)
                   if not flat] for m, g in by.items()}
     falling = {m: still_falling(stored, g) for m, g in by.items()}
     detail = ", ".join(f"{m} {len(by[m]) - len(capped[m])} of {len(by[m])} seeds stopped by "
                        "the rule" for m in by)
     remedy = []
+    metric = stop_metric(pd.concat(by.values()))
+    if " or " in metric:
+        detail += f"; the runs stopped on different metrics: {metric}"
+        remedy.append("every run of the compared suites trained by one rule (the suites' "
+                      "stop_on alike)")
     if any(capped.values()):
         detail += "; stopped by the cap, not by the rule (may still rise): " + ", ".join(
             f"{m} seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))}"
@@ -107,10 +120,13 @@ def converged_gate(stored: Stored, by: dict[str, pd.DataFrame], rule: str) -> Ga
                    f"one-sided p < {ALPHA:g}): " + ", ".join(
                        f"{m} seed {seed} ({fall:.1%})" for m, f in falling.items()
                        for seed, fall in f.items()))
-        remedy.append("a stopping rule that waits for dev perplexity too (patience on it, "
-                      "the early-stopping metric fairseq and JoeyNMT use by default: the "
-                      "translation option stop_on = dev_ppl), every run of the compared "
-                      "suites trained again under it")
+        remedy.append("a longer patience on dev perplexity, every run of the compared suites "
+                      "trained again under it" if metric == STOP_METRICS["dev_ppl"] else
+                      "a stopping rule that waits for dev perplexity too (patience on it, "
+                      "the early-stopping metric fairseq and JoeyNMT use by default: "
+                      "stop_on = dev_ppl in the suites' rule, not a `--set` variant, which "
+                      "the claim does not read), every run of the compared suites trained "
+                      "again under it")
     return Gate("converged", not remedy, f"{detail} ({rule})", "; and ".join(remedy))
 
 

@@ -22,7 +22,12 @@ from sacrebleu.metrics import BLEU
 
 from harness.files import read_lines
 from harness.report import clustered, gates, sentence_tests
-from harness.report.claim_convergence import converged_gate, stop_metric, translation_scope
+from harness.report.claim_convergence import (
+    converged_gate,
+    stop_metric,
+    translation_scale,
+    translation_scope,
+)
 from harness.report.claim_translation import BASELINES, CONVERGED
 from harness.report.evidence import Claim, Evidence, Missing, Stored, scale_facts
 from harness.report.rulebook import TRAINED_QUALITY
@@ -47,7 +52,7 @@ RUN = (f"`tvr run {TUNED_SUITE} --executor ray` (about {TUNED_CORE_HOURS} "
 # split, the recipe's search and the stopping rule (a column a row lacks is its default)
 SHARED = ("corpus_split", "dev_sentences", "eval_max_words", "final_sentences", "beam",
           "alpha", "alphas", "recipe", "patience", "budget_flops", "eval_flops", "source_eos",
-          "init", "max_tokens")
+          "init", "max_tokens", "stop_on")
 
 
 def suite_of(stored: Stored, study: str) -> str:
@@ -281,9 +286,8 @@ def _evidence(stored: Stored, every: dict, pairs: list[Versus], verdict: str,
                       "these models did not learn the task at this scale, so no verdict")
     tuned = suite == TUNED_SUITE
     base = f"{CONVERGED}'s Transformer" if tuned else f"{SUITE}'s own base"
-    scope = translation_scope(rows, _budget(rows, every, tuned))
-    machines = ", ".join(sorted(rows["machine"].dropna().astype(str).unique())) \
-        if "machine" in rows else ""
+    budget = _budget(rows, every, tuned)
+    scope = translation_scope(rows, budget)
     return Evidence(
         f"{suite}: Table 3's variations of the {'tuned' if tuned else 'quick'} translation "
         f"Transformer against {base} (the base), {int(every['base']['dev_sentences'].iloc[0])}"
@@ -294,10 +298,10 @@ def _evidence(stored: Stored, every: dict, pairs: list[Versus], verdict: str,
         "clustered bootstrap and randomization agree, every seed of the better arm above "
         "every seed of the other where they separate the two, the arms decoded and trained "
         "alike ("
-        + ", ".join(SHARED) + ")" + (f", every seed's dev BLEU curve flat by {CONVERGED}'s "
-                                     "stopping rule" if tuned else
+        + ", ".join(SHARED) + ")" + (f", every seed's {stop_metric(rows)} curve flat by "
+                                     f"{CONVERGED}'s stopping rule" if tuned else
                                      f"; {SUITE} is a smoke test, too small to judge"),
-        f"{scope}, machine {machines or '?'}", checks,
+        translation_scale(rows, budget), checks,
         tuple(t for p in pairs for t in (*p.sentence, *p.seeds)),
         scale_facts(rows, int(rows["dev_sentences"].iloc[0]) if "dev_sentences" in rows
                     else ""),

@@ -28,6 +28,7 @@ from harness.report.claim_convergence import (
     convergence_note,
     rule_text,
     stop_metric,
+    translation_scale,
     translation_scope,
 )
 from harness.report.evidence import Claim, Evidence, Missing, Stored, scale_facts
@@ -220,12 +221,10 @@ def _measured(q: _Quality) -> str:
 
 
 def _scale(rows: pd.DataFrame) -> str:
-    """The scale line: what translation_scope names, with the seeds and the machine (the
+    """The scale line: what translation_scope names, with the seeds and the machines (the
     updates the runs did, never their cap of steps)."""
     seeds = int(rows["seed"].nunique())
-    machine = str(rows["machine"].iloc[0]) if "machine" in rows else "?"
-    return translation_scope(rows, f"{seeds} seed{'s' if seeds > 1 else ''}") + \
-        f", machine {machine}"
+    return translation_scale(rows, f"{seeds} seed{'s' if seeds > 1 else ''}")
 
 
 def table2_matched(stored: Stored) -> Evidence:

@@ -32,18 +32,18 @@ def translation_converged(out: Path) -> str:
     matched = trained_runs(_rows(out, suite))
     budget = pd.to_numeric(matched.get("budget_flops"), errors="coerce").max()
     head = (f"`{suite}` stops every model at {flops_text(budget)} counted training FLOPs; "
-            f"`{CONVERGED_SUITE}` trains each until its stopping rule ends it")
+            f"`{CONVERGED_SUITE}` trains each until ")
     try:
         converged = trained_runs(_rows(out, CONVERGED_SUITE))
         target, converged = to_target(converged, Stored(out).series(
             CONVERGED_SUITE, converged["point_id"]))
     except (BadInput, Missing):
-        return (head + f": not measured yet (`tvr run {CONVERGED_SUITE}`, about 8-16 "
-                "core-hours, resumable).\n\n" + markdown_table(
+        return (head + "its stopping rule ends it: not measured yet (`tvr run "
+                f"{CONVERGED_SUITE}`, about 8-16 core-hours, resumable).\n\n" + markdown_table(
                     converged_table(matched, matched.iloc[0:0])) + "\n")
     first, metric = converged.iloc[0], stop_metric(converged)
-    head = head.replace("its stopping rule ends it", f"its {metric} stops improving")
-    return (head + f" ({int(first['patience'])} evaluations without a new best {metric}, "
+    return (head + f"its {metric} stops improving ({int(first['patience'])} evaluations "
+            f"without a new best {metric}, "
             f"capped at {flops_text(float(first['budget_flops']))} FLOPs; "
             f"{len(converged)} runs so far, on {_machine(converged)}). `converged`: seeds ended by "
             "patience, flat by the rule (a run the cap or budget ended is not); `updates`: the "
@@ -196,8 +196,8 @@ def translation_table3(out: Path) -> str:
         tuned = (f"`{TUNED_SUITE}` ({len(runs)} of its variation runs so far, on "
                  f"{_machine(runs)}): each variation of the tuned Transformer, trained by "
                  f"Table 2's stopping rule, against the base, `{CONVERGED_SUITE}`'s "
-                 "Transformer; the updates each run did until the rule stopped it and their "
-                 "counted training FLOPs (the paper's \"train steps\"), dev BLEU (beam 4, the "
+                 "Transformer; the updates each run did until the rule stopped it (the paper's "
+                 "\"train steps\") and their counted training FLOPs, dev BLEU (beam 4, the "
                  "length penalty chosen on dev) and dev perplexity per subword, means over the "
                  "seeds run, with the BLEU's standard deviation over them:\n\n"
                  + markdown_table(table, ".4g") + "\n\nThe "

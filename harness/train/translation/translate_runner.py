@@ -12,6 +12,7 @@ the references once per corpus beside them, so anyone can rescore them.
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from tokenizers import Tokenizer
 from torch import nn
 
 import models
-from experiments.spec import Config, Point, TranslateOptions, config
+from experiments.spec import STOP_ON, Config, Point, TranslateOptions, config
 from harness.measure.compare import peak_rate
 from harness.measure.kernel_swap import use_kernels
 from harness.runner import Context, Result
@@ -350,8 +351,10 @@ def convergence(log: TrainLog, opts: TranslateOptions) -> dict[str, Any]:
     before = max(curve[:-FLAT_WINDOW]) if len(curve) > FLAT_WINDOW else float("nan")
     gain = max(curve[-FLAT_WINDOW:]) - before if len(curve) > FLAT_WINDOW else float("nan")
     flat = log.stopped_early or (gain < FLAT_BLEU and gain < FLAT_FRACTION * before)
-    bleu = log.best if opts.stop_on == "dev_bleu_greedy" else \
-        dict(log.series.get("dev_bleu_greedy", [])).get(log.best_step, float("nan"))
+    # the BLEU at the rule's best: its own best, or the curve's BLEU where the watched metric
+    # was best (NaN where it never was: no finite perplexity)
+    bleu = log.best if opts.stop_on == STOP_ON[0] else float("nan") if log.best == -math.inf \
+        else dict(log.series.get("dev_bleu_greedy", [])).get(log.best_step, float("nan"))
     return {"best_step": log.best_step, "best_dev_bleu_greedy": bleu,
             "stopped_early": int(log.stopped_early), "dev_curve_gain_last": gain,
             "converged": int(flat)}

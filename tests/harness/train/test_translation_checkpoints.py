@@ -169,6 +169,11 @@ def test_a_run_stopped_on_perplexity_reports_the_bleu_of_its_best_weights() -> N
     assert convergence(log, TranslateOptions(stop_on="dev_ppl"))["best_dev_bleu_greedy"] == 8.5
     log = TrainLog(series=series, best=9.0, best_step=100)
     assert convergence(log, TranslateOptions())["best_dev_bleu_greedy"] == 9.0
+    never = TrainLog(series=series | {"dev_ppl": [(0, math.inf), (100, math.inf)]})
+    assert math.isnan(convergence(never, TranslateOptions(stop_on="dev_ppl"))
+                      ["best_dev_bleu_greedy"])  # no finite perplexity: no best, no BLEU
+    with pytest.raises(ValueError, match="stop_on 'dev_loss': one of dev_bleu_greedy"):
+        TranslateOptions(stop_on="dev_loss")  # a Python suite's typo, refused as it is built
 
 
 def test_throughput_is_rates_over_update_seconds_and_mfu_over_the_peak() -> None:
