@@ -323,12 +323,12 @@ def translation_table3_tuned() -> list[Point]:
     new best greedy dev BLEU, capped at CONVERGED_CAP FLOPs), beam search on the whole dev
     set (dev only) with the length penalty chosen there from ALPHAS, as the base's dev
     output was (so the two are decoded alike), and the three baselines there. 15 trained
-    points, 3 seeds a variation, the fewest a verdict takes. Cost, measured on its first 6
-    runs (seed 0 of A-E and seed 1 of A, one core each of the 2-core reference machine):
-    20-50 min a run with its evaluations and dev decoding, mean 37, so about 9 core-hours
-    for the 15, inside the 12 planned for it (the base's own 4 runs trained 35-115 min each
-    under this rule). Seed-major, resumable across sittings (two sweeps into one --out, or
-    `--executor ray`)."""
+    points, 3 seeds a variation, the fewest a verdict takes. Cost, measured on all 15 runs
+    (one core each of the 2-core reference machine): 18-56 min of training a run (mean 33),
+    8.3 core-hours in all, about 9.7 with the evaluations and dev decoding (1.13-1.23x the
+    training time on the runs not resumed), inside the 12 planned for it (the base's own 4
+    runs trained 35-115 min each under this rule). Seed-major, resumable across sittings
+    (two sweeps into one --out, or `--executor ray`)."""
     opts = TUNED | {"recipe": "translation-cpu-tune", "score_test": False, "alphas": ALPHAS,
                     **CONVERGED_RULE}
     variations = _table3("translation-table3-tuned", TABLE3_TUNED, CPU_D_MODEL,
