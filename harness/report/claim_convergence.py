@@ -64,14 +64,15 @@ def translation_scope(rows: pd.DataFrame, budget: str) -> str:
 
 
 STOP_METRICS = {"dev_bleu_greedy": "greedy dev BLEU", "dev_ppl": "dev perplexity"}
+DEFAULT_STOP = "dev_bleu_greedy"  # what a row without a stop_on column stopped on
 
 
 def stop_metric(rows: pd.DataFrame) -> str:
     """What the rows' stopping rule watched, in words ("greedy dev BLEU", the default a row
     without a stop_on column had; rules that differ between rows joined by " or ")."""
-    on = rows.get("stop_on", pd.Series("dev_bleu_greedy", index=rows.index))
-    names = sorted({STOP_METRICS.get(str(v), str(v)) for v in on.fillna("dev_bleu_greedy")})
-    return " or ".join(names) or STOP_METRICS["dev_bleu_greedy"]
+    on = rows.get("stop_on", pd.Series(DEFAULT_STOP, index=rows.index)).fillna(DEFAULT_STOP)
+    names = sorted({STOP_METRICS.get(str(v), str(v)) for v in on})
+    return " or ".join(names) or STOP_METRICS[DEFAULT_STOP]
 
 
 def translation_scale(rows: pd.DataFrame, budget: str) -> str:

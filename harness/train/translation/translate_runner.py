@@ -351,10 +351,10 @@ def convergence(log: TrainLog, opts: TranslateOptions) -> dict[str, Any]:
     before = max(curve[:-FLAT_WINDOW]) if len(curve) > FLAT_WINDOW else float("nan")
     gain = max(curve[-FLAT_WINDOW:]) - before if len(curve) > FLAT_WINDOW else float("nan")
     flat = log.stopped_early or (gain < FLAT_BLEU and gain < FLAT_FRACTION * before)
-    # the BLEU at the rule's best: its own best, or the curve's BLEU where the watched metric
-    # was best (NaN where it never was: no finite perplexity)
-    bleu = log.best if opts.stop_on == STOP_ON[0] else float("nan") if log.best == -math.inf \
-        else dict(log.series.get("dev_bleu_greedy", [])).get(log.best_step, float("nan"))
+    bleu = log.best  # the BLEU at the rule's best: its own best where it watches BLEU
+    if opts.stop_on != STOP_ON[0]:  # else the curve's BLEU where the watched metric was best,
+        at_best = dict(log.series.get("dev_bleu_greedy", [])).get(log.best_step, math.nan)
+        bleu = math.nan if log.best == -math.inf else at_best  # NaN: no finite value, no best
     return {"best_step": log.best_step, "best_dev_bleu_greedy": bleu,
             "stopped_early": int(log.stopped_early), "dev_curve_gain_last": gain,
             "converged": int(flat)}
