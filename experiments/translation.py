@@ -209,10 +209,10 @@ def translation_cpu_converged() -> list[Point]:
     (checked on its checkpoint), within float rounding for the Transformer, whose kernels
     are chosen by timing in each process (train loss equal to 5 digits at update 193, dev
     BLEU within 0.1 for the first 800 updates). Seeds interleaved, so every model has a
-    seed early. Measured for seed 0 (one point per core, one thread, the 2-core reference
-    machine): the Transformer 131 min (to the 4x cap of then), the attentional LSTM 93 min
-    and GRU 48 min (stopped by patience), 4.5 core-hours a seed, so 15-18 for the 4; resumable
-    (`--executor ray`, or two sweeps into one --out)."""
+    seed early. Measured on all 12 runs (one point per core, one thread, the 2-core reference
+    machine; the rows' train_s): 24-44 min of training for the attentional GRU, 40-82 for the
+    LSTM, 35-78 for the Transformer, 10.0 core-hours in all; resumable (`--executor ray`, or
+    two sweeps into one --out)."""
     opts = TUNED | {"recipe": "translation-cpu-tune", "alphas": ALPHAS, **CONVERGED_RULE}
     return baseline_points("translation-cpu-converged", **opts) + [
         translate_point("translation-cpu-converged", m, CPU_D_MODEL, CPU_BATCH, s,

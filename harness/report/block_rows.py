@@ -8,6 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from harness.errors import BadInput
+from harness.plan import PLAN_FILE
+from harness.report.unfinished import unfinished
 from harness.results import RESULTS_FILE, load_results
 
 
@@ -27,3 +29,14 @@ def machine(df: pd.DataFrame) -> str:
     first = df.iloc[0]
     return (f"machine `{first['machine']}` ({first.get('device_name', '?')}, "
             f"{int(first['threads'])} thread{'s' if first['threads'] != 1 else ''})")
+
+
+def runs_text(out: Path, suite: str, runs: pd.DataFrame, what: str = "runs") -> str:
+    """How many `what` the block shows, and whether its suite's plan (harness.plan) has more
+    to train: "12 runs, every planned run finished", "7 runs so far, 5 planned or started
+    still to finish", or "12 runs" where the folder holds no plan."""
+    if not (out / suite / PLAN_FILE).is_file():
+        return f"{len(runs)} {what}"
+    left = sum(unfinished(out / suite, load_results(out, [suite])).values())
+    return f"{len(runs)} {what}" + (", every planned run finished" if not left else
+                                    f" so far, {left} planned or started still to finish")

@@ -346,7 +346,7 @@ def _recall_scope(df: pd.DataFrame, swept: pd.DataFrame) -> str:
     lrs = sorted(pd.to_numeric(swept["lr"], errors="coerce").dropna().unique()) \
         if "lr" in swept else []
     steps = int(pd.to_numeric(df["steps"], errors="coerce").max()) if "steps" in df else 0
-    budget = f"up to {steps} steps" if steps else ""
+    budget = f"up to {steps:,} steps" if steps else ""
     if len(lrs) == 1:
         budget += f" at learning rate {lrs[0]:g} for every model"
     elif lrs:

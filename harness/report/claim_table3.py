@@ -248,8 +248,11 @@ def _gates(stored: Stored, every: dict[str, pd.DataFrame],
     bleu = {a: float(g["dev_bleu"].mean()) for a, g in every.items()}
     agree = [gates.agree_gate(p.sentence) for p in pairs]
     order = [gates.seed_order_gate(*p.per_seed, p.separated, f"{p.label}, dev BLEU per seed",
-                                   f"more seeds per variation, until every seed orders the "
-                                   f"two alike or the tests no longer separate them: {RUN}")
+                                   "more seeds per variation and for the base (the suites' "
+                                   "TABLE3_SEEDS and CONVERGED_SEEDS in "
+                                   "experiments/translation.py: a `--set seed=` variant is "
+                                   "not read), until every seed orders the two alike or the "
+                                   f"tests no longer separate them, then {RUN}")
              for p in pairs]
     bad = [g for g in agree if not g.passed]
     disordered = [g for g in order if not g.passed]

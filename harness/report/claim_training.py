@@ -55,7 +55,7 @@ def training_scale(rows: pd.DataFrame) -> str:
         parts.append(f"{fmt(lo)}..{fmt(hi)} parameters" if lo != hi else
                      f"{fmt(lo)} parameters")
     if "steps" in rows and rows["steps"].notna().any() and rows["steps"].max() > 0:
-        parts.append(f"up to {int(rows['steps'].max())} steps")
+        parts.append(f"up to {int(rows['steps'].max()):,} steps")
     seeds = rows["seed"].nunique()
     parts.append(f"{seeds} seed{'' if seeds == 1 else 's'}")
     parts.append(f"device {first.get('device', '?')} ({first.get('device_name', '?')})")

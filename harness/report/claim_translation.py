@@ -170,8 +170,10 @@ def _pair_gates(pair: list[Test], by: dict[str, pd.DataFrame],
         agree_gate(deciding),
         seed_order_gate(by["transformer"]["test_bleu"], by[model]["test_bleu"], separated,
                         f"{model} vs transformer, test BLEU per seed",
-                        "more seeds per model, until every seed orders them alike or the "
-                        "tests no longer separate them")]
+                        "more seeds per model (the suite's seeds in "
+                        "experiments/translation.py: a `--set seed=` variant is not read), "
+                        "until every seed orders them alike or the tests no longer separate "
+                        "them")]
 
 
 @dataclass(frozen=True)

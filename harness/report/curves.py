@@ -85,7 +85,7 @@ def caption(pts: pd.DataFrame, clip: str = "", drawn: str | None = "band") -> st
         parts.append(f"{lo / 1e3:.0f}k" + (f"-{hi / 1e3:.0f}k" if hi != lo else "")
                      + " parameters")
     if "steps" in pts and pts["steps"].fillna(0).max() > 0:
-        parts.append(f"up to {int(pts['steps'].max())} steps")
+        parts.append(f"up to {int(pts['steps'].max()):,} steps")
     first = pts.iloc[0]
     parts.append(f"{first.get('device', '?')} ({first.get('device_name', '?')})")
     return ", ".join(parts)

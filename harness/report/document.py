@@ -28,6 +28,7 @@ from harness.report.table1 import is_table1, table1
 from harness.report.toolkit_gap import crosschecks
 from harness.report.translation import (
     ANCHOR,
+    BASELINES,
     is_search,
     recipes,
     table2,
@@ -159,12 +160,14 @@ def translation_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str
     sweep, t3 = recipes(df), table3(df)
     # a recipe sweep's rows are recipes, not seeds of one: its own table, not Table 2's means
     t2 = table2(df, toolkit_rows(out_dir)) if sweep.empty else pd.DataFrame()
+    trained = not t2.empty and not t2["model"].isin(BASELINES).all()  # a Table 3 suite: none
     parts = [
         (sweep, "recipes", "Recipe sweep: peak learning rate and dropout per model (dev set)",
          "One seed per recipe; dev perplexity per subword, dev BLEU by beam search on the dev "
          "set; `chosen`: the model's lowest dev perplexity, the recipe a suite naming this "
          "sweep trains with."),
-        (t2, "table2", "Table 2 in miniature: BLEU against training cost",
+        (t2, "table2", "Table 2: BLEU against training cost" if trained else
+         "The trivial baselines on the same verses",
          "Means over seeds; BLEU and chrF by sacrebleu (signatures in results.csv) on "
          "detokenised beam-search output (hypotheses in `hypotheses/`); `train_flops` counted "
          "forward + backward; `flops_to_bleu` where the dev curve (greedy) first reached "

@@ -11,6 +11,7 @@ import pandas as pd
 from harness.errors import BadInput
 from harness.report.block_rows import machine as _machine
 from harness.report.block_rows import rows as _rows
+from harness.report.block_rows import runs_text
 from harness.report.claims import ledger
 from harness.report.markdown import markdown_table
 from models import catalog
@@ -31,32 +32,37 @@ def translation_converged(out: Path) -> str:
     suite = table2_suite(out)
     matched = trained_runs(_rows(out, suite))
     budget = pd.to_numeric(matched.get("budget_flops"), errors="coerce").max()
-    head = (f"`{suite}` stops every model at {flops_text(budget)} counted training FLOPs; "
-            f"`{CONVERGED_SUITE}` trains each until ")
+    sooner = int((matched.get("stopped_by", pd.Series(dtype=str)) == "patience").sum())
+    head = (f"`{suite}` stops every model at {flops_text(budget)} counted training FLOPs"
+            + (f" (patience ended {sooner} of its {len(matched)} runs sooner)" if sooner else "")
+            + f"; `{CONVERGED_SUITE}` trains each until ")
     try:
         converged = trained_runs(_rows(out, CONVERGED_SUITE))
         target, converged = to_target(converged, Stored(out).series(
             CONVERGED_SUITE, converged["point_id"]))
     except (BadInput, Missing):
         return (head + "its stopping rule ends it: not measured yet (`tvr run "
-                f"{CONVERGED_SUITE}`, about 8-16 core-hours, resumable).\n\n" + markdown_table(
+                f"{CONVERGED_SUITE}`, about 10 core-hours, resumable).\n\n" + markdown_table(
                     converged_table(matched, matched.iloc[0:0])) + "\n")
     first, metric = converged.iloc[0], stop_metric(converged)
     return (head + f"its {metric} stops improving ({int(first['patience'])} evaluations "
             f"without a new best {metric}, "
             f"capped at {flops_text(float(first['budget_flops']))} FLOPs; "
-            f"{len(converged)} runs so far, on {_machine(converged)}). `converged`: seeds ended by "
+            f"{runs_text(out, CONVERGED_SUITE, converged)}, on {_machine(converged)}). "
+            f"`test_bleu`: beam search on the {int(first['test_sentences']):,} test verses, "
+            "mean over seeds; `converged`: seeds ended by "
             "patience, flat by the rule (a run the cap or budget ended is not); `updates`: the "
             "updates run; `flops_to_target`, "
             "`seconds_to_target`: training FLOPs and update seconds to greedy dev BLEU "
-            f"{target:.2f} on the curve's verses (the lowest best of the converged runs), "
-            "geometric means over seeds.\n\n"
+            f"{target:.2f} on the dev verses the rule evaluates (the lowest best of the "
+            "converged runs), geometric means over seeds.\n\n"
             + markdown_table(converged_table(matched, converged)) + "\n\n"
             + _table2_verdicts(out) + "\n")
 
 
-TABLE2_VERDICTS = {"table2-quality": "BLEU at convergence", "table2-cost": "cost to the target",
-                   "table2-matched-budget": "BLEU at the matched budget"}
+TABLE2_VERDICTS = {"table2-quality": "quality (BLEU) at convergence",
+                   "table2-cost": "cost to the target",
+                   "table2-matched-budget": "quality at the matched budget"}
 
 
 def _table2_verdicts(out: Path) -> str:
@@ -65,8 +71,9 @@ def _table2_verdicts(out: Path) -> str:
     from harness.report.claim_translation import CLAIMS
 
     table = ledger(out, [c for c in CLAIMS if c.key in TABLE2_VERDICTS])
-    return ("Verdicts on the claim (evidence and failed gates: `tvr claims`): " + "; ".join(
-        f"{TABLE2_VERDICTS[row.key]}, **{row.label}**" for row in table.itertuples()) + ".")
+    return ("The ledger's three Table 2 claims (evidence and failed gates: `tvr claims`): "
+            + "; ".join(f"{TABLE2_VERDICTS[row.key]}, **{row.label}**"
+                        for row in table.itertuples()) + ".")
 
 
 def toolkit_gap(out: Path) -> str:
@@ -193,7 +200,7 @@ def translation_table3(out: Path) -> str:
         diverged = ("" if lost.empty else "\n\nDiverged, so in no mean: " + ", ".join(
             f"{str(r.study).removeprefix('table3-')} seed {int(r.seed)}"
             for r in lost.itertuples()) + ".")
-        tuned = (f"`{TUNED_SUITE}` ({len(runs)} of its variation runs so far, on "
+        tuned = (f"`{TUNED_SUITE}` ({runs_text(out, TUNED_SUITE, runs, 'variation runs')}, on "
                  f"{_machine(runs)}): each variation of the tuned Transformer, trained by "
                  f"Table 2's stopping rule, against the base, `{CONVERGED_SUITE}`'s "
                  "Transformer; the updates each run did until the rule stopped it (the paper's "

@@ -121,6 +121,6 @@ def _short(span: object) -> str:
 def table() -> str:
     """docs/rulebook.md's block: one row per kind, its gates and what "supports" requires."""
     return markdown_table(pd.DataFrame(
-        [{"claim kind": k.name, "gates (all must pass)": ", ".join(
+        [{"claim kind": k.name, "gates every claim of the kind passes": ", ".join(
             k.gates + (("finished",) if k.name in WAITS_FOR_RUNS else ())) or "none",
           "what \"supports\" requires": k.supports} for k in KINDS.values()])) + "\n"

@@ -3,9 +3,12 @@ and curves of the converged suite: each verdict, and the gates that stop one."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pandas as pd
 import pytest
 
+from harness.plan import write_plan
 from harness.report.claim_translation import CLAIMS, CONVERGED
 from harness.report.claims import judge
 from harness.report.evidence import Stored
@@ -107,6 +110,7 @@ def test_cost_claim_needs_seeds_enough_for_its_exact_test(tmp_path):
 
 def test_readme_block_sets_each_model_converged_beside_its_matched_budget_row(tmp_path):
     from harness.report.readme_translation import translation_converged
+    from tests.harness.report.test_claim_translation import SUITE as MATCHED_SUITE
     from tests.harness.report.test_claim_translation import _suite
 
     _suite(tmp_path, good, poor)  # the matched-budget demo suite
@@ -114,7 +118,25 @@ def test_readme_block_sets_each_model_converged_beside_its_matched_budget_row(tm
     assert "not measured yet (`tvr run translation-cpu-converged`" in text
     _converged(tmp_path, reach=lambda m, s: (1 if m == "transformer" else 4) * 1e12)
     text = translation_converged(tmp_path)
-    assert "capped at 2.4e14 FLOPs; 8 runs so far" in text and "BLEU 20.00" in text
+    assert "capped at 2.4e14 FLOPs; 8 runs, on" in text and "BLEU 20.00" in text
+    assert "training FLOPs;" in text  # every matched-budget run ran to the budget
+    csv = tmp_path / MATCHED_SUITE / "results.csv"
+    matched = pd.read_csv(csv)
+    matched.loc[matched["runner"] == "translate", "stopped_by"] = "budget"
+    matched.loc[matched.index[-1], "stopped_by"] = "patience"
+    matched.to_csv(csv, index=False)
+    assert "counted training FLOPs (patience ended 1 of its 6 runs sooner);" in \
+        translation_converged(tmp_path)
+    # with its plan the block says whether the suite has more to train
+    done = pd.read_csv(tmp_path / CONVERGED / "results.csv")["point_id"].dropna()
+    planned = [SimpleNamespace(point_id=p, subject="transformer", seed=0, digest=f"{i:012x}")
+               for i, p in enumerate(done)]
+    write_plan(tmp_path / CONVERGED, planned)
+    assert "8 runs, every planned run finished, on" in translation_converged(tmp_path)
+    write_plan(tmp_path / CONVERGED, [*planned, SimpleNamespace(
+        point_id="transformer-s9", subject="transformer", seed=9, digest="f" * 12)])
+    assert "8 runs so far, 1 planned or started still to finish, on" in \
+        translation_converged(tmp_path)
     rows = [line for line in text.splitlines() if line.startswith("| transformer")]
     assert [r.split("|")[2].strip() for r in rows] == ["matched budget", "converged"]
     # FLOPs to the target (BLEU 20, reached at twice `reach`) and to convergence

@@ -282,7 +282,7 @@ def test_the_docs_table_shows_the_tuned_suite_over_seeds_beside_its_base(tmp_pat
     verdicts = text.split("The ledger's verdicts")[1].split("The smoke test")[0]
     (b_verdict,) = [line for line in verdicts.splitlines() if line.startswith("| B ")]
     assert "| supports at " in b_verdict and b_verdict.rstrip(" |").endswith("| none")
-    assert "3 of its variation runs so far" in text
+    assert "(3 variation runs, on" in text  # no plan: nothing said of runs to come
     assert "The smoke test, `tvr run translation-table3-quick` (5 points" in text
     assert "Diverged" not in text
     tuned(tmp_path, poor, d_model=128, n_heads=4, seeds=4)
@@ -291,7 +291,7 @@ def test_the_docs_table_shows_the_tuned_suite_over_seeds_beside_its_base(tmp_pat
     rows[-1] = "diverged," + rows[-1].removeprefix("ok,")  # seed 3: a result with no BLEU
     (tmp_path / TUNED_SUITE / "results.csv").write_text("\n".join(rows) + "\n")
     text = readme_translation.translation_table3(tmp_path)
-    assert "Diverged, so in no mean: B seed 3." in text and "4 of its variation runs" in text
+    assert "Diverged, so in no mean: B seed 3." in text and "(4 variation runs, on" in text
     (b_row,) = [line for line in text.split("The ledger's verdicts")[0].splitlines()
                 if line.startswith("| B ")]
     assert b_row.split("|")[header.index("seeds") + 1].strip() == "3"
@@ -311,3 +311,17 @@ def test_each_claim_moves_to_the_tuned_suite_as_its_own_rows_land(tmp_path):
     assert judged(tmp_path).points.startswith(TUNED_SUITE)
     positions = judged(tmp_path, claim_table3.learned_positions)
     assert positions.points.startswith(f"{SUITE}: ") and "scale" in failed(positions)
+
+
+def test_report_heads_the_tuned_suites_baselines_as_baselines_not_table2(tmp_path):
+    """REPORT.md's section of a Table 3 suite: its baselines' table is not headed Table 2."""
+    from harness.report.document import translation_section
+    from harness.results import load_results
+
+    tuned(tmp_path, poor, d_model=128, n_heads=4)
+    df = load_results(tmp_path, [TUNED_SUITE])
+    df.loc[df["model"].isin(claim_translation.BASELINES), "study"] = "table2"  # as a run writes
+    heads = [line for line in translation_section(tmp_path, TUNED_SUITE, df)
+             if line.startswith("### ")]
+    assert heads[0] == "### The trivial baselines on the same verses"
+    assert not any("Table 2" in h for h in heads)

@@ -407,7 +407,7 @@ def test_report_has_table2_and_the_bleu_cost_figure(tiny_run) -> None:
     from harness.report.document import write_report
 
     text = write_report(tiny_run).read_text()
-    assert "Table 2 in miniature" in text and "bleu-vs-cost" in text
+    assert "### Table 2: BLEU against training cost" in text and "bleu-vs-cost" in text
     table = (tiny_run / "translation-tiny" / "table2.csv").read_text()
     assert "transformer" in table and "source-copy" in table
     assert (tiny_run / "translation-tiny" / "bleu-vs-cost.png").stat().st_size > 0
