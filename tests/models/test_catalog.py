@@ -16,7 +16,7 @@ import torch
 import experiments
 import models
 from experiments.spec import Point, config
-from harness.report import claim_layers, figures, table1, tables
+from harness.report import claim_layers, layer_figures, table1, tables
 from harness.report.evidence import Stored
 from harness.results import RESULTS_FILE
 from harness.run.runner_table import RUNNERS
@@ -103,7 +103,7 @@ def test_a_mixer_from_one_file_is_found_by_every_stage(toy, tmp_path):
     mine = cross[(cross["versus"] == toy) & (cross["attention"] == "layer")]
     assert len(mine) and (mine["n_star_closed_form"] == 3 * mine["d_model"]).all()
     # the crossover figure: in its legend, in its declared colour
-    fig = figures.crossover(quick)
+    fig = layer_figures.crossover(quick)
     legend = {t.get_text(): h for leg in fig.legends
               for t, h in zip(leg.get_texts(), leg.legend_handles, strict=True)}
     assert toy in legend

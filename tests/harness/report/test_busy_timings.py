@@ -14,7 +14,7 @@ import pytest
 from matplotlib.collections import PathCollection
 
 from harness.report import document, rematch
-from harness.report import figures as plots
+from harness.report import layer_figures as plots
 from harness.report.tables import sweep_frame
 from harness.results import RESULTS_FILE, load_results, read_results
 

@@ -19,7 +19,7 @@ from matplotlib.container import ErrorbarContainer
 from matplotlib.lines import Line2D
 
 from harness.report import ablations, rematch
-from harness.report import figures as plots
+from harness.report import layer_figures as plots
 from harness.report.labels import declare_unit, unit_of
 from harness.report.rematch import floor
 from harness.results import RESULTS_FILE, load_results

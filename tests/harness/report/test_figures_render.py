@@ -29,7 +29,7 @@ from matplotlib.text import Text
 from experiments.rematch import THROUGHPUT
 from harness.errors import BadInput
 from harness.report import figures as plots
-from harness.report import rematch, translation_curves
+from harness.report import layer_figures, rematch, translation_curves
 from harness.report.curves import FRACTION, NONNEGATIVE, band, caption, clip_text
 from harness.report.rematch import LOOP_FIX
 from harness.report.stats import t_interval
@@ -368,10 +368,10 @@ def test_crossover_draws_noisy_timings_off_its_lines_and_announces_only_drawn_li
     if not (RESULTS / "linear-attention" / RESULTS_FILE).exists():
         pytest.skip("no linear-attention results")
     df = load_results(RESULTS, ["linear-attention"])
-    fig = plots.crossover(df)
+    fig = layer_figures.crossover(df)
     title = fig._suptitle.get_text()
     sweep = sweep_frame(df)
-    noisy = sweep[plots._noisy(sweep, "fwd_ms")]
+    noisy = sweep[layer_figures._noisy(sweep, "fwd_ms")]
     time_axes = [ax for ax in fig.axes if ax.get_subplotspec().rowspan.start == 1]
     on_lines = {(round(x), round(y, 9)) for ax in time_axes for ln in ax.lines
                 for x, y in zip(ln.get_xdata(), ln.get_ydata(), strict=True)
