@@ -166,9 +166,10 @@ def mqar_cpu() -> list[Point]:
     not by 8,000 with both: the jump to recall comes late and at a time that varies by run,
     as MQAR's does. An update takes 7-13 ms at 8 pairs, d = 32 (twice that at 16 pairs), so
     a point that never reaches 99% costs 1.5-4 min. Measured, the whole suite (one thread
-    each, both cores busy, over four sittings): 11.6 core-hours of point wall time for the
-    240 points (the rows' wall_s), 175 s a point on average (attention mostly stops early,
-    the recurrent mixers run to the cap), 3.6-4.2 core-hours for each learning rate's 80.
+    each, both cores busy, over four sittings): 12.2 core-hours of point time for the 240
+    points (wall time, with a resumed point's earlier attempts), 182 s a point on average
+    (attention mostly stops early, the recurrent mixers run to the cap), 3.9-4.2 core-hours
+    for each learning rate's 80.
     Resumable: `tvr run mqar-cpu --executor ray`, or two sweeps into one --out."""
     return [_mqar_point("mqar-cpu", m, p, d, s, MQAR_CPU_STEPS, MQAR_CPU_ALPHABET, lr,
                         MQAR_CPU_BATCH, pos_encoding="learned")

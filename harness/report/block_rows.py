@@ -10,7 +10,7 @@ import pandas as pd
 from harness.errors import BadInput
 from harness.plan import PLAN_FILE
 from harness.report.unfinished import unfinished
-from harness.results import RESULTS_FILE, load_results
+from harness.results import FINAL_STATUSES, RESULTS_FILE, load_results
 
 
 def rows(out: Path, suite: str, **where) -> pd.DataFrame:
@@ -37,6 +37,10 @@ def runs_text(out: Path, suite: str, runs: pd.DataFrame, what: str = "runs") -> 
     still to finish", or "12 runs" where the folder holds no plan."""
     if not (out / suite / PLAN_FILE).is_file():
         return f"{len(runs)} {what}"
-    left = sum(unfinished(out / suite, load_results(out, [suite])).values())
+    rows = load_results(out, [suite])
+    try:  # a failed row (error, oom) is a run `tvr run` trains again, as the ledger counts it
+        left = sum(unfinished(out / suite, rows[rows["status"].isin(FINAL_STATUSES)]).values())
+    except ValueError:  # a damaged plan: nothing said of runs to come (the ledger says why)
+        return f"{len(runs)} {what}"
     return f"{len(runs)} {what}" + (", every planned run finished" if not left else
                                     f" so far, {left} planned or started still to finish")

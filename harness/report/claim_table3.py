@@ -252,7 +252,8 @@ def _gates(stored: Stored, every: dict[str, pd.DataFrame],
                                    "TABLE3_SEEDS and CONVERGED_SEEDS in "
                                    "experiments/translation.py: a `--set seed=` variant is "
                                    "not read), until every seed orders the two alike or the "
-                                   f"tests no longer separate them, then {RUN}")
+                                   f"tests no longer separate them, then `tvr run {CONVERGED} "
+                                   f"--executor ray` for the base's and {RUN}")
              for p in pairs]
     bad = [g for g in agree if not g.passed]
     disordered = [g for g in order if not g.passed]

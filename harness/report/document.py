@@ -166,13 +166,15 @@ def translation_section(out_dir: Path, suite: str, df: pd.DataFrame) -> list[str
          "One seed per recipe; dev perplexity per subword, dev BLEU by beam search on the dev "
          "set; `chosen`: the model's lowest dev perplexity, the recipe a suite naming this "
          "sweep trains with."),
-        (t2, "table2", "Table 2: BLEU against training cost" if trained else
-         "The trivial baselines on the same verses",
+        (t2, "table2", "Table 2: BLEU against training cost",
          "Means over seeds; BLEU and chrF by sacrebleu (signatures in results.csv) on "
          "detokenised beam-search output (hypotheses in `hypotheses/`); `train_flops` counted "
          "forward + backward; `flops_to_bleu` where the dev curve (greedy) first reached "
          "`target_bleu`; decoding speed in sentences/s with and without the cache, measured "
-         "on whatever else the machine ran."),
+         "on whatever else the machine ran.") if trained else
+        (t2, "table2", "The trivial baselines on the same verses",
+         "Source copy, the constant sentence and retrieval (the nearest training source's "
+         "target), scored by sacrebleu as the models are."),
         (t3, "table3", "Table 3: variations of the base model, one row per run (dev set)",
          "")]
     lines = []

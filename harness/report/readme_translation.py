@@ -42,15 +42,18 @@ def translation_converged(out: Path) -> str:
             CONVERGED_SUITE, converged["point_id"]))
     except (BadInput, Missing):
         return (head + "its stopping rule ends it: not measured yet (`tvr run "
-                f"{CONVERGED_SUITE}`, about 10 core-hours, resumable).\n\n" + markdown_table(
+                f"{CONVERGED_SUITE}`, about 11 core-hours, resumable).\n\n" + markdown_table(
                     converged_table(matched, matched.iloc[0:0])) + "\n")
     first, metric = converged.iloc[0], stop_metric(converged)
+    tested = pd.to_numeric(converged.get("test_sentences", pd.Series(dtype=float)),
+                           errors="coerce").dropna()
     return (head + f"its {metric} stops improving ({int(first['patience'])} evaluations "
             f"without a new best {metric}, "
             f"capped at {flops_text(float(first['budget_flops']))} FLOPs; "
             f"{runs_text(out, CONVERGED_SUITE, converged)}, on {_machine(converged)}). "
-            f"`test_bleu`: beam search on the {int(first['test_sentences']):,} test verses, "
-            "mean over seeds; `converged`: seeds ended by "
+            + (f"`test_bleu`: beam search on the {int(tested.iloc[0]):,} test verses, mean "
+               "over seeds; " if len(tested) else "")
+            + "`converged`: seeds ended by "
             "patience, flat by the rule (a run the cap or budget ended is not); `updates`: the "
             "updates run; `flops_to_target`, "
             "`seconds_to_target`: training FLOPs and update seconds to greedy dev BLEU "

@@ -119,6 +119,7 @@ def test_readme_block_sets_each_model_converged_beside_its_matched_budget_row(tm
     _converged(tmp_path, reach=lambda m, s: (1 if m == "transformer" else 4) * 1e12)
     text = translation_converged(tmp_path)
     assert "capped at 2.4e14 FLOPs; 8 runs, on" in text and "BLEU 20.00" in text
+    assert f"`test_bleu`: beam search on the {len(REFS)} test verses" in text
     assert "training FLOPs;" in text  # every matched-budget run ran to the budget
     csv = tmp_path / MATCHED_SUITE / "results.csv"
     matched = pd.read_csv(csv)
@@ -137,6 +138,12 @@ def test_readme_block_sets_each_model_converged_beside_its_matched_budget_row(tm
         point_id="transformer-s9", subject="transformer", seed=9, digest="f" * 12)])
     assert "8 runs so far, 1 planned or started still to finish, on" in \
         translation_converged(tmp_path)
+    scored = pd.read_csv(tmp_path / CONVERGED / "results.csv")
+    scored.assign(test_sentences=float("nan")).to_csv(tmp_path / CONVERGED / "results.csv",
+                                                      index=False)  # diverged, or dev only
+    assert "`converged`: seeds ended" in translation_converged(tmp_path)
+    assert "`test_bleu`: beam" not in translation_converged(tmp_path)
+    scored.to_csv(tmp_path / CONVERGED / "results.csv", index=False)
     rows = [line for line in text.splitlines() if line.startswith("| transformer")]
     assert [r.split("|")[2].strip() for r in rows] == ["matched budget", "converged"]
     # FLOPs to the target (BLEU 20, reached at twice `reach`) and to convergence

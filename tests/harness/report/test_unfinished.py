@@ -105,3 +105,24 @@ def test_a_long_list_of_runs_left_is_named_in_part_and_counted(tmp_path):
     lrs = len(MQAR_CPU_LRS)
     assert f"(mqar-state-train-mixer-lm-self-attention-s0 x{lrs}, mqar-state-train-mixer-lm-" \
         "lstm" in gate.detail
+
+
+def test_a_pages_block_says_whether_its_suite_has_runs_left_as_the_gate_counts_them(tmp_path):
+    """block_rows.runs_text: no plan, nothing said; a failed row a run still to finish; a
+    damaged plan, nothing said (the ledger's gate says why)."""
+    from harness.report.block_rows import runs_text
+
+    rows = pd.DataFrame([_row(p) for p in POINTS])
+    folder = tmp_path / "s"
+    folder.mkdir()
+    rows.to_csv(folder / "results.csv", index=False)
+    assert runs_text(tmp_path, "s", rows) == "3 runs"
+    write_plan(folder, POINTS)
+    assert runs_text(tmp_path, "s", rows, "variation runs") == \
+        "3 variation runs, every planned run finished"
+    failed = rows.assign(status=["ok", "error", "ok"])
+    failed.to_csv(folder / "results.csv", index=False)
+    assert runs_text(tmp_path, "s", failed[failed["status"] == "ok"]) == \
+        "2 runs so far, 1 planned or started still to finish"
+    (folder / "plan.json").write_text("{")
+    assert runs_text(tmp_path, "s", rows) == "3 runs"
