@@ -263,11 +263,11 @@ def table2_matched(stored: Stored) -> Evidence:
         f"retrieval on test BLEU and chrF; {MIN_SEEDS}+ seeds per model; the two sentence "
         "tests agree; a separated pair ordered alike by every seed",
         _scale(rows), tuple(q.gates), tuple(q.tests),
-        scale_facts(rows, _test_verses(rows)),
+        scale_facts(rows, scored_verses(rows)),
         figure=f"{suite}/bleu-vs-cost.png", scope=translation_scope(rows, at))
 
 
-def _test_verses(rows: pd.DataFrame) -> int | str:
+def scored_verses(rows: pd.DataFrame) -> int | str:
     """The test verses the rows were scored on; "" where none was (a diverged run has no
     test score, and may come first)."""
     n = pd.to_numeric(rows.get("test_sentences", pd.Series(dtype=float)), errors="coerce").max()
@@ -306,7 +306,7 @@ def table2_quality(stored: Stored) -> Evidence:
         "flattened by the rule; the two sentence tests agree; a separated pair ordered "
         "alike by every seed",
         _scale(rows), tuple(gates), tuple(q.tests),
-        scale_facts(rows, _test_verses(rows)),
+        scale_facts(rows, scored_verses(rows)),
         figure=f"{CONVERGED}/bleu-vs-cost.png",
         scope=translation_scope(rows, f"trained until patience on {stop_metric(rows)}"))
 

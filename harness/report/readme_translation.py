@@ -26,6 +26,7 @@ def translation_converged(out: Path) -> str:
     """Table 2 by stopping rule: each trained model at the matched FLOP budget (the suite
     table2_suite picks) and trained to convergence, with the cost to a common target."""
     from harness.report.claim_convergence import stop_metric
+    from harness.report.claim_translation import scored_verses
     from harness.report.evidence import Missing, Stored
     from harness.report.translation import converged_table, flops_text, to_target, trained_runs
 
@@ -45,14 +46,13 @@ def translation_converged(out: Path) -> str:
                 f"{CONVERGED_SUITE}`, about 11 core-hours, resumable).\n\n" + markdown_table(
                     converged_table(matched, matched.iloc[0:0])) + "\n")
     first, metric = converged.iloc[0], stop_metric(converged)
-    tested = pd.to_numeric(converged.get("test_sentences", pd.Series(dtype=float)),
-                           errors="coerce").dropna()
+    tested = scored_verses(converged)
     return (head + f"its {metric} stops improving ({int(first['patience'])} evaluations "
             f"without a new best {metric}, "
             f"capped at {flops_text(float(first['budget_flops']))} FLOPs; "
             f"{runs_text(out, CONVERGED_SUITE, converged)}, on {_machine(converged)}). "
-            + (f"`test_bleu`: beam search on the {int(tested.iloc[0]):,} test verses, mean "
-               "over seeds; " if len(tested) else "")
+            + (f"`test_bleu`: beam search on the {tested:,} test verses, mean "
+               "over seeds; " if tested != "" else "")
             + "`converged`: seeds ended by "
             "patience, flat by the rule (a run the cap or budget ended is not); `updates`: the "
             "updates run; `flops_to_target`, "
